@@ -1,0 +1,514 @@
+// Emits @diverge/codec's generated modules for one revision: one module per frame (value types,
+// tag constants, decoder, encoder, and the frame's own error type), shared error modules, the MCP
+// type names, and the revision's index.
+import { StructureKind, VariableDeclarationKind, type CodeBlockWriter, type SourceFile } from "ts-morph";
+import { INT_SIZE, type IrBody, type IrErrorType, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
+import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
+
+const RUNTIME = "runtime/index.ts";
+
+/** Collects the imports one generated module needs, by module (relative to the codec's src/). */
+class Imports {
+  private readonly values = new Map<string, Set<string>>();
+  private readonly types = new Map<string, Set<string>>();
+  constructor(private readonly self: string) {}
+  value(module: string, name: string): string {
+    if (module !== this.self) getSet(this.values, module).add(name);
+    return name;
+  }
+  type(module: string, name: string): string {
+    if (module !== this.self) getSet(this.types, module).add(name);
+    return name;
+  }
+  apply(file: SourceFile): void {
+    const modules = [...new Set([...this.values.keys(), ...this.types.keys()])].sort();
+    for (const module of modules) {
+      const values = [...(this.values.get(module) ?? [])].sort();
+      const types = [...(this.types.get(module) ?? [])].filter((t) => !values.includes(t)).sort();
+      file.addImportDeclaration({
+        moduleSpecifier: importPath(this.self, module),
+        namedImports: [...values.map((name) => ({ name })), ...types.map((name) => ({ name, isTypeOnly: true }))],
+      });
+    }
+  }
+}
+
+function getSet<K, V>(map: Map<K, Set<V>>, key: K): Set<V> {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  return set;
+}
+
+export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFile[] {
+  const root = `packages/codec/src`;
+  const rev = `gen/${ir.revision}`;
+  const project = newProject();
+  const head = banner(ir, compilerVersion);
+  const out: GeneratedFile[] = [];
+  const modules = new Map<string, { file: SourceFile; imports: Imports }>();
+  const moduleFor = (path: string) => {
+    let m = modules.get(path);
+    if (!m) {
+      m = { file: project.createSourceFile(`/${path}`, "", { overwrite: true }), imports: new Imports(path) };
+      modules.set(path, m);
+    }
+    return m;
+  };
+  const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
+  const errorPath = (id: string) => `${rev}/${errorModule(ir, errorById.get(id)!)}`;
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+
+  // Error types: shared ones get their own module, the rest are written into their frame's module
+  // right after the frame, so what can go wrong reading a frame sits beside it.
+  for (const frame of ir.frames) {
+    const m = moduleFor(`${rev}/${frameModule(frame)}`);
+    emitFrame(m.file, m.imports, frame);
+    const own = errorById.get(frame.errorTypeId)!;
+    if (own.usedBy.length === 1) emitError(m.file, m.imports, own);
+  }
+  for (const error of ir.errorTypes) {
+    if (error.usedBy.length !== 1) {
+      const m = moduleFor(errorPath(error.id));
+      emitError(m.file, m.imports, error);
+    }
+  }
+  emitMcpTypes(moduleFor(`${rev}/mcp-types.ts`).file, ir);
+  emitIndex(moduleFor(`${rev}/index.ts`).file, ir, errorPath);
+
+  for (const [path, m] of [...modules.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    m.imports.apply(m.file);
+    out.push({ path: `${root}/${path}`, text: printTs(m.file, head) });
+  }
+  return out;
+
+  // -------------------------------------------------------------------------------------------
+
+  function emitError(file: SourceFile, imports: Imports, error: IrErrorType): void {
+    imports.value(RUNTIME, "DecodeError");
+    const detail = detailName(error);
+    file.addTypeAlias({
+      isExported: true,
+      name: detail,
+      docs: [`The variants of {@link ${error.name}}: which way reading failed, with what the spec says each carries.`],
+      type: (w) => {
+        for (const v of error.variants) {
+          w.writeLine(`| {`);
+          w.indent(() => {
+            w.writeLine(`/** ${oneLine(v.doc)} */`);
+            w.writeLine(`readonly variant: ${lit(v.name)};`);
+            for (const f of v.fields) {
+              w.writeLine(`/** ${oneLine(f.doc)} */`);
+              w.writeLine(`readonly ${f.name}: ${errorFieldType(imports, f.type, f.errorTypeId)};`);
+            }
+          });
+          w.writeLine(`}`);
+        }
+      },
+    });
+    file.addFunction({
+      name: describeName(error),
+      parameters: [{ name: "detail", type: detail }],
+      returnType: "string",
+      docs: ["The spec's exact text for each variant."],
+      statements: (w) => {
+        w.write("switch (detail.variant)").block(() => {
+          for (const v of error.variants) {
+            w.writeLine(`case ${lit(v.name)}:`);
+            w.indent(() => w.writeLine(`return ${messageTemplate(v.message)};`));
+          }
+        });
+      },
+    });
+    const hasSource = error.variants.some((v) => v.fields.some((f) => f.type === "error"));
+    file.addClass({
+      isExported: true,
+      name: error.name,
+      extends: `DecodeError<${detail}>`,
+      docs: [
+        `${error.doc}\n\nThe message of each variant is exactly the spec's text; \`detail\` says which variant it is and carries its fields.` +
+          (error.variants.some((v) => v.fields.some((f) => f.redacted)) ? " A redacted reason never contains a byte of the input." : ""),
+      ],
+      properties: [{ name: "name", hasOverrideKeyword: true, isReadonly: true, initializer: lit(error.name) }],
+      ctors: [
+        {
+          parameters: [{ name: "detail", type: detail }],
+          statements: hasSource
+            ? `super(detail, ${describeName(error)}(detail), "source" in detail ? detail.source : undefined);`
+            : `super(detail, ${describeName(error)}(detail));`,
+        },
+      ],
+    });
+  }
+
+  function errorFieldType(imports: Imports, type: string, errorTypeId?: string): string {
+    if (type === "reason") return "string";
+    if (type === "error") {
+      const inner = errorById.get(errorTypeId!)!;
+      return imports.value(errorPath(inner.id), inner.name);
+    }
+    return "number";
+  }
+
+  function emitFrame(file: SourceFile, imports: Imports, frame: IrFrame): void {
+    const errorType = errorById.get(frame.errorTypeId)!;
+    const errorClass = imports.value(errorPath(errorType.id), errorType.name);
+    imports.type(RUNTIME, "DecodeOptions");
+    const layout = layoutOf(frame);
+    const frameDoc =
+      `${frame.doc}\n\nSpec: \`${frame.id}\` (revision ${ir.revision}).` + (layout ? `\n\n\`\`\`text\n${layout}\n\`\`\`` : "");
+
+    // Value types.
+    if (frame.switch) {
+      const sw = frame.switch;
+      const headerFields = frame.header!.fields.filter((h) => h.name !== sw.on);
+      file.addVariableStatement({
+        isExported: true,
+        declarationKind: VariableDeclarationKind.Const,
+        docs: [`The tag of each variant of {@link ${frame.name}}, as the \`${sw.on}\` byte carries it.`],
+        declarations: [
+          {
+            name: tagsName(frame),
+            initializer: (w) => {
+              w.write("{").indent(() => {
+                for (const v of sw.variants) w.writeLine(`${v.name}: ${v.tag},`);
+              });
+              w.write("} as const");
+            },
+          },
+        ],
+      });
+      for (const v of sw.variants) {
+        file.addInterface({
+          isExported: true,
+          name: variantTypeName(frame, v.name),
+          docs: [`${v.doc}\n\nTag \`${v.tag}\`. Layout: \`${variantLayout(frame, v)}\``],
+          properties: [
+            { name: sw.property, type: lit(v.name), docs: [`Tag \`${v.tag}\`.`] },
+            ...headerFields.map((h) => ({ name: h.name, type: "number", docs: [h.doc] })),
+            ...v.body.fields.map((f) => ({ name: f.name, type: fieldType(imports, f), docs: [f.doc] })),
+          ],
+        });
+      }
+      file.addTypeAlias({
+        isExported: true,
+        name: frame.name,
+        docs: [frameDoc],
+        type: sw.variants.map((v) => variantTypeName(frame, v.name)).join(" | "),
+      });
+    } else {
+      file.addInterface({
+        isExported: true,
+        name: frame.name,
+        docs: [frameDoc],
+        properties: frame.body!.fields.map((f) => ({ name: f.name, type: fieldType(imports, f), docs: [f.doc] })),
+      });
+    }
+
+    // Decoder.
+    file.addFunction({
+      isExported: true,
+      name: decodeName(frame),
+      parameters: [
+        { name: "bytes", type: "Uint8Array" },
+        { name: "options", type: "DecodeOptions", hasQuestionToken: true },
+      ],
+      returnType: frame.name,
+      docs: [
+        `Reads one {@link ${frame.name}} from \`bytes\`.\n\n` +
+          `Throws {@link ${errorType.name}} and nothing else when the bytes are not one; never reads outside them. ` +
+          `Byte fields of the result are views into \`bytes\` (no copy): copy them before reusing the buffer.` +
+          (frame.malformed ? `\n\n${frame.malformed}` : ""),
+      ],
+      statements: (w) => {
+        w.writeLine("const $end = bytes.length;");
+        if (frame.switch) {
+          const h = frame.header!;
+          const size = h.fields.reduce((n, f) => n + INT_SIZE[f.type], 0);
+          w.writeLine(`if ($end < ${size}) throw new ${errorClass}({ variant: ${lit(h.truncated)} });`);
+          let at = 0;
+          for (const f of h.fields) {
+            w.writeLine(`const ${f.name} = ${readInt(imports, f.type, String(at))};`);
+            at += INT_SIZE[f.type];
+          }
+          const sw = frame.switch;
+          if (sw.variants.some((v) => v.body.fields.length > 0)) w.writeLine(`let $at = ${at};`);
+          const headerFields = h.fields.filter((f) => f.name !== sw.on).map((f) => f.name);
+          w.write(`switch (${sw.on})`).block(() => {
+            for (const v of sw.variants) {
+              w.write(`case ${v.tag}:`).block(() => {
+                const names = emitBodyDecode(w, imports, v.body, errorClass);
+                const props = [`${sw.property}: ${lit(v.name)}`, ...headerFields, ...names];
+                w.writeLine(`return { ${props.join(", ")} };`);
+              });
+            }
+            w.writeLine("default:");
+            w.indent(() => w.writeLine(`throw new ${errorClass}({ variant: ${lit(sw.unknown)}, ${sw.on} });`));
+          });
+        } else {
+          w.writeLine(frame.body!.fields.length > 0 ? "let $at = 0;" : "");
+          const names = emitBodyDecode(w, imports, frame.body!, errorClass);
+          w.writeLine(`return { ${names.join(", ")} };`);
+        }
+      },
+    });
+
+    // Encoder.
+    const frameLit = lit(frame.id);
+    file.addFunction({
+      isExported: true,
+      name: encodeName(frame),
+      parameters: [{ name: "value", type: frame.name }],
+      returnType: "Uint8Array",
+      docs: [
+        `Writes one {@link ${frame.name}} as bytes, exactly as {@link ${decodeName(frame)}} reads them.\n\n` +
+          `Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).`,
+      ],
+      statements: (w) => {
+        imports.value(RUNTIME, "EncodeError");
+        if (frame.switch) {
+          const sw = frame.switch;
+          const h = frame.header!;
+          const headerSize = h.fields.reduce((n, f) => n + INT_SIZE[f.type], 0);
+          w.write(`switch (value.${sw.property})`).block(() => {
+            for (const v of sw.variants) {
+              w.write(`case ${lit(v.name)}:`).block(() => {
+                const headerInts = h.fields.filter((f) => f.name !== sw.on);
+                for (const f of headerInts) w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
+                const size = emitBodyPrepare(w, imports, v.body, frameLit);
+                w.writeLine(`const $out = new Uint8Array(${[String(headerSize), ...size].join(" + ")});`);
+                let at = 0;
+                for (const f of h.fields) {
+                  const expr = f.name === sw.on ? String(v.tag) : `$${f.name}`;
+                  w.writeLine(writeInt(imports, f.type, String(at), expr));
+                  at += INT_SIZE[f.type];
+                }
+                if (v.body.fields.length > 0) w.writeLine(`let $at = ${at};`);
+                emitBodyWrite(w, imports, v.body);
+                w.writeLine("return $out;");
+              });
+            }
+            w.writeLine("default:");
+            w.indent(() =>
+              w.writeLine(
+                `throw new EncodeError(${frameLit}, ${lit(sw.property)}, \`unknown ${sw.property} \${String((value as { ${sw.property}?: unknown }).${sw.property})}\`);`,
+              ),
+            );
+          });
+        } else {
+          const size = emitBodyPrepare(w, imports, frame.body!, frameLit);
+          w.writeLine(`const $out = new Uint8Array(${size.length ? size.join(" + ") : "0"});`);
+          if (frame.body!.fields.length > 0) w.writeLine("let $at = 0;");
+          emitBodyWrite(w, imports, frame.body!);
+          w.writeLine("return $out;");
+        }
+      },
+    });
+  }
+
+  function fieldType(imports: Imports, f: IrField): string {
+    switch (f.type) {
+      case "u8":
+      case "u16":
+      case "u32":
+        return "number";
+      case "bytes":
+        return "Uint8Array";
+      case "utf8":
+        return "string";
+      case "json": {
+        const s = f.schema!;
+        if (s.kind === "mcp") return imports.type(`${rev}/mcp-types.ts`, s.name) + (s.nullable ? " | null" : "");
+        if (s.kind === "mapOfString") return "Record<string, string>";
+        if (s.kind === "object") return "Record<string, unknown>";
+        return "unknown";
+      }
+    }
+  }
+
+  /** Writes the statements that read a body starting at `$at`; returns the names it binds. */
+  function emitBodyDecode(w: CodeBlockWriter, imports: Imports, body: IrBody, outerClass: string): string[] {
+    const innerType = errorById.get(body.errorTypeId)!;
+    const innerClass = body.nested ? imports.value(errorPath(innerType.id), innerType.name) : outerClass;
+    const raise = (variant: string, fields = "") => {
+      const inner = `new ${innerClass}({ variant: ${lit(variant)}${fields ? `, ${fields}` : ""} })`;
+      return body.nested ? `new ${outerClass}({ variant: ${lit(body.nested.invalid)}, source: ${inner} })` : inner;
+    };
+    const fixed = body.fields.reduce((n, f) => n + (f.length === "fixed" ? INT_SIZE[f.type as keyof typeof INT_SIZE] : 0), 0);
+    if (body.exact) w.writeLine(`if ($end - $at !== ${fixed}) throw ${raise(body.exact, "length: $end - $at")};`);
+    // First every length and bound, then the contents: a short payload is reported as short even
+    // when an earlier field's text is also bad.
+    for (const f of body.fields) {
+      if (f.length === "fixed") {
+        const size = INT_SIZE[f.type as keyof typeof INT_SIZE];
+        if (!body.exact) w.writeLine(`if ($end - $at < ${size}) throw ${raise(body.truncated!)};`);
+        w.writeLine(`const ${f.name} = ${readInt(imports, f.type as "u8", "$at")};`);
+        if (f !== body.fields[body.fields.length - 1]) w.writeLine(`$at += ${size};`);
+      } else if (f.length === "u16") {
+        w.writeLine(`if ($end - $at < 2) throw ${raise(body.truncated!)};`);
+        w.writeLine(`const $${f.name}Start = $at + 2;`);
+        w.writeLine(`const $${f.name}End = $${f.name}Start + ${imports.value(RUNTIME, "readU16")}(bytes, $at);`);
+        w.writeLine(`if ($${f.name}End > $end) throw ${raise(body.truncated!)};`);
+        w.writeLine(`$at = $${f.name}End;`);
+      }
+    }
+    const range = (f: IrField) => (f.length === "rest" ? "$at, $end" : `$${f.name}Start, $${f.name}End`);
+    for (const f of body.fields) {
+      if (f.type === "utf8") {
+        w.writeLine(`const ${f.name} = ${imports.value(RUNTIME, "readUtf8")}(bytes, ${range(f)});`);
+        w.writeLine(`if (${f.name} === undefined) throw ${raise(f.invalid!)};`);
+      } else if (f.type === "bytes") {
+        w.writeLine(`const ${f.name} = bytes.subarray(${range(f)});`);
+      } else if (f.type === "json") {
+        const s = f.schema!;
+        const t = fieldType(imports, f);
+        imports.value(RUNTIME, "JsonFailure");
+        w.writeLine(`let ${f.name}: ${t};`);
+        w.writeLine("try {");
+        w.indent(() => w.writeLine(`${f.name} = ${imports.value(RUNTIME, "readJson")}(bytes, ${range(f)}) as ${t};`));
+        w.writeLine("} catch ($problem) {");
+        w.indent(() => {
+          w.writeLine(`if ($problem instanceof JsonFailure) throw ${raise(f.invalid!, "reason: $problem.reason")};`);
+          w.writeLine("throw $problem;");
+        });
+        w.writeLine("}");
+        if (s.kind === "mcp") {
+          const guard = s.nullable ? `${f.name} !== null` : "true";
+          w.write(s.nullable ? `if (${guard})` : "").block(() => {
+            w.writeLine(`const $problem = ${imports.value(RUNTIME, "checkObject")}(${f.name}) ?? options?.check?.(${lit(s.name)}, ${f.name});`);
+            w.writeLine(`if ($problem !== undefined) throw ${raise(f.invalid!, "reason: $problem")};`);
+          });
+        } else if (s.kind === "mapOfString" || s.kind === "object") {
+          const check = imports.value(RUNTIME, s.kind === "mapOfString" ? "checkStringMap" : "checkObject");
+          w.writeLine(`const $${f.name}Problem = ${check}(${f.name});`);
+          w.writeLine(`if ($${f.name}Problem !== undefined) throw ${raise(f.invalid!, `reason: $${f.name}Problem`)};`);
+        }
+      }
+    }
+    return body.fields.map((f) => f.name);
+  }
+
+  /** Checks and serializes every field; returns the size terms of the body. */
+  function emitBodyPrepare(w: CodeBlockWriter, imports: Imports, body: IrBody, frameLit: string): string[] {
+    const sizes: string[] = [];
+    for (const f of body.fields) {
+      if (f.length === "fixed") {
+        w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
+        sizes.push(String(INT_SIZE[f.type as keyof typeof INT_SIZE]));
+        continue;
+      }
+      if (f.type === "bytes") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkBytes")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
+      else if (f.type === "utf8") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeUtf8")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
+      else {
+        const nullable = f.schema?.kind === "mcp" && f.schema.nullable;
+        w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeJson")}(${frameLit}, ${lit(f.name)}, value.${f.name}${nullable ? " ?? null" : ""});`);
+      }
+      if (f.length === "u16") {
+        w.writeLine(`${imports.value(RUNTIME, "checkU16Length")}(${frameLit}, ${lit(f.name)}, $${f.name}.length);`);
+        sizes.push("2");
+      }
+      sizes.push(`$${f.name}.length`);
+    }
+    return sizes;
+  }
+
+  function emitBodyWrite(w: CodeBlockWriter, imports: Imports, body: IrBody): void {
+    body.fields.forEach((f, i) => {
+      const last = i === body.fields.length - 1;
+      if (f.length === "fixed") {
+        w.writeLine(writeInt(imports, f.type as "u8", "$at", `$${f.name}`));
+        if (!last) w.writeLine(`$at += ${INT_SIZE[f.type as keyof typeof INT_SIZE]};`);
+        return;
+      }
+      if (f.length === "u16") {
+        w.writeLine(writeInt(imports, "u16", "$at", `$${f.name}.length`));
+        w.writeLine("$at += 2;");
+      }
+      w.writeLine(`$out.set($${f.name}, $at);`);
+      if (!last) w.writeLine(`$at += $${f.name}.length;`);
+    });
+  }
+
+  function readInt(imports: Imports, type: "u8" | "u16" | "u32", at: string): string {
+    if (type === "u8") return `bytes[${at}]!`;
+    return `${imports.value(RUNTIME, type === "u16" ? "readU16" : "readU32")}(bytes, ${at})`;
+  }
+
+  function writeInt(imports: Imports, type: "u8" | "u16" | "u32", at: string, expr: string): string {
+    if (type === "u8") return `$out[${at}] = ${expr};`;
+    return `${imports.value(RUNTIME, type === "u16" ? "writeU16" : "writeU32")}($out, ${at}, ${expr});`;
+  }
+
+  function emitMcpTypes(file: SourceFile, ir: IrRevision): void {
+    file.addImportDeclaration({ moduleSpecifier: "@modelcontextprotocol/sdk/types.js", namespaceImport: "sdk", isTypeOnly: true });
+    for (const t of ir.mcpTypes) {
+      const base = `sdk.${t.schema.replace(/Schema$/, "")}`;
+      file.addTypeAlias({
+        isExported: true,
+        name: t.name,
+        docs: [`${t.doc}\n\nThe Model Context Protocol's own type (revision ${ir.mcpRevision}), as the MCP TypeScript SDK declares it.`],
+        type: t.member ? `${base}[${lit(t.member)}]` : base,
+      });
+    }
+    file.addVariableStatement({
+      isExported: true,
+      declarationKind: VariableDeclarationKind.Const,
+      docs: ["Every MCP type a frame of this revision names, as `TypeCheck` receives it."],
+      declarations: [{ name: "mcpTypeNames", initializer: `[${ir.mcpTypes.map((t) => lit(t.name)).join(", ")}] as const` }],
+    });
+  }
+
+  function emitIndex(file: SourceFile, ir: IrRevision, errorPathOf: (id: string) => string): void {
+    file.addVariableStatement({
+      isExported: true,
+      declarationKind: VariableDeclarationKind.Const,
+      docs: [`The spec revision these frames implement.`],
+      declarations: [{ name: "revision", initializer: lit(ir.revision) }],
+    });
+    const paths = new Set<string>();
+    for (const f of ir.frames) paths.add(`${rev}/${frameModule(f)}`);
+    for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
+    paths.add(`${rev}/mcp-types.ts`);
+    for (const p of [...paths].sort()) {
+      file.addExportDeclaration({ moduleSpecifier: importPath(`${rev}/index.ts`, p) });
+    }
+    void StructureKind;
+  }
+
+  function layoutOf(frame: IrFrame): string {
+    if (frame.body) return bodyLayout(frame.body);
+    return frame.switch!.variants.map((v) => variantLayout(frame, v)).join("\n");
+  }
+
+  function variantLayout(frame: IrFrame, v: IrVariant): string {
+    const head = frame.header!.fields.map((f) => (f.name === frame.switch!.on ? `[${v.tag}]` : `[${f.name}: ${intText(f.type)}]`)).join("");
+    return head + bodyLayout(v.body);
+  }
+
+  function bodyLayout(body: IrBody): string {
+    const parts = body.fields.map((f) => {
+      if (f.length === "fixed") return `[${f.name}: ${intText(f.type)}]`;
+      if (f.length === "u16") return `[${f.name}_len: u16, big-endian][${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"}]`;
+      if (f.type === "json") return `[${f.name}: JSON …]`;
+      return `[${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"} …]`;
+    });
+    return parts.join("") + (body.trailing === "ignore" ? "[ignored …]" : "");
+  }
+
+  void frameById;
+}
+
+export function intText(type: string): string {
+  return type === "u8" ? "u8" : `${type}, big-endian`;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, " ").replace(/\*\//g, "*\\/").trim();
+}
+
+/** `unknown frame type {type}` → a template literal reading `detail.type`. */
+function messageTemplate(message: string): string {
+  if (!message.includes("{")) return lit(message);
+  const body = message.replace(/[`\\$]/g, (c) => `\\${c}`).replace(/\{([a-z_][a-z0-9_]*)\}/g, (_, name: string) => (name === "source" ? "${detail.source.message}" : `\${detail.${name}}`));
+  return "`" + body + "`";
+}

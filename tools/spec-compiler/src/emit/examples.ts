@@ -1,0 +1,97 @@
+// The golden examples of the spec, turned into vitest files for the codec and into the
+// language-neutral vector corpus that `diverge-conformance` runs.
+import { bytesToHex, type IrField, type IrFrame, type IrRevision } from "../ir.js";
+import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
+import { banner, type GeneratedFile } from "./project.js";
+
+/** The fields of the frame's value that hold bytes (hex in a view), for the variant a value names. */
+export function bytesFieldsOf(frame: IrFrame, value: Record<string, unknown>): readonly IrField[] {
+  if (frame.body) return frame.body.fields.filter((f) => f.type === "bytes");
+  const variant = frame.switch!.variants.find((v) => v.name === value[frame.switch!.property]);
+  return variant ? variant.body.fields.filter((f) => f.type === "bytes") : [];
+}
+
+function valueToTs(frame: IrFrame, value: Record<string, unknown>): string {
+  const bytes = new Set(bytesFieldsOf(frame, value).map((f) => f.name));
+  const parts = Object.entries(value).map(([k, v]) => `${lit(k)}: ${bytes.has(k) ? `fromHex(${lit(String(v))})` : JSON.stringify(v)}`);
+  return `{ ${parts.join(", ")} }`;
+}
+
+export function emitCodecTests(ir: IrRevision, compilerVersion: string): GeneratedFile[] {
+  const out: GeneratedFile[] = [];
+  for (const frame of ir.frames) {
+    if (frame.examples.length === 0) continue;
+    const testPath = `test/gen/${ir.revision}/${frame.id}.test.ts`;
+    const modulePath = `src/gen/${ir.revision}/${frameModule(frame)}`;
+    const errorType = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
+    const errorModulePath = errorType.usedBy.length === 1 ? modulePath : `src/gen/${ir.revision}/${errorType.id}.ts`;
+    const lines: string[] = [];
+    lines.push(banner(ir, compilerVersion).trimEnd());
+    lines.push(`import { describe, expect, it } from "vitest";`);
+    lines.push(`import { checkMcp } from ${lit(importPath(testPath, "src/mcp.ts"))};`);
+    lines.push(`import { fromHex, toHex } from ${lit(importPath(testPath, "src/runtime/index.ts"))};`);
+    if (errorModulePath === modulePath) {
+      lines.push(`import { ${decodeName(frame)}, ${encodeName(frame)}, ${errorType.name} } from ${lit(importPath(testPath, modulePath))};`);
+    } else {
+      lines.push(`import { ${decodeName(frame)}, ${encodeName(frame)} } from ${lit(importPath(testPath, modulePath))};`);
+      lines.push(`import { ${errorType.name} } from ${lit(importPath(testPath, errorModulePath))};`);
+    }
+    lines.push("");
+    lines.push(`const options = { check: checkMcp };`);
+    lines.push("");
+    lines.push(`function failure(run: () => unknown): ${errorType.name} {`);
+    lines.push(`  try {`);
+    lines.push(`    run();`);
+    lines.push(`  } catch (error) {`);
+    lines.push(`    expect(error).toBeInstanceOf(${errorType.name});`);
+    lines.push(`    return error as ${errorType.name};`);
+    lines.push(`  }`);
+    lines.push(`  throw new Error("decoding succeeded where the spec says it fails");`);
+    lines.push(`}`);
+    lines.push("");
+    lines.push(`describe(${lit(`${frame.id} (${ir.revision}) golden examples`)}, () => {`);
+    for (const e of frame.examples) {
+      const hex = bytesToHex(e.bytes);
+      if (e.value) {
+        lines.push(`  it(${lit(`decodes ${e.name}`)}, () => {`);
+        lines.push(`    const value = ${decodeName(frame)}(fromHex(${lit(hex)}), options);`);
+        lines.push(`    expect(value).toEqual(${valueToTs(frame, e.value)});`);
+        if (e.roundTrip) lines.push(`    expect(toHex(${encodeName(frame)}(value))).toBe(${lit(hex)});`);
+        lines.push(`  });`);
+        if (e.roundTrip) {
+          lines.push(`  it(${lit(`encodes ${e.name}`)}, () => {`);
+          lines.push(`    expect(toHex(${encodeName(frame)}(${valueToTs(frame, e.value)} as Parameters<typeof ${encodeName(frame)}>[0]))).toBe(${lit(hex)});`);
+          lines.push(`  });`);
+        }
+      } else {
+        const err = e.error!;
+        lines.push(`  it(${lit(`refuses ${e.name}`)}, () => {`);
+        lines.push(`    const error = failure(() => ${decodeName(frame)}(fromHex(${lit(hex)}), options));`);
+        lines.push(`    expect(error.variant).toBe(${lit(err.variant)});`);
+        if (err.message !== undefined) lines.push(`    expect(error.message).toBe(${lit(err.message)});`);
+        else lines.push(`    expect(error.message.startsWith(${lit(err.messagePrefix!)})).toBe(true);`);
+        lines.push(`  });`);
+      }
+    }
+    lines.push(`});`);
+    out.push({ path: `packages/codec/${testPath}`, text: lines.join("\n") + "\n" });
+  }
+  return out;
+}
+
+/** One JSON line per check: what to send `diverge-conformance`, and what must come back. */
+export function emitVectors(ir: IrRevision): GeneratedFile {
+  const lines: string[] = [];
+  for (const frame of ir.frames) {
+    for (const e of frame.examples) {
+      const hex = bytesToHex(e.bytes);
+      if (e.value) {
+        lines.push(JSON.stringify({ name: `${frame.id}: decodes ${e.name}`, input: { revision: ir.revision, frame: frame.id, decode: hex }, expect: { value: e.value } }));
+        if (e.roundTrip) lines.push(JSON.stringify({ name: `${frame.id}: encodes ${e.name}`, input: { revision: ir.revision, frame: frame.id, encode: e.value }, expect: { hex } }));
+      } else {
+        lines.push(JSON.stringify({ name: `${frame.id}: refuses ${e.name}`, input: { revision: ir.revision, frame: frame.id, decode: hex }, expect: { error: e.error } }));
+      }
+    }
+  }
+  return { path: `packages/conformance/vectors/${ir.revision}.jsonl`, text: lines.join("\n") + "\n" };
+}

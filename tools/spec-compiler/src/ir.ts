@@ -1,0 +1,597 @@
+// The intermediate representation: the spec with every reference resolved and every rule checked.
+// Emitters read only this, never the YAML.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import type { ErrorObject } from "ajv";
+import { placeOf, SpecError, SpecErrors, type LoadedSpec, type PathKey, type SourceFile } from "./load.js";
+
+export type IntType = "u8" | "u16" | "u32";
+export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4 };
+
+export interface IrIntField {
+  readonly name: string;
+  readonly type: IntType;
+  readonly doc: string;
+}
+
+export type IrJsonSchema =
+  | { readonly kind: "mcp"; readonly name: string; readonly nullable: boolean }
+  | { readonly kind: "mapOfString" }
+  | { readonly kind: "any" }
+  | { readonly kind: "object" };
+
+export interface IrField {
+  readonly name: string;
+  readonly type: IntType | "bytes" | "utf8" | "json";
+  /** For bytes, utf8 and json: where the length comes from. */
+  readonly length: "rest" | "u16" | "fixed";
+  /** The error variant raised when the field's content is not what it should be. */
+  readonly invalid?: string;
+  readonly schema?: IrJsonSchema;
+  readonly doc: string;
+}
+
+export interface IrBody {
+  readonly fields: readonly IrField[];
+  /** The error type the body's own failures belong to. */
+  readonly errorTypeId: string;
+  readonly truncated?: string;
+  readonly exact?: string;
+  readonly trailing: "ignore" | "none";
+  /** Set when the body is another frame's, flattened: its failures are wrapped in `invalid`. */
+  readonly nested?: { readonly frameId: string; readonly invalid: string };
+}
+
+export interface IrVariant {
+  readonly tag: number;
+  readonly name: string;
+  readonly doc: string;
+  readonly body: IrBody;
+  readonly answer?: string;
+}
+
+export interface IrSwitch {
+  readonly on: string;
+  readonly property: string;
+  readonly unknown: string;
+  readonly variants: readonly IrVariant[];
+}
+
+export interface IrExample {
+  readonly name: string;
+  readonly bytes: Uint8Array;
+  readonly value?: Record<string, unknown>;
+  readonly roundTrip: boolean;
+  readonly error?: { readonly variant: string; readonly message?: string; readonly messagePrefix?: string };
+}
+
+export interface IrFrame {
+  readonly id: string;
+  readonly name: string;
+  readonly title: string;
+  readonly doc: string;
+  readonly errorTypeId: string;
+  readonly malformed?: string;
+  readonly header?: { readonly fields: readonly IrIntField[]; readonly truncated: string };
+  readonly switch?: IrSwitch;
+  readonly body?: IrBody;
+  readonly rules: readonly string[];
+  readonly examples: readonly IrExample[];
+  /** For a frame declared once for both directions: which direction this one is. */
+  readonly direction?: "client" | "server";
+  readonly family?: { readonly id: string; readonly name: string; readonly title: string; readonly doc: string };
+  readonly file: string;
+}
+
+export interface IrErrorField {
+  readonly name: string;
+  readonly type: "u8" | "u32" | "usize" | "reason" | "error";
+  readonly errorTypeId?: string;
+  readonly redacted: boolean;
+  readonly doc: string;
+}
+
+export interface IrErrorVariant {
+  readonly name: string;
+  readonly doc: string;
+  readonly message: string;
+  readonly fields: readonly IrErrorField[];
+}
+
+export interface IrErrorType {
+  readonly id: string;
+  readonly name: string;
+  readonly doc: string;
+  readonly variants: readonly IrErrorVariant[];
+  /** The frames whose `error` this is. With exactly one, the error lives in that frame's module. */
+  readonly usedBy: readonly string[];
+}
+
+export interface IrMcpType {
+  readonly name: string;
+  readonly schema: string;
+  readonly member?: string;
+  readonly doc: string;
+}
+
+export interface IrExchange {
+  readonly id: string;
+  readonly kind: number;
+  readonly ask: string;
+  readonly askFrameId: string;
+  readonly variantName: string;
+  readonly payload: string;
+  readonly path: string;
+  readonly answerFrameId: string;
+  readonly messages: "one" | "perNotification";
+  readonly unanswered: "askedAgain" | "neverAskedAgain";
+  readonly notServed: "askedAgain" | "neverAskedAgain";
+}
+
+export interface IrExchangeGroup {
+  readonly id: string;
+  readonly title: string;
+  readonly summary: string;
+  readonly exchangeIds: readonly string[];
+  readonly rules: readonly { readonly id: string; readonly title: string; readonly text: string }[];
+}
+
+export interface IrChannelTable {
+  readonly id: string;
+  readonly title: string;
+  readonly doc: string;
+  readonly tables: readonly { readonly opener: "provider" | "proxy"; readonly frameId: string }[];
+}
+
+export interface IrRevision {
+  readonly revision: string;
+  readonly title: string;
+  readonly mcpRevision: string;
+  readonly doc: string;
+  readonly ports: readonly { readonly name: string; readonly number: number; readonly doc: string }[];
+  readonly mcpTypes: readonly IrMcpType[];
+  readonly frames: readonly IrFrame[];
+  readonly errorTypes: readonly IrErrorType[];
+  readonly channelTables: readonly IrChannelTable[];
+  readonly exchanges: readonly IrExchange[];
+  readonly exchangeGroups: readonly IrExchangeGroup[];
+  /** sha256 over every spec file of the revision, in name order; stamped into generated headers. */
+  readonly sourceHash: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+type Raw = Record<string, any>;
+
+interface Located<T> {
+  readonly value: T;
+  readonly file: SourceFile;
+  readonly path: readonly PathKey[];
+}
+
+const require = createRequire(import.meta.url);
+
+/** Validates the raw YAML against spec/spec.schema.json, then resolves and checks it into the IR. */
+export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
+  const errors: SpecError[] = [];
+  const fail = (file: SourceFile, path: readonly PathKey[], sentence: string) =>
+    errors.push(new SpecError(placeOf(file, path), sentence));
+
+  const Ajv = require("ajv") as typeof import("ajv").default;
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  const validate = ajv.compile(JSON.parse(readFileSync(schemaPath, "utf8")));
+  for (const file of loaded.files) {
+    const data = file.doc.toJS() ?? {};
+    if (!validate(data)) {
+      for (const problem of pickSchemaErrors(validate.errors ?? [])) {
+        const path = problem.instancePath.split("/").slice(1).map(unescapePointer);
+        fail(file, path, describeSchemaError(problem, path));
+      }
+    }
+  }
+  if (errors.length > 0) throw new SpecErrors(errors);
+
+  // Gather every top-level list across files, remembering where each item came from.
+  const gather = <T = Raw>(key: string): Located<T>[] =>
+    loaded.files.flatMap((file) => {
+      const list = (file.doc.toJS()?.[key] ?? []) as T[];
+      return list.map((value, index) => ({ value, file, path: [key, index] }));
+    });
+  const single = (key: string): Located<any> | undefined => {
+    for (const file of loaded.files) {
+      const value = file.doc.toJS()?.[key];
+      if (value !== undefined) return { value, file, path: [key] };
+    }
+    return undefined;
+  };
+
+  const revision = single("revision");
+  if (!revision) throw new SpecErrors([new SpecError({ file: loaded.dir, line: 1, column: 1 }, "no file of the revision says which revision it is (`revision:`).")]);
+  const mcpTypesRaw = single("mcpTypes");
+  const mcpTypes: IrMcpType[] = Object.entries((mcpTypesRaw?.value ?? {}) as Record<string, Raw>).map(([name, t]) => ({
+    name,
+    schema: t.schema,
+    member: t.member,
+    doc: t.doc,
+  }));
+  const mcpNames = new Set(mcpTypes.map((t) => t.name));
+
+  // Error types first: frames point at them.
+  const errorRaw = gather("errorTypes");
+  const errorById = new Map<string, Located<Raw>>();
+  for (const entry of errorRaw) {
+    if (errorById.has(entry.value.id)) fail(entry.file, [...entry.path, "id"], `error type id \`${entry.value.id}\` is declared twice.`);
+    errorById.set(entry.value.id, entry);
+  }
+
+  // Frames, with frames declared for both directions expanded into one per direction.
+  const frameRaw = gather("frames");
+  const expanded: Located<Raw>[] = [];
+  for (const entry of frameRaw) {
+    const f = entry.value;
+    if (!f.directions) {
+      expanded.push(entry);
+      continue;
+    }
+    for (const [direction, d] of Object.entries(f.directions as Record<string, Raw>)) {
+      const variants = (f.switch?.variants ?? []).filter((v: Raw) => (v.directions ?? ["client", "server"]).includes(direction));
+      expanded.push({
+        file: entry.file,
+        path: entry.path,
+        value: {
+          ...f,
+          id: d.id,
+          name: d.name,
+          doc: d.doc,
+          direction,
+          family: { id: f.id, name: f.name, title: f.title, doc: f.doc },
+          switch: f.switch ? { ...f.switch, variants } : undefined,
+          examples: (f.examples ?? []).filter((e: Raw) => e.direction === direction),
+          directions: undefined,
+          __variantPaths: (f.switch?.variants ?? []).map((v: Raw, i: number) => ({ v, i })).filter(({ v }: { v: Raw }) => (v.directions ?? ["client", "server"]).includes(direction)).map(({ i }: { i: number }) => i),
+        },
+      });
+    }
+    for (const [i, e] of (f.examples ?? []).entries()) {
+      if (!e.direction || !(e.direction in f.directions)) fail(entry.file, [...entry.path, "examples", i], `example "${e.name}" of a frame with directions must say which direction it is (\`direction: client\` or \`direction: server\`).`);
+    }
+  }
+  const frameById = new Map<string, Located<Raw>>();
+  const frameNames = new Map<string, string>();
+  for (const entry of expanded) {
+    const { id, name } = entry.value;
+    if (frameById.has(id)) fail(entry.file, [...entry.path, "id"], `frame id \`${id}\` is declared twice.`);
+    frameById.set(id, entry);
+    if (frameNames.has(name)) fail(entry.file, [...entry.path, "name"], `frame name \`${name}\` is used by both \`${frameNames.get(name)}\` and \`${id}\`.`);
+    frameNames.set(name, id);
+  }
+  const errorNames = new Map<string, string>();
+  for (const entry of errorRaw) {
+    const { id, name } = entry.value;
+    if (errorNames.has(name) || frameNames.has(name)) fail(entry.file, [...entry.path, "name"], `error type name \`${name}\` is already the name of \`${errorNames.get(name) ?? frameNames.get(name)}\`.`);
+    errorNames.set(name, id);
+  }
+
+  const errorVariant = (errorTypeId: string, variant: string) =>
+    (errorById.get(errorTypeId)?.value.variants as Raw[] | undefined)?.find((v) => v.name === variant);
+
+  const requireVariant = (file: SourceFile, path: readonly PathKey[], errorTypeId: string, variant: string, role: string, fields: readonly string[] = []) => {
+    const v = errorVariant(errorTypeId, variant);
+    if (!v) {
+      fail(file, path, `${role} names error variant \`${variant}\`, which error type \`${errorTypeId}\` does not have.`);
+      return;
+    }
+    const have = ((v.fields ?? []) as Raw[]).map((f) => f.name);
+    for (const field of fields) {
+      if (!have.includes(field)) fail(file, path, `${role} raises \`${variant}\` with \`${field}\`, but that variant of \`${errorTypeId}\` has no field \`${field}\`.`);
+    }
+  };
+
+  const buildBody = (raw: Raw, errorTypeId: string, file: SourceFile, path: readonly PathKey[], seen: readonly string[]): IrBody => {
+    if (raw.frame) {
+      const inner = frameById.get(raw.frame);
+      if (!inner) {
+        fail(file, [...path, "frame"], `body refers to frame \`${raw.frame}\`, which no file of the revision declares.`);
+        return { fields: [], errorTypeId, trailing: "ignore" };
+      }
+      if (!inner.value.body) {
+        fail(file, [...path, "frame"], `body refers to frame \`${raw.frame}\`, which is a tagged union; only a frame with a plain body can be flattened into a variant.`);
+        return { fields: [], errorTypeId, trailing: "ignore" };
+      }
+      if (seen.includes(raw.frame)) {
+        fail(file, [...path, "frame"], `frame \`${raw.frame}\` contains itself.`);
+        return { fields: [], errorTypeId, trailing: "ignore" };
+      }
+      requireVariant(file, [...path, "invalid"], errorTypeId, raw.invalid, "the body's `invalid`");
+      const wrap = errorVariant(errorTypeId, raw.invalid);
+      const sourceField = ((wrap?.fields ?? []) as Raw[]).find((f) => f.type === "error");
+      if (wrap && (!sourceField || sourceField.error !== inner.value.error)) {
+        fail(file, [...path, "invalid"], `error variant \`${raw.invalid}\` must carry a field of type \`error\` with \`error: ${inner.value.error}\` to wrap what frame \`${raw.frame}\` can fail with.`);
+      }
+      const innerBody = buildBody(inner.value.body, inner.value.error, inner.file, [...inner.path, "body"], [...seen, raw.frame]);
+      return { ...innerBody, nested: { frameId: raw.frame, invalid: raw.invalid } };
+    }
+    const fields: IrField[] = [];
+    const rawFields = (raw.fields ?? []) as Raw[];
+    const names = new Set<string>();
+    let needsTruncated = false;
+    rawFields.forEach((f, i) => {
+      const at = [...path, "fields", i];
+      if (names.has(f.name)) fail(file, [...at, "name"], `field \`${f.name}\` appears twice in one body.`);
+      names.add(f.name);
+      const isInt = f.type === "u8" || f.type === "u16" || f.type === "u32";
+      let length: IrField["length"] = "fixed";
+      if (!isInt) {
+        if (f.type === "json") length = f.length ?? "rest";
+        else if (!f.length) fail(file, at, `field \`${f.name}\` of type ${f.type} must say where its length comes from (\`length: rest\` or \`length: u16\`).`);
+        else length = f.length;
+        if (f.type === "json" && length !== "rest") fail(file, [...at, "length"], `json field \`${f.name}\` must run to the end of the payload (\`length: rest\`).`);
+      } else if (f.length) fail(file, [...at, "length"], `integer field \`${f.name}\` has a fixed width and takes no \`length\`.`);
+      if (length === "rest" && i !== rawFields.length - 1) fail(file, at, `field \`${f.name}\` runs to the end of the payload, so it must be the body's last field.`);
+      if (length === "fixed" || length === "u16") needsTruncated = true;
+      if ((f.type === "utf8" || f.type === "json") && !f.invalid) fail(file, at, `${f.type} field \`${f.name}\` must name the error variant raised when its content is bad (\`invalid:\`).`);
+      if (f.invalid) requireVariant(file, [...at, "invalid"], errorTypeId, f.invalid, `field \`${f.name}\``, f.type === "json" ? ["reason"] : []);
+      if (f.type === "json" && !f.schema) fail(file, at, `json field \`${f.name}\` must say what JSON it carries (\`schema:\`).`);
+      if (f.type !== "json" && f.schema) fail(file, [...at, "schema"], `only a json field takes a \`schema\`; \`${f.name}\` is ${f.type}.`);
+      let schema: IrJsonSchema | undefined;
+      if (f.schema) {
+        const s = f.schema as Raw;
+        const forms = ["mcp", "mapOf", "any", "object"].filter((k) => k in s);
+        if (forms.length !== 1) fail(file, [...at, "schema"], `a json schema names exactly one of \`mcp\`, \`mapOf\`, \`any\`, \`object\`; this one names ${forms.length}.`);
+        if (s.mcp) {
+          if (!mcpNames.has(s.mcp)) fail(file, [...at, "schema", "mcp"], `MCP type \`${s.mcp}\` is not declared under \`mcpTypes\` of the revision.`);
+          schema = { kind: "mcp", name: s.mcp, nullable: s.nullable === true };
+        } else if (s.mapOf) schema = { kind: "mapOfString" };
+        else if (s.object) schema = { kind: "object" };
+        else schema = { kind: "any" };
+      }
+      fields.push({ name: f.name, type: f.type, length, invalid: f.invalid, schema, doc: f.doc });
+    });
+    const endsInRest = fields.length > 0 && fields[fields.length - 1]!.length === "rest";
+    if (raw.exact) {
+      requireVariant(file, [...path, "exact"], errorTypeId, raw.exact, "the body's `exact`", ["length"]);
+      if (fields.some((f) => f.length !== "fixed")) fail(file, [...path, "exact"], "only a body of fixed-width fields can demand an exact length.");
+    } else if (!endsInRest && raw.trailing !== "ignore") {
+      fail(file, path, "the body says neither what follows its last field: add `exact: <ErrorVariant>` to refuse any other length, or `trailing: ignore`.");
+    }
+    if (raw.truncated) requireVariant(file, [...path, "truncated"], errorTypeId, raw.truncated, "the body's `truncated`");
+    else if (needsTruncated && !raw.exact) fail(file, path, "the body has fixed-width fields or length prefixes, so it must name the error raised when they run short (`truncated:`).");
+    return { fields, errorTypeId, truncated: raw.truncated, exact: raw.exact, trailing: raw.trailing === "ignore" ? "ignore" : "none" };
+  };
+
+  const frames: IrFrame[] = [];
+  for (const entry of expanded) {
+    const f = entry.value;
+    const { file, path } = entry;
+    if (!errorById.has(f.error)) {
+      fail(file, [...path, "error"], `frame \`${f.id}\` names error type \`${f.error}\`, which no file of the revision declares.`);
+      continue;
+    }
+    let header: IrFrame["header"];
+    if (f.header) {
+      const hnames = new Set<string>();
+      for (const [i, h] of (f.header.fields as Raw[]).entries()) {
+        if (hnames.has(h.name)) fail(file, [...path, "header", "fields", i, "name"], `header field \`${h.name}\` appears twice.`);
+        hnames.add(h.name);
+      }
+      requireVariant(file, [...path, "header", "truncated"], f.error, f.header.truncated, "the header's `truncated`");
+      header = { fields: f.header.fields, truncated: f.header.truncated };
+    }
+    let sw: IrSwitch | undefined;
+    if (f.switch) {
+      const s = f.switch as Raw;
+      const onField = (f.header?.fields as Raw[] | undefined)?.find((h) => h.name === s.on);
+      if (!onField) fail(file, [...path, "switch", "on"], `the switch reads \`${s.on}\`, which is not a header field of \`${f.id}\`.`);
+      requireVariant(file, [...path, "switch", "unknown"], f.error, s.unknown, "the switch's `unknown`", [s.on]);
+      const max = onField ? 2 ** (8 * INT_SIZE[onField.type as IntType]) - 1 : 255;
+      const tags = new Map<number, string>();
+      const vnames = new Set<string>();
+      const variants: IrVariant[] = [];
+      const variantPaths: number[] = f.__variantPaths ?? (s.variants as Raw[]).map((_: Raw, i: number) => i);
+      (s.variants as Raw[]).forEach((v, k) => {
+        const at = [...path, "switch", "variants", variantPaths[k]!];
+        if (tags.has(v.tag)) fail(file, [...at, "tag"], `tag ${v.tag} of \`${f.id}\` is given to both \`${tags.get(v.tag)}\` and \`${v.name}\`.`);
+        if (v.tag > max) fail(file, [...at, "tag"], `tag ${v.tag} does not fit the ${onField?.type} that carries it.`);
+        tags.set(v.tag, v.name);
+        if (vnames.has(v.name)) fail(file, [...at, "name"], `variant name \`${v.name}\` appears twice in \`${f.id}\`.`);
+        vnames.add(v.name);
+        const body = buildBody(v.body, f.error, file, [...at, "body"], [f.id]);
+        const clash = body.fields.find((bf) => bf.name === s.property || (f.header.fields as Raw[]).some((h) => h.name === bf.name && h.name !== s.on));
+        if (clash) fail(file, [...at, "body"], `field \`${clash.name}\` of variant \`${v.name}\` has the name of a header field or of the discriminant.`);
+        variants.push({ tag: v.tag, name: v.name, doc: v.doc, body, answer: v.answer });
+      });
+      sw = { on: s.on, property: s.property, unknown: s.unknown, variants };
+    }
+    const body = f.body ? buildBody(f.body, f.error, file, [...path, "body"], [f.id]) : undefined;
+    if (f.body && f.header) fail(file, [...path, "header"], "a header belongs to a tagged frame; a frame with a plain body has none.");
+    if (f.switch && !f.header) fail(file, [...path, "switch"], "a tagged frame needs a header that carries its tag.");
+
+    const examples: IrExample[] = [];
+    for (const [i, e] of ((f.examples ?? []) as Raw[]).entries()) {
+      const at = [...path, "examples", f.direction ? (frameRaw.find((r) => r.value.id === f.family?.id)?.value.examples as Raw[]).indexOf(e) : i];
+      let bytes: Uint8Array;
+      try {
+        bytes = e.hex !== undefined ? hexToBytes(e.hex) : bytesFromParts(e.bytes);
+      } catch (problem) {
+        fail(file, at, `example "${e.name}": ${(problem as Error).message}`);
+        continue;
+      }
+      if (!e.value === !e.error) fail(file, at, `example "${e.name}" must give either the decoded \`value\` or the expected \`error\`.`);
+      if (e.error) {
+        requireVariant(file, [...at, "error", "variant"], f.error, e.error.variant, `example "${e.name}"`);
+        if (!e.error.message === !e.error.messagePrefix) fail(file, [...at, "error"], `example "${e.name}" must give the exact \`message\` or, where the parser's wording follows, the \`messagePrefix\`.`);
+      }
+      examples.push({ name: e.name, bytes, value: e.value, roundTrip: e.roundTrip !== false, error: e.error });
+    }
+    frames.push({
+      id: f.id,
+      name: f.name,
+      title: f.title,
+      doc: f.doc,
+      errorTypeId: f.error,
+      malformed: f.malformed,
+      header,
+      switch: sw,
+      body,
+      rules: f.rules ?? [],
+      examples,
+      direction: f.direction,
+      family: f.family,
+      file: file.path,
+    });
+  }
+
+  const errorTypes: IrErrorType[] = [];
+  for (const entry of errorRaw) {
+    const t = entry.value;
+    const variants: IrErrorVariant[] = [];
+    const vnames = new Set<string>();
+    for (const [i, v] of (t.variants as Raw[]).entries()) {
+      const at = [...entry.path, "variants", i];
+      if (vnames.has(v.name)) fail(entry.file, [...at, "name"], `error variant \`${v.name}\` appears twice in \`${t.id}\`.`);
+      vnames.add(v.name);
+      const fields: IrErrorField[] = ((v.fields ?? []) as Raw[]).map((field) => ({
+        name: field.name,
+        type: field.type,
+        errorTypeId: field.error,
+        redacted: field.redacted === true,
+        doc: field.doc,
+      }));
+      for (const [j, field] of fields.entries()) {
+        if (field.type === "error" && (!field.errorTypeId || !errorById.has(field.errorTypeId))) {
+          fail(entry.file, [...at, "fields", j], `field \`${field.name}\` of type error must name a declared error type (\`error:\`).`);
+        }
+      }
+      const placeholders = [...(v.message as string).matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map((m) => m[1]!);
+      for (const p of placeholders) {
+        if (!fields.some((field) => field.name === p)) fail(entry.file, [...at, "message"], `message of \`${v.name}\` quotes \`{${p}}\`, which is not one of its fields.`);
+      }
+      variants.push({ name: v.name, doc: v.doc, message: v.message, fields });
+    }
+    errorTypes.push({ id: t.id, name: t.name, doc: t.doc, variants, usedBy: frames.filter((f) => f.errorTypeId === t.id).map((f) => f.id) });
+  }
+
+  const exchanges: IrExchange[] = [];
+  for (const entry of gather("exchanges")) {
+    const x = entry.value;
+    const ask = frames.find((f) => f.id === x.askFrame);
+    const answer = frames.find((f) => f.id === x.answer.frame);
+    if (!ask) fail(entry.file, [...entry.path, "askFrame"], `exchange \`${x.id}\` is asked with frame \`${x.askFrame}\`, which no file of the revision declares.`);
+    if (!answer) fail(entry.file, [...entry.path, "answer", "frame"], `exchange \`${x.id}\` is answered with frame \`${x.answer.frame}\`, which no file of the revision declares.`);
+    const variant = ask?.switch?.variants.find((v) => v.tag === x.kind);
+    if (ask && !variant) fail(entry.file, [...entry.path, "kind"], `exchange \`${x.id}\` has kind ${x.kind}, which frame \`${x.askFrame}\` does not list.`);
+    if (variant && variant.answer !== x.id) fail(entry.file, [...entry.path, "id"], `kind ${x.kind} of \`${x.askFrame}\` should say \`answer: ${x.id}\`.`);
+    exchanges.push({
+      id: x.id,
+      kind: x.kind,
+      ask: x.ask,
+      askFrameId: x.askFrame,
+      variantName: variant?.name ?? "",
+      payload: x.payload,
+      path: x.path,
+      answerFrameId: x.answer.frame,
+      messages: x.answer.messages,
+      unanswered: x.unanswered,
+      notServed: x.notServed,
+    });
+  }
+  const exchangeGroups: IrExchangeGroup[] = gather("exchangeGroups").map((entry) => {
+    const g = entry.value;
+    for (const [i, id] of (g.exchanges as string[]).entries()) {
+      if (!exchanges.some((x) => x.id === id)) fail(entry.file, [...entry.path, "exchanges", i], `group \`${g.id}\` lists exchange \`${id}\`, which no file of the revision declares.`);
+    }
+    return { id: g.id, title: g.title, summary: g.summary, exchangeIds: g.exchanges, rules: g.rules };
+  });
+  const channelTables: IrChannelTable[] = gather("channelTables").map((entry) => {
+    const t = entry.value;
+    for (const [i, table] of (t.tables as Raw[]).entries()) {
+      if (!frames.some((f) => f.id === table.frame)) fail(entry.file, [...entry.path, "tables", i, "frame"], `channel table lists frame \`${table.frame}\`, which no file of the revision declares.`);
+    }
+    return { id: t.id, title: t.title, doc: t.doc, tables: (t.tables as Raw[]).map((table) => ({ opener: table.opener, frameId: table.frame })) };
+  });
+
+  if (errors.length > 0) throw new SpecErrors(errors);
+
+  const hash = createHash("sha256");
+  for (const file of loaded.files) hash.update(file.path.split("/").pop()!).update("\0").update(file.text).update("\0");
+  return {
+    revision: String(revision.value),
+    title: single("title")?.value ?? "",
+    mcpRevision: single("mcpRevision")?.value ?? "",
+    doc: single("doc")?.value ?? "",
+    ports: single("ports")?.value ?? [],
+    mcpTypes,
+    frames,
+    errorTypes,
+    channelTables,
+    exchanges,
+    exchangeGroups,
+    sourceHash: hash.digest("hex"),
+  };
+}
+
+export function hexToBytes(hex: string): Uint8Array {
+  const clean = hex.replace(/\s+/g, "");
+  if (clean.length % 2 !== 0) throw new Error(`hex "${hex}" has an odd number of digits.`);
+  if (!/^[0-9a-fA-F]*$/.test(clean)) throw new Error(`hex "${hex}" has a character that is not a hex digit.`);
+  const out = new Uint8Array(clean.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(clean.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+function bytesFromParts(parts: readonly (string | { text: string })[]): Uint8Array {
+  const chunks = parts.map((part) => (typeof part === "string" ? hexToBytes(part) : new TextEncoder().encode(part.text)));
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+export function bytesToHex(bytes: Uint8Array): string {
+  let out = "";
+  for (const b of bytes) out += b.toString(16).padStart(2, "0");
+  return out;
+}
+
+function unescapePointer(part: string): PathKey {
+  const text = part.replace(/~1/g, "/").replace(/~0/g, "~");
+  return /^\d+$/.test(text) ? Number(text) : text;
+}
+
+/** ajv reports every branch of a oneOf; keep the errors that say something a person can act on. */
+function pickSchemaErrors(list: readonly ErrorObject[]): ErrorObject[] {
+  const useful = list.filter((e) => e.keyword !== "oneOf" && e.keyword !== "anyOf" && e.keyword !== "not" && e.keyword !== "if");
+  const chosen = useful.length > 0 ? useful : [...list];
+  const seen = new Set<string>();
+  return chosen.filter((e) => {
+    const key = `${e.instancePath}|${e.message}|${JSON.stringify(e.params)}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function describeSchemaError(problem: ErrorObject, path: readonly PathKey[]): string {
+  const where = path.length > 0 ? `\`${path.join(".")}\`` : "the file";
+  const p = problem.params as Raw;
+  switch (problem.keyword) {
+    case "required":
+      return `${where} is missing \`${p.missingProperty}\`.`;
+    case "additionalProperties":
+      return `${where} has \`${p.additionalProperty}\`, which the spec schema does not know (a misspelling?).`;
+    case "enum":
+      return `${where} must be one of ${(p.allowedValues as unknown[]).map((v) => `\`${String(v)}\``).join(", ")}.`;
+    case "const":
+      return `${where} must be \`${String(p.allowedValue)}\`.`;
+    case "type":
+      return `${where} must be ${p.type === "object" ? "a mapping" : p.type === "array" ? "a list" : `a ${p.type}`}.`;
+    case "pattern":
+      return `${where} does not have the expected form (${p.pattern}).`;
+    default:
+      return `${where} ${problem.message ?? "is not valid"}.`;
+  }
+}
