@@ -1,0 +1,34 @@
+#!/usr/bin/env node
+// diverge: the provider side from a shell. Each subcommand lives in its own module under commands/.
+import { runAnswer, answerUsage } from "./commands/answer.js";
+import { runTools, toolsUsage } from "./commands/tools.js";
+
+const usage = `diverge: the provider side of the Diverge container-proxy protocol.
+
+Commands:
+${answerUsage}
+${toolsUsage}
+Run \`diverge <command> --help\` for a command's flags.
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === "--help" || command === "-h") {
+    process.stdout.write(usage);
+    return command ? 0 : 2;
+  }
+  if (command === "answer") return runAnswer(rest);
+  if (command === "tools") return runTools(rest);
+  process.stderr.write(`unknown command ${command}\n\n${usage}`);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

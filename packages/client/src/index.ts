@@ -1,0 +1,3 @@
+// @diverge/client: the provider side. The many-paths transport lives in paths/, the multiplexed
+// connection in multiplexed/.
+export {};

@@ -1,0 +1,11 @@
+// What the testee knows about one frame: enough to decode, encode, and convert to and from views.
+export interface FrameEntry {
+  readonly decode: (bytes: Uint8Array, options?: { check?: (type: string, value: unknown) => string | undefined }) => unknown;
+  readonly encode: (value: unknown) => Uint8Array;
+  /** The frame's own error class: anything else thrown by `decode` is a bug. */
+  readonly error: abstract new (...args: never[]) => Error & { readonly variant: string };
+  /** The property naming the variant (`variant`, `type`, `kind`), or undefined for a plain frame. */
+  readonly discriminant: string | undefined;
+  /** The value fields that hold bytes, per variant name ("" for a plain frame); hex in a view. */
+  readonly bytesFields: Readonly<Record<string, readonly string[]>>;
+}

@@ -1,0 +1,2 @@
+// PLACEHOLDER, replaced by issues 4 and 9: pnpm demo.
+export {};

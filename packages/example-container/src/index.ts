@@ -1,0 +1,2 @@
+// PLACEHOLDER, replaced by issue 9: the example tool-container program.
+export {};

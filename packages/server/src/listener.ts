@@ -1,0 +1,105 @@
+// One HTTP listener that several parts of the proxy share: each part registers the paths it serves,
+// as plain HTTP requests or as WebSocket upgrades. Refusals (404, 409, …) happen before the upgrade.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type WebSocket } from "ws";
+
+/** What a route says about an upgrade request: accept it, refuse it with a status, or not mine. */
+export type UpgradeDecision = { accept: (socket: WebSocket, request: IncomingMessage) => void } | { refuse: number } | undefined;
+
+export interface UpgradeRoute {
+  /** Called for every upgrade request; the first route that answers decides. */
+  decide(pathname: string, request: IncomingMessage): UpgradeDecision;
+}
+
+export type RequestRoute = (request: IncomingMessage, response: ServerResponse, pathname: string) => boolean;
+
+export interface ListenerOptions {
+  readonly host?: string;
+  readonly port?: number;
+  /** Largest WebSocket message accepted, in bytes; a larger one ends that connection (close 1009). */
+  readonly maxMessageBytes?: number;
+}
+
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+export class RouteListener {
+  readonly server: Server;
+  private readonly upgrades: UpgradeRoute[] = [];
+  private readonly requests: RequestRoute[] = [];
+  private readonly wss: WebSocketServer;
+
+  constructor(readonly options: ListenerOptions = {}) {
+    // permessage-deflate stays off: small binary frames, and compression costs memory per socket.
+    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    this.server = createServer((request, response) => this.onRequest(request, response));
+    this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
+  }
+
+  addUpgradeRoute(route: UpgradeRoute): void {
+    this.upgrades.push(route);
+  }
+
+  addRequestRoute(route: RequestRoute): void {
+    this.requests.push(route);
+  }
+
+  async listen(): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(this.options.port ?? 0, this.options.host ?? "127.0.0.1", () => {
+        this.server.off("error", reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  async close(): Promise<void> {
+    for (const client of this.wss.clients) client.terminate();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private onRequest(request: IncomingMessage, response: ServerResponse): void {
+    const pathname = pathOf(request);
+    for (const route of this.requests) if (route(request, response, pathname)) return;
+    response.writeHead(this.upgrades.length > 0 ? 426 : 404, { "content-type": "text/plain" }).end(this.upgrades.length > 0 ? "WebSocket upgrade required\n" : "not found\n");
+  }
+
+  private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on("error", () => socket.destroy());
+    const pathname = pathOf(request);
+    for (const route of this.upgrades) {
+      const decision = route.decide(pathname, request);
+      if (!decision) continue;
+      if ("refuse" in decision) return refuse(socket, decision.refuse);
+      this.wss.handleUpgrade(request, socket, head, (ws) => {
+        ws.binaryType = "nodebuffer";
+        decision.accept(ws, request);
+      });
+      return;
+    }
+    refuse(socket, 404);
+  }
+}
+
+const REASONS: Record<number, string> = { 400: "Bad Request", 404: "Not Found", 409: "Conflict", 426: "Upgrade Required" };
+
+function refuse(socket: Duplex, status: number): void {
+  const reason = REASONS[status] ?? "Refused";
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${reason.length + 1}\r\n\r\n${reason}\n`);
+}
+
+function pathOf(request: IncomingMessage): string {
+  try {
+    return new URL(request.url ?? "/", "http://proxy").pathname;
+  } catch {
+    return "";
+  }
+}

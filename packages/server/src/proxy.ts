@@ -1,0 +1,101 @@
+// The proxy: one provider-facing listener (port 14979 by default) serving both transports, one
+// loopback listener for the program beside it, and the secrets gate they share.
+import { Gate } from "./gate.js";
+import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
+import { attachPaths, type PathsPart } from "./paths/index.js";
+import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
+
+export const PROXY_PORT = 14979;
+
+export interface ProxyOptions {
+  /** Provider-facing interface; the spec says every interface ("0.0.0.0"). Default "127.0.0.1" for library use. */
+  readonly host?: string;
+  /** Provider-facing port (`/`, `/requests`, answer paths). Default 14979; 0 picks a free one. */
+  readonly port?: number;
+  /** Loopback port for the program: its MCP endpoint at `/mcp`, the daemon endpoint at `/daemon`. Default 14980; 0 picks one. */
+  readonly programPort?: number;
+  /** The program's own HTTP server (`/register`, `/secrets`, `/mcp`). Default `$PORT`, else 8080. */
+  readonly appPort?: number;
+  /** The container root where `DIVERGE.md` is read. Default "/". */
+  readonly root?: string;
+  /** Loopback port where the program's database driver connects. Default 14981; 0 picks one. */
+  readonly pgPort?: number;
+  /** Hold every MCP exchange until the first `Fed` of a secrets feed. Default true. */
+  readonly secretsGate?: boolean;
+  /** Largest message accepted on any path, in bytes. Default 16 MiB. */
+  readonly maxMessageBytes?: number;
+  /** Where the proxy reports what happens; never given a secret value. Default: silent. */
+  readonly log?: (line: string) => void;
+}
+
+export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log">> {
+  readonly log: (line: string) => void;
+}
+
+/** What every part of the proxy is given. */
+export interface ProxyContext {
+  readonly options: ResolvedProxyOptions;
+  /** Provider-facing: `/`, `/requests`, `/mcp/<kind>/{channel}`, … */
+  readonly provider: RouteListener;
+  /** Program-facing, loopback only: `/mcp`, `/daemon`. */
+  readonly program: RouteListener;
+  readonly gate: Gate;
+}
+
+export interface ProxyPart {
+  close(): Promise<void>;
+}
+
+export interface RunningProxy {
+  readonly options: ResolvedProxyOptions;
+  /** The port the provider-facing listener is bound to. */
+  readonly port: number;
+  /** The port the program-facing listener is bound to. */
+  readonly programPort: number;
+  readonly gate: Gate;
+  /** The many-paths transport: `/requests` asks and their answer paths. */
+  readonly paths: PathsPart;
+  /** The multiplexed connection on `/` and its tools::begin scope. */
+  readonly multiplexed: MultiplexedPart;
+  close(): Promise<void>;
+}
+
+export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions {
+  const envPort = Number(process.env.PORT);
+  return {
+    host: options.host ?? "127.0.0.1",
+    port: options.port ?? PROXY_PORT,
+    programPort: options.programPort ?? 14980,
+    appPort: options.appPort ?? (Number.isInteger(envPort) && envPort > 0 ? envPort : 8080),
+    root: options.root ?? "/",
+    pgPort: options.pgPort ?? 14981,
+    secretsGate: options.secretsGate ?? true,
+    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    log: options.log ?? (() => {}),
+  };
+}
+
+/** Starts a proxy: both listeners bound, both transports served. */
+export async function startProxy(options: ProxyOptions = {}): Promise<RunningProxy> {
+  const resolved = resolveOptions(options);
+  const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
+  const program = new RouteListener({ host: "127.0.0.1", port: resolved.programPort, maxMessageBytes: resolved.maxMessageBytes });
+  const gate = new Gate(!resolved.secretsGate);
+  const context: ProxyContext = { options: resolved, provider, program, gate };
+  const paths = attachPaths(context);
+  const multiplexed = await attachMultiplexed(context);
+  await provider.listen();
+  await program.listen();
+  return {
+    options: resolved,
+    port: provider.port,
+    programPort: program.port,
+    gate,
+    paths,
+    multiplexed,
+    async close() {
+      await Promise.allSettled([paths.close(), multiplexed.close()]);
+      await Promise.allSettled([provider.close(), program.close()]);
+    },
+  };
+}
