@@ -1,7 +1,3 @@
-import { defineConfig } from "vitest/config";
+import { packageTestConfig } from "../../vitest.shared.js";
 
-export default defineConfig({
-  test: {
-    include: ["test/**/*.test.ts"],
-  },
-});
+export default packageTestConfig();

@@ -1,0 +1,18 @@
+// Sums the per-package vitest JSON reports into the one closing line CI prints.
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const [dir, status] = process.argv.slice(2);
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+for (const name of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
+  const report = JSON.parse(readFileSync(join(dir, name), "utf8"));
+  passed += report.numPassedTests ?? 0;
+  failed += (report.numFailedTests ?? 0) + (report.numRuntimeErrorTests ?? 0);
+  skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+  if (report.success === false && (report.numFailedTests ?? 0) === 0) failed += 1;
+}
+// A runner that crashed before reporting still failed the run.
+if (Number(status) !== 0 && failed === 0) failed = 1;
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`);
