@@ -2,9 +2,10 @@
 // tag constants, decoder, encoder, and the frame's own error type), shared error modules, the MCP
 // type names, and the revision's index.
 import { StructureKind, VariableDeclarationKind, type CodeBlockWriter, type SourceFile } from "ts-morph";
-import { INT_SIZE, type IrBody, type IrErrorType, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { INT_SIZE, type IrBody, type IrErrorType, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
+import { layoutOf, variantLayout } from "./layout.js";
 
 const RUNTIME = "runtime/index.ts";
 
@@ -475,31 +476,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     void StructureKind;
   }
 
-  function layoutOf(frame: IrFrame): string {
-    if (frame.body) return bodyLayout(frame.body);
-    return frame.switch!.variants.map((v) => variantLayout(frame, v)).join("\n");
-  }
-
-  function variantLayout(frame: IrFrame, v: IrVariant): string {
-    const head = frame.header!.fields.map((f) => (f.name === frame.switch!.on ? `[${v.tag}]` : `[${f.name}: ${intText(f.type)}]`)).join("");
-    return head + bodyLayout(v.body);
-  }
-
-  function bodyLayout(body: IrBody): string {
-    const parts = body.fields.map((f) => {
-      if (f.length === "fixed") return `[${f.name}: ${intText(f.type)}]`;
-      if (f.length === "u16") return `[${f.name}_len: u16, big-endian][${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"}]`;
-      if (f.type === "json") return `[${f.name}: JSON …]`;
-      return `[${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"} …]`;
-    });
-    return parts.join("") + (body.trailing === "ignore" ? "[ignored …]" : "");
-  }
-
   void frameById;
-}
-
-export function intText(type: string): string {
-  return type === "u8" ? "u8" : `${type}, big-endian`;
 }
 
 function oneLine(text: string): string {
