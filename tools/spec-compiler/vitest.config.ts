@@ -1,3 +1,4 @@
 import { packageTestConfig } from "../../vitest.shared.js";
 
-export default packageTestConfig();
+// Compiler tests run the real CLI on copies of the spec; each run takes a few seconds.
+export default packageTestConfig({ testTimeout: 60_000 });

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { buildIr, type IrRevision } from "./ir.js";
 import { loadSpecDir } from "./load.js";
 import { emitCodec } from "./emit/codec.js";
-import { emitCodecTests, emitVectors } from "./emit/examples.js";
+import { emitArbitraries, emitCodecTests, emitVectors } from "./emit/examples.js";
 import { emitConformanceRegistry } from "./emit/conformance.js";
 import { emitCodecRoot } from "./emit/root.js";
 import { emitDocs } from "./emit/docs.js";
@@ -45,6 +45,7 @@ export function generateAll(root: string, compilerVersion: string): GeneratedFil
     files.push(...emitCodec(ir, compilerVersion));
     files.push(...emitCodecTests(ir, compilerVersion));
     files.push(emitVectors(ir));
+    files.push(emitArbitraries(ir, compilerVersion));
   }
   files.push(...emitCodecRoot(revisions, compilerVersion));
   files.push(emitConformanceRegistry(revisions, compilerVersion));
@@ -99,28 +100,81 @@ function walk(root: string, dir: string): string[] {
   return out;
 }
 
-/** A unified diff of the one region where `before` and `after` differ, with three lines of context. */
+/** A unified diff of `before` → `after`, with three lines of context around each change. */
 export function lineDiff(path: string, before: string, after: string): string {
   const a = before.split("\n");
   const b = after.split("\n");
-  let start = 0;
-  while (start < a.length && start < b.length && a[start] === b[start]) start++;
-  let endA = a.length - 1;
-  let endB = b.length - 1;
-  while (endA >= start && endB >= start && a[endA] === b[endB]) {
-    endA--;
-    endB--;
+  const ops = diffLines(a, b);
+  const out = [`--- ${path} (on disk)`, `+++ ${path} (from the spec)`];
+  // Group the edit script into hunks separated by more than six unchanged lines.
+  let i = 0;
+  while (i < ops.length) {
+    while (i < ops.length && ops[i]!.op === " ") i++;
+    if (i >= ops.length) break;
+    let end = i;
+    for (let j = i; j < ops.length; j++) {
+      if (ops[j]!.op !== " ") end = j;
+      else if (j - end > 6) break;
+    }
+    const from = Math.max(0, i - 3);
+    const to = Math.min(ops.length - 1, end + 3);
+    const first = ops[from]!;
+    out.push(`@@ -${first.a + 1} +${first.b + 1} @@`);
+    for (let k = from; k <= to; k++) out.push(`${ops[k]!.op}${ops[k]!.text}`);
+    i = to + 1;
   }
-  const from = Math.max(0, start - 3);
-  const out = [`--- ${path} (on disk)`, `+++ ${path} (from the spec)`, `@@ -${from + 1} +${from + 1} @@`];
-  for (let i = from; i < start; i++) out.push(` ${a[i]}`);
-  const shown = 40;
-  const removed = a.slice(start, endA + 1);
-  const added = b.slice(start, endB + 1);
-  for (const line of removed.slice(0, shown)) out.push(`-${line}`);
-  if (removed.length > shown) out.push(`-… ${removed.length - shown} more lines`);
-  for (const line of added.slice(0, shown)) out.push(`+${line}`);
-  if (added.length > shown) out.push(`+… ${added.length - shown} more lines`);
-  for (let i = endA + 1; i < Math.min(a.length, endA + 4); i++) out.push(` ${a[i]}`);
   return out.join("\n");
+}
+
+interface DiffOp {
+  readonly op: " " | "-" | "+";
+  readonly text: string;
+  /** Line index in `before` / `after` where this op stands. */
+  readonly a: number;
+  readonly b: number;
+}
+
+/** Longest-common-subsequence edit script over the lines between the common head and tail. */
+function diffLines(a: readonly string[], b: readonly string[]): DiffOp[] {
+  let head = 0;
+  while (head < a.length && head < b.length && a[head] === b[head]) head++;
+  let tailA = a.length;
+  let tailB = b.length;
+  while (tailA > head && tailB > head && a[tailA - 1] === b[tailB - 1]) {
+    tailA--;
+    tailB--;
+  }
+  const ops: DiffOp[] = [];
+  for (let k = 0; k < head; k++) ops.push({ op: " ", text: a[k]!, a: k, b: k });
+  const n = tailA - head;
+  const m = tailB - head;
+  if (n * m > 4_000_000) {
+    // Too large to align line by line: show the whole middle as replaced.
+    for (let k = head; k < tailA; k++) ops.push({ op: "-", text: a[k]!, a: k, b: head });
+    for (let k = head; k < tailB; k++) ops.push({ op: "+", text: b[k]!, a: tailA, b: k });
+  } else {
+    const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+    for (let x = n - 1; x >= 0; x--) {
+      for (let y = m - 1; y >= 0; y--) {
+        lcs[x]![y] = a[head + x] === b[head + y] ? lcs[x + 1]![y + 1]! + 1 : Math.max(lcs[x + 1]![y]!, lcs[x]![y + 1]!);
+      }
+    }
+    let x = 0;
+    let y = 0;
+    while (x < n || y < m) {
+      if (x < n && y < m && a[head + x] === b[head + y]) {
+        ops.push({ op: " ", text: a[head + x]!, a: head + x, b: head + y });
+        x++;
+        y++;
+      } else if (y < m && (x === n || lcs[x]![y + 1]! >= lcs[x + 1]![y]!)) {
+        ops.push({ op: "+", text: b[head + y]!, a: head + x, b: head + y });
+        y++;
+      } else {
+        ops.push({ op: "-", text: a[head + x]!, a: head + x, b: head + y });
+        x++;
+      }
+    }
+  }
+  for (let k = 0; k < a.length - tailA; k++) ops.push({ op: " ", text: a[tailA + k]!, a: tailA + k, b: tailB + k });
+  return ops;
 }

@@ -95,3 +95,77 @@ export function emitVectors(ir: IrRevision): GeneratedFile {
   }
   return { path: `packages/conformance/vectors/${ir.revision}.jsonl`, text: lines.join("\n") + "\n" };
 }
+
+/**
+ * fast-check arbitraries for every frame of a revision, derived from the IR, plus each frame's golden
+ * bytes as seeds for mutation. The hand-written property tests iterate over this table.
+ */
+export function emitArbitraries(ir: IrRevision, compilerVersion: string): GeneratedFile {
+  const testPath = `test/gen/${ir.revision}/arbitraries.ts`;
+  const lines: string[] = [banner(ir, compilerVersion).trimEnd(), `import fc from "fast-check";`, `import * as codec from ${lit(importPath(testPath, `src/gen/${ir.revision}/index.ts`))};`, ""];
+  lines.push(`/** A JSON value as JSON.parse would give it back (no -0, no undefined). */`);
+  lines.push(`const json = <T>(arbitrary: fc.Arbitrary<T>): fc.Arbitrary<T> => arbitrary.map((v) => JSON.parse(JSON.stringify(v)) as T);`);
+  lines.push(`const jsonObject = json(fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 4 }));`);
+  lines.push("");
+  const fieldArb = (f: IrField): string => {
+    switch (f.type) {
+      case "u8":
+        return "fc.integer({ min: 0, max: 0xff })";
+      case "u16":
+        return "fc.integer({ min: 0, max: 0xffff })";
+      case "u32":
+        return "fc.integer({ min: 0, max: 0xffffffff })";
+      case "bytes":
+        return "fc.uint8Array({ maxLength: 48 })";
+      case "utf8":
+        return `fc.string({ unit: "binary", maxLength: 24 })`;
+      case "json": {
+        const s = f.schema!;
+        if (s.kind === "mcp") return s.nullable ? "fc.option(jsonObject, { nil: null })" : "jsonObject";
+        if (s.kind === "mapOfString") return "json(fc.dictionary(fc.string(), fc.string(), { maxKeys: 4 }))";
+        if (s.kind === "object") return "jsonObject";
+        return "json(fc.jsonValue())";
+      }
+    }
+  };
+  lines.push(`export interface FrameUnderTest {`);
+  lines.push(`  readonly id: string;`);
+  lines.push(`  readonly arbitrary: fc.Arbitrary<unknown>;`);
+  lines.push(`  readonly encode: (value: never) => Uint8Array;`);
+  lines.push(`  readonly decode: (bytes: Uint8Array) => unknown;`);
+  lines.push(`  readonly error: abstract new (...args: never[]) => Error;`);
+  lines.push(`  /** Golden bytes of the frame, hex: seeds for mutation. */`);
+  lines.push(`  readonly seeds: readonly string[];`);
+  lines.push(`}`);
+  lines.push("");
+  lines.push(`export const framesUnderTest: readonly FrameUnderTest[] = [`);
+  for (const frame of ir.frames) {
+    const error = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
+    let arb: string;
+    if (frame.body) {
+      arb = `fc.record({ ${frame.body.fields.map((f) => `${lit(f.name)}: ${fieldArb(f)}`).join(", ")} })`;
+    } else {
+      const sw = frame.switch!;
+      const headerFields = frame.header!.fields.filter((h) => h.name !== sw.on);
+      const variants = sw.variants.map((v) => {
+        const props = [
+          `${lit(sw.property)}: fc.constant(${lit(v.name)})`,
+          ...headerFields.map((h) => `${lit(h.name)}: ${fieldArb({ name: h.name, type: h.type, length: "fixed", doc: "" })}`),
+          ...v.body.fields.map((f) => `${lit(f.name)}: ${fieldArb(f)}`),
+        ];
+        return `fc.record({ ${props.join(", ")} })`;
+      });
+      arb = `fc.oneof(${variants.join(", ")})`;
+    }
+    lines.push(`  {`);
+    lines.push(`    id: ${lit(frame.id)},`);
+    lines.push(`    arbitrary: ${arb},`);
+    lines.push(`    encode: codec.${encodeName(frame)} as (value: never) => Uint8Array,`);
+    lines.push(`    decode: codec.${decodeName(frame)},`);
+    lines.push(`    error: codec.${error.name},`);
+    lines.push(`    seeds: [${frame.examples.map((e) => lit(bytesToHex(e.bytes))).join(", ")}],`);
+    lines.push(`  },`);
+  }
+  lines.push(`];`);
+  return { path: `packages/codec/${testPath}`, text: lines.join("\n") + "\n" };
+}
