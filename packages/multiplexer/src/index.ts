@@ -1,0 +1,15 @@
+// @diverge/multiplexer: the Frames layer (scopes and channels) of the multiplexed Diverge
+// connection, for the client (the provider) and the server (the proxy) alike.
+export {
+  Multiplexer,
+  MultiplexerError,
+  type Role,
+  type Disregard,
+  type AnswerHandlers,
+  type Responder,
+  type OpenedChannel,
+  type OpenedScope,
+  type MultiplexerEvents,
+  type MultiplexerOptions,
+} from "./multiplexer.js";
+export { FrameSocket, binaryOf, type WebSocketLike, type FrameSocketOptions } from "./socket.js";

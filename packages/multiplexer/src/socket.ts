@@ -1,0 +1,116 @@
+// A Multiplexer bound to a WebSocket: binary messages in, frames out, text messages ignored, the
+// close ending every scope and channel. Works with `ws` and with any WHATWG-shaped WebSocket.
+import { Multiplexer, type MultiplexerEvents, type Role } from "./multiplexer.js";
+
+/** The part of a WebSocket this module uses; `ws`'s WebSocket and the WHATWG one both fit. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  readonly bufferedAmount: number;
+  binaryType: string;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: string, listener: (event: any) => void): void;
+  /** `ws` only: stop reading from the socket (TCP backpressure reaches the sender). */
+  pause?(): void;
+  resume?(): void;
+}
+
+const OPEN = 1;
+
+export interface FrameSocketOptions {
+  readonly role: Role;
+  readonly events?: MultiplexerEvents;
+  /** Called once when the WebSocket closes, after every open stream has been told. */
+  readonly closed?: (code: number) => void;
+}
+
+/** Polling interval while waiting for the socket's send buffer to drain. */
+const DRAIN_POLL_MS = 2;
+
+export class FrameSocket {
+  readonly mux: Multiplexer;
+  private pauses = 0;
+  private isClosed = false;
+
+  constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
+    if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
+    this.mux = new Multiplexer({
+      role: options.role,
+      events: options.events,
+      send: (frame) => {
+        if (socket.readyState === OPEN) socket.send(frame);
+      },
+    });
+    socket.addEventListener("message", (event: { data: unknown }) => {
+      const bytes = binaryOf(event.data);
+      // Text messages carry no meaning on this connection.
+      if (bytes) this.mux.receive(bytes);
+    });
+    socket.addEventListener("close", (event: { code?: number }) => {
+      if (this.isClosed) return;
+      this.isClosed = true;
+      this.mux.end();
+      options.closed?.(event.code ?? 1006);
+    });
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Bytes queued for sending and not yet handed to the network. */
+  get bufferedAmount(): number {
+    return this.socket.bufferedAmount;
+  }
+
+  /** Resolves once at most `lowWater` bytes wait to be sent (or the socket has closed). */
+  drained(lowWater: number): Promise<void> {
+    if (this.socket.bufferedAmount <= lowWater || this.isClosed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.socket.bufferedAmount <= lowWater || this.isClosed) resolve();
+        else setTimeout(check, DRAIN_POLL_MS);
+      };
+      setTimeout(check, DRAIN_POLL_MS);
+    });
+  }
+
+  /**
+   * Stops reading from the socket until every pause has been resumed, so a slow consumer of one
+   * stream pushes back on the sender instead of growing a buffer. A no-op where the WebSocket
+   * implementation cannot pause.
+   */
+  pauseIncoming(): () => void {
+    let resumed = false;
+    if (this.pauses++ === 0) this.socket.pause?.();
+    return () => {
+      if (resumed) return;
+      resumed = true;
+      if (--this.pauses === 0) this.socket.resume?.();
+    };
+  }
+
+  close(code = 1000): void {
+    if (this.socket.readyState === OPEN || this.socket.readyState === 0) this.socket.close(code);
+  }
+}
+
+/** The bytes of a binary message, or undefined for a text message. */
+export function binaryOf(data: unknown): Uint8Array | undefined {
+  if (typeof data === "string") return undefined;
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (Array.isArray(data)) {
+    const parts = data as Uint8Array[];
+    const total = parts.reduce((sum, part) => sum + part.length, 0);
+    const joined = new Uint8Array(total);
+    let at = 0;
+    for (const part of parts) {
+      joined.set(part, at);
+      at += part.length;
+    }
+    return joined;
+  }
+  return undefined;
+}
