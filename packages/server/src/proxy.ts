@@ -55,6 +55,8 @@ export interface RunningProxy {
   readonly gate: Gate;
   /** The many-paths transport: `/requests` asks and their answer paths. */
   readonly paths: PathsPart;
+  /** The MCP exchanges the proxy asks its provider (the same object as `paths.mcp`). */
+  readonly mcp: PathsPart["mcp"];
   /** The multiplexed connection on `/` and its tools::begin scope. */
   readonly multiplexed: MultiplexedPart;
   close(): Promise<void>;
@@ -92,6 +94,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     programPort: program.port,
     gate,
     paths,
+    mcp: paths.mcp,
     multiplexed,
     async close() {
       await Promise.allSettled([paths.close(), multiplexed.close()]);

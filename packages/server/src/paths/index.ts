@@ -1,8 +1,43 @@
-// PLACEHOLDER, replaced by the many-paths transport (issue 4).
+// The many-paths transport on the proxy: `/requests` and the MCP answer paths on the provider-facing
+// listener (seed 000), and the MCP endpoint `/mcp` on the program-facing one.
 import type { ProxyContext, ProxyPart } from "../proxy.js";
+import { AskBoard } from "./board.js";
+import { McpAsks } from "./mcp.js";
+import { ProgramMcpServer } from "./program-mcp.js";
 
-export interface PathsPart extends ProxyPart {}
+export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
+export { McpAsks, type NotificationStreamEvent } from "./mcp.js";
+export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
+export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
 
-export function attachPaths(_context: ProxyContext): PathsPart {
-  return { async close() {} };
+export interface PathsPart extends ProxyPart {
+  /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
+  readonly mcp: McpAsks;
+  /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
+  readonly board: AskBoard;
+  /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
+  readonly programMcp: ProgramMcpServer;
+}
+
+export function attachPaths(context: ProxyContext): PathsPart {
+  const { options, provider, program, gate } = context;
+  const board = new AskBoard(options.maxMessageBytes);
+  const mcp = new McpAsks({ board, gate, log: options.log });
+  const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log);
+  provider.addUpgradeRoute(board);
+  program.addRequestRoute(programMcp.route);
+  board.onEvent((event) => {
+    if (event.type === "requestsOpened") options.log(`/requests connection ${event.connection} opened`);
+    else if (event.type === "requestsClosed") options.log(`/requests connection ${event.connection} closed; ${event.reasked} ask(s) to ask again`);
+  });
+  return {
+    mcp,
+    board,
+    programMcp,
+    async close() {
+      mcp.close();
+      board.close();
+      await programMcp.close();
+    },
+  };
 }

@@ -1,0 +1,65 @@
+// Why an MCP exchange the proxy asked ended without a result. Every ending is one of these variants,
+// so a caller (and the program-facing MCP server) can map each to exactly one MCP outcome.
+import type { ErrorData, McpAnswerError } from "@diverge/codec";
+
+export type McpExchangeErrorDetail =
+  | {
+      /** The provider answered with an MCP error (the `[1]` frame); code, message and data as sent. */
+      readonly variant: "McpError";
+      readonly error: ErrorData;
+    }
+  | {
+      /** The answer path was closed cleanly with no message: the provider did not serve the ask. */
+      readonly variant: "NotServed";
+      readonly channel: number;
+    }
+  | {
+      /** The provider's answer did not decode. Not asked again: the same provider would send the same bytes. */
+      readonly variant: "UnreadableAnswer";
+      readonly channel: number;
+      readonly source: McpAnswerError;
+    }
+  | {
+      /** The provider's answer was larger than the proxy's message limit, so it could not be read. */
+      readonly variant: "AnswerTooLarge";
+      readonly channel: number;
+      readonly limit: number;
+    }
+  | {
+      /** The ask itself would be larger than the proxy's message limit, so it was never sent. */
+      readonly variant: "AskTooLarge";
+      readonly bytes: number;
+      readonly limit: number;
+    }
+  | {
+      /** The proxy closed before the exchange was answered. */
+      readonly variant: "ProxyClosed";
+    };
+
+function describe(detail: McpExchangeErrorDetail): string {
+  switch (detail.variant) {
+    case "McpError":
+      return detail.error.message;
+    case "NotServed":
+      return `the provider did not serve the exchange on channel ${detail.channel}`;
+    case "UnreadableAnswer":
+      return `the provider's answer on channel ${detail.channel} could not be read: ${detail.source.message}`;
+    case "AnswerTooLarge":
+      return `the provider's answer on channel ${detail.channel} is larger than ${detail.limit} bytes`;
+    case "AskTooLarge":
+      return `the ask is ${detail.bytes} bytes, larger than the limit of ${detail.limit}`;
+    case "ProxyClosed":
+      return "the proxy closed before the exchange was answered";
+  }
+}
+
+export class McpExchangeError extends Error {
+  override readonly name = "McpExchangeError";
+  constructor(readonly detail: McpExchangeErrorDetail) {
+    super(describe(detail), detail.variant === "UnreadableAnswer" ? { cause: detail.source } : undefined);
+  }
+
+  get variant(): McpExchangeErrorDetail["variant"] {
+    return this.detail.variant;
+  }
+}

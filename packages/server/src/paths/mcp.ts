@@ -1,0 +1,335 @@
+// The typed API of the MCP exchanges the proxy asks (seed 000, kinds 0 to 4):
+// `listTools`, `listResources`, `callTool`, `readResource` each resolve with the MCP result or reject
+// with an McpExchangeError; notifications arrive as events or through an async iterator.
+import {
+  decodeMcpCallToolAnswer,
+  decodeMcpListResourcesAnswer,
+  decodeMcpListToolsAnswer,
+  decodeMcpNotificationsAnswer,
+  decodeMcpReadResourceAnswer,
+  encodeRequestsAsk,
+  McpAnswerError,
+  type CallToolRequestParams,
+  type CallToolResult,
+  type ErrorData,
+  type ListResourcesResult,
+  type ListToolsResult,
+  type PaginatedRequestParams,
+  type ReadResourceRequestParams,
+  type ReadResourceResult,
+  type ServerNotification,
+} from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import type { Gate } from "../gate.js";
+import { ANSWER_SEGMENT, type AnswerPath, type AskBoard, type AskOwner, type McpKind, type PathEnding } from "./board.js";
+import { McpExchangeError } from "./errors.js";
+
+type ExchangeKind = Exclude<McpKind, "McpNotifications">;
+
+interface ExchangeTypes {
+  McpListTools: { params: PaginatedRequestParams | null; result: ListToolsResult };
+  McpListResources: { params: PaginatedRequestParams | null; result: ListResourcesResult };
+  McpCallTool: { params: CallToolRequestParams; result: CallToolResult };
+  McpReadResource: { params: ReadResourceRequestParams; result: ReadResourceResult };
+}
+
+type Decoded<R> = { variant: "Result"; result: R } | { variant: "Error"; error: ErrorData };
+
+const DECODERS: { [K in ExchangeKind]: (bytes: Uint8Array) => Decoded<ExchangeTypes[K]["result"]> } = {
+  McpListTools: (bytes) => decodeMcpListToolsAnswer(bytes, { check: checkMcp }),
+  McpListResources: (bytes) => decodeMcpListResourcesAnswer(bytes, { check: checkMcp }),
+  McpCallTool: (bytes) => decodeMcpCallToolAnswer(bytes, { check: checkMcp }),
+  McpReadResource: (bytes) => decodeMcpReadResourceAnswer(bytes, { check: checkMcp }),
+};
+
+/** What happened on the notification stream besides notifications themselves. */
+export type NotificationStreamEvent =
+  | { readonly type: "asked"; readonly channel: number }
+  | { readonly type: "opened"; readonly channel: number }
+  /** The provider ended the stream with an MCP error (its last message). */
+  | { readonly type: "error"; readonly channel: number; readonly error: ErrorData }
+  /** A message on the stream did not decode; the proxy closed the path. */
+  | { readonly type: "unreadable"; readonly channel: number; readonly source: McpAnswerError }
+  /** The path ended; `reask` says when the proxy asks again. */
+  | { readonly type: "ended"; readonly channel: number; readonly ending: PathEnding; readonly reask: "now" | "nextConnection" | "never" };
+
+/** One exchange of kinds 0 to 3, asked until it is answered, not served, or unreadable. */
+class OneAnswerExchange<K extends ExchangeKind> implements AskOwner {
+  constructor(
+    readonly kind: K,
+    private readonly params: ExchangeTypes[K]["params"],
+    private readonly board: AskBoard,
+    private readonly settle: (outcome: { result: ExchangeTypes[K]["result"] } | { error: McpExchangeError }) => void,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  encode(channel: number): Uint8Array {
+    return encodeRequestsAsk({ channel, kind: this.kind, params: this.params } as Parameters<typeof encodeRequestsAsk>[0]);
+  }
+
+  refused(bytes: number, limit: number): void {
+    this.settle({ error: new McpExchangeError({ variant: "AskTooLarge", bytes, limit }) });
+  }
+
+  opened(path: AnswerPath) {
+    let answer: Uint8Array | undefined;
+    return {
+      message: (bytes: Uint8Array) => {
+        // Exactly one message is the rule; should more arrive, the first is the answer.
+        answer ??= bytes;
+      },
+      ended: (ending: PathEnding) => {
+        const channel = path.channel;
+        if (ending.how === "abrupt") {
+          // Not answered: asked again under a fresh channel, now if /requests is open, else on the next one.
+          this.log(`mcp/${ANSWER_SEGMENT[this.kind]}/${channel} ended abruptly; asking again`);
+          this.board.ask(this);
+          return;
+        }
+        if (ending.how === "tooLarge") {
+          this.settle({ error: new McpExchangeError({ variant: "AnswerTooLarge", channel, limit: ending.limit }) });
+          return;
+        }
+        if (!answer) {
+          this.settle({ error: new McpExchangeError({ variant: "NotServed", channel }) });
+          return;
+        }
+        let decoded: Decoded<ExchangeTypes[K]["result"]>;
+        try {
+          decoded = DECODERS[this.kind](answer) as Decoded<ExchangeTypes[K]["result"]>;
+        } catch (problem) {
+          if (!(problem instanceof McpAnswerError)) throw problem;
+          this.settle({ error: new McpExchangeError({ variant: "UnreadableAnswer", channel, source: problem }) });
+          return;
+        }
+        if (decoded.variant === "Result") this.settle({ result: decoded.result });
+        else this.settle({ error: new McpExchangeError({ variant: "McpError", error: decoded.error }) });
+      },
+    };
+  }
+}
+
+/**
+ * The one notification ask the proxy keeps, from its first exchange of kinds 0 to 3 on.
+ *
+ * When its path ends by an abrupt end it is asked again at once (the ask was not answered, like any
+ * other); when it ends deliberately (a clean close after notifications, an error frame, or a message
+ * that did not decode) it is asked again on the next `/requests` connection, so a provider that ends
+ * the stream is not asked again in a loop on the same connection. A clean close with no message at
+ * all is "not served", and the proxy does not ask an unserved exchange again (exchanges.yaml).
+ */
+class NotificationStream implements AskOwner {
+  readonly kind = "McpNotifications" as const;
+  private started = false;
+  private declined = false;
+  /** Set while waiting for a `/requests` connection newer than this number. */
+  private waitingPast: number | undefined;
+
+  constructor(
+    private readonly board: AskBoard,
+    private readonly deliver: (notification: ServerNotification) => void,
+    private readonly report: (event: NotificationStreamEvent) => void,
+  ) {
+    board.onEvent((event) => {
+      if (event.type === "announced" && event.kind !== "McpNotifications") this.start();
+      if (event.type === "requestsOpened" && this.waitingPast !== undefined && event.connection > this.waitingPast) {
+        this.waitingPast = undefined;
+        this.board.ask(this);
+      }
+    });
+  }
+
+  /** Called when the proxy has made an exchange of kinds 0 to 3; the first call asks. */
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.board.ask(this);
+  }
+
+  encode(channel: number): Uint8Array {
+    return encodeRequestsAsk({ channel, kind: "McpNotifications" });
+  }
+
+  announced(channel: number): void {
+    this.report({ type: "asked", channel });
+  }
+
+  opened(path: AnswerPath) {
+    const channel = path.channel;
+    let messages = 0;
+    let finished: "error" | "unreadable" | undefined;
+    this.report({ type: "opened", channel });
+    return {
+      message: (bytes: Uint8Array) => {
+        if (finished) return;
+        messages++;
+        let decoded;
+        try {
+          decoded = decodeMcpNotificationsAnswer(bytes, { check: checkMcp });
+        } catch (problem) {
+          if (!(problem instanceof McpAnswerError)) throw problem;
+          finished = "unreadable";
+          this.report({ type: "unreadable", channel, source: problem });
+          path.close();
+          return;
+        }
+        if (decoded.variant === "Notification") this.deliver(decoded.notification);
+        else {
+          // The error is the last message; anything after it is ignored.
+          finished = "error";
+          this.report({ type: "error", channel, error: decoded.error });
+        }
+      },
+      ended: (ending: PathEnding) => {
+        if (this.declined) return;
+        if (ending.how === "clean" && messages === 0) {
+          this.declined = true;
+          this.report({ type: "ended", channel, ending, reask: "never" });
+          return;
+        }
+        if (ending.how === "abrupt" && !finished) {
+          this.report({ type: "ended", channel, ending, reask: "now" });
+          this.board.ask(this);
+          return;
+        }
+        this.report({ type: "ended", channel, ending, reask: "nextConnection" });
+        if (this.board.requestsOpen) this.waitingPast = this.board.connection;
+        else this.board.ask(this);
+      },
+    };
+  }
+}
+
+export interface McpAsksOptions {
+  readonly board: AskBoard;
+  readonly gate: Gate;
+  readonly log?: (line: string) => void;
+}
+
+/** The MCP exchanges the proxy asks of its provider. */
+export class McpAsks {
+  private readonly board: AskBoard;
+  private readonly gate: Gate;
+  private readonly log: (line: string) => void;
+  private readonly pending = new Set<(error: McpExchangeError) => void>();
+  private readonly notificationListeners = new Set<(notification: ServerNotification) => void>();
+  private readonly streamListeners = new Set<(event: NotificationStreamEvent) => void>();
+  private readonly iteratorEnders = new Set<() => void>();
+  private closed = false;
+
+  constructor(options: McpAsksOptions) {
+    this.board = options.board;
+    this.gate = options.gate;
+    this.log = options.log ?? (() => {});
+    new NotificationStream(
+      this.board,
+      (notification) => {
+        for (const listener of this.notificationListeners) listener(notification);
+      },
+      (event) => {
+        for (const listener of this.streamListeners) listener(event);
+      },
+    );
+  }
+
+  /** `tools/list` of the provider. `null` (or nothing) asks for the first page with no params. */
+  listTools(params: PaginatedRequestParams | null = null): Promise<ListToolsResult> {
+    return this.exchange("McpListTools", params);
+  }
+
+  listResources(params: PaginatedRequestParams | null = null): Promise<ListResourcesResult> {
+    return this.exchange("McpListResources", params);
+  }
+
+  callTool(params: CallToolRequestParams): Promise<CallToolResult> {
+    return this.exchange("McpCallTool", params);
+  }
+
+  readResource(params: ReadResourceRequestParams): Promise<ReadResourceResult> {
+    return this.exchange("McpReadResource", params);
+  }
+
+  /** Every notification the provider sends on the stream, as it arrives. Returns the unsubscribe. */
+  onNotification(listener: (notification: ServerNotification) => void): () => void {
+    this.notificationListeners.add(listener);
+    return () => this.notificationListeners.delete(listener);
+  }
+
+  /** What happens to the notification stream itself: asked, opened, its error, its end. */
+  onNotificationStream(listener: (event: NotificationStreamEvent) => void): () => void {
+    this.streamListeners.add(listener);
+    return () => this.streamListeners.delete(listener);
+  }
+
+  /** The notifications from now on, until the proxy closes or the loop breaks. */
+  notifications(): AsyncIterableIterator<ServerNotification> {
+    const buffered: ServerNotification[] = [];
+    const waiting: ((step: IteratorResult<ServerNotification>) => void)[] = [];
+    let done = this.closed;
+    const finish = () => {
+      done = true;
+      unsubscribe();
+      this.iteratorEnders.delete(finish);
+      for (const resume of waiting.splice(0)) resume({ value: undefined, done: true });
+    };
+    const unsubscribe = this.onNotification((notification) => {
+      const resume = waiting.shift();
+      if (resume) resume({ value: notification, done: false });
+      else buffered.push(notification);
+    });
+    this.iteratorEnders.add(finish);
+    const iterator: AsyncIterableIterator<ServerNotification> = {
+      next: () => {
+        const value = buffered.shift();
+        if (value) return Promise.resolve({ value, done: false });
+        if (done) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => waiting.push(resolve));
+      },
+      return: () => {
+        finish();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
+  }
+
+  /** Rejects every exchange not yet answered with ProxyClosed and ends every notification iterator. */
+  close(): void {
+    this.closed = true;
+    const error = new McpExchangeError({ variant: "ProxyClosed" });
+    for (const reject of [...this.pending]) reject(error);
+    for (const finish of [...this.iteratorEnders]) finish();
+  }
+
+  private async exchange<K extends ExchangeKind>(kind: K, params: ExchangeTypes[K]["params"]): Promise<ExchangeTypes[K]["result"]> {
+    if (this.closed) throw new McpExchangeError({ variant: "ProxyClosed" });
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const fail = (error: McpExchangeError) => {
+        if (settled) return;
+        settled = true;
+        this.pending.delete(fail);
+        reject(error);
+      };
+      this.pending.add(fail);
+      const exchange = new OneAnswerExchange(
+        kind,
+        params,
+        this.board,
+        (outcome) => {
+          if (settled) return;
+          if ("error" in outcome) return fail(outcome.error);
+          settled = true;
+          this.pending.delete(fail);
+          resolve(outcome.result);
+        },
+        this.log,
+      );
+      // The secrets gate holds every outward ask until the program has its secrets.
+      void this.gate.pass().then(() => {
+        if (!settled) this.board.ask(exchange);
+      });
+    });
+  }
+}
