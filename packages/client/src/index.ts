@@ -1,3 +1,20 @@
 // @diverge/client: the provider side. The many-paths transport lives in paths/, the multiplexed
 // connection in multiplexed/.
-export {};
+export {
+  connectProxy,
+  relayToMcp,
+  ProviderError,
+  type ProxyHandlers,
+  type ProxyConnection,
+  type ProxyConnectionEvent,
+  type ConnectOptions,
+  type McpAnswer,
+  type AskInfo,
+  type NotificationSink,
+  type McpTarget,
+  type RelayOptions,
+  type McpRelay,
+  type ProviderErrorDetail,
+  type WebSocketLike,
+  type WebSocketConstructor,
+} from "./paths/index.js";

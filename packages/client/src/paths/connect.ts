@@ -1,0 +1,342 @@
+// The provider side of the many-paths transport (seed 000): hold `/requests`, read each ask, open
+// its answer path, answer with one frame (kinds 0 to 3) or a stream of them (kind 4), close cleanly.
+import {
+  decodeRequestsAsk,
+  encodeMcpCallToolAnswer,
+  encodeMcpListResourcesAnswer,
+  encodeMcpListToolsAnswer,
+  encodeMcpNotificationsAnswer,
+  encodeMcpReadResourceAnswer,
+  EncodeError,
+  RequestsAskError,
+  RequestsAskTag,
+  type CallToolRequestParams,
+  type CallToolResult,
+  type ErrorData,
+  type ListResourcesResult,
+  type ListToolsResult,
+  type PaginatedRequestParams,
+  type ReadResourceRequestParams,
+  type ReadResourceResult,
+  type RequestsAsk,
+  type ServerNotification,
+} from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import { ProviderError } from "./errors.js";
+import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
+
+/** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
+export type McpAnswer<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
+
+/** What a handler knows of the ask it answers. */
+export interface AskInfo {
+  readonly channel: number;
+  /** The answer path, e.g. `/mcp/call-tool/7`. */
+  readonly path: string;
+}
+
+type Answering<P, R> = (params: P, ask: AskInfo) => McpAnswer<R> | undefined | Promise<McpAnswer<R> | undefined>;
+
+/**
+ * How the provider answers. A missing handler, or one that returns `undefined`, declines: the path
+ * is opened and closed cleanly with no message, which the proxy reads as "not served". A handler
+ * that throws answers with an MCP internal error (-32603) carrying the thrown message.
+ */
+export interface ProxyHandlers {
+  readonly listTools?: Answering<PaginatedRequestParams | null, ListToolsResult>;
+  readonly listResources?: Answering<PaginatedRequestParams | null, ListResourcesResult>;
+  readonly callTool?: Answering<CallToolRequestParams, CallToolResult>;
+  readonly readResource?: Answering<ReadResourceRequestParams, ReadResourceResult>;
+  /** Called once per notification ask with the stream's sink; push notifications until it ends. */
+  readonly notifications?: (sink: NotificationSink, ask: AskInfo) => void | Promise<void>;
+}
+
+/** The open notification path. */
+export interface NotificationSink {
+  /** Sends one notification; `false` when the path has already ended (nothing is sent). */
+  send(notification: ServerNotification): boolean;
+  /** Sends the error that ends the stream (its last message), then closes cleanly. */
+  fail(error: ErrorData): void;
+  /** Closes cleanly. With no notification sent before, that says "not served". */
+  end(): void;
+  /** Aborted when the path has ended, whoever ended it. */
+  readonly signal: AbortSignal;
+}
+
+export type ProxyConnectionEvent =
+  | { readonly type: "requestsOpened" }
+  | { readonly type: "requestsClosed"; readonly ending: SocketEnding }
+  | { readonly type: "ask"; readonly ask: RequestsAsk }
+  /** An answer path ended: `answered` (one message sent), `declined` (none), or a stream's end. */
+  | { readonly type: "pathEnded"; readonly path: string; readonly outcome: "answered" | "declined" | "streamEnded"; readonly ending: SocketEnding }
+  | { readonly type: "error"; readonly error: ProviderError };
+
+export interface ConnectOptions {
+  /** A WHATWG-compatible WebSocket constructor. Default: the `ws` package. */
+  readonly WebSocket?: WebSocketConstructor;
+  /** First wait before dialling `/requests` again; doubles per failure up to `maxBackoffMs`. Default 100. */
+  readonly minBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+  /** Also reachable with `onEvent` on the connection; this one sees the first events too. */
+  readonly onEvent?: (event: ProxyConnectionEvent) => void;
+}
+
+export interface ProxyConnection {
+  onEvent(listener: (event: ProxyConnectionEvent) => void): () => void;
+  /** True while `/requests` is open. */
+  readonly connected: boolean;
+  /** Resolves when `/requests` is open (at once if it is). */
+  whenConnected(): Promise<void>;
+  /**
+   * Stops: `/requests` and every open answer path end abruptly where the implementation allows it,
+   * so the proxy asks again whatever was not answered (a clean close would say "not served").
+   */
+  close(): Promise<void>;
+}
+
+/** The answer path of every kind of the `/requests` table, by kind number. */
+const PATH_OF_KIND: readonly string[] = [
+  "/mcp/list-tools",
+  "/mcp/list-resources",
+  "/mcp/call-tool",
+  "/mcp/read-resource",
+  "/mcp/notifications",
+  "/vault/get",
+  "/vault/set",
+  "/vault/delete",
+  "/vault/lock",
+  "/vault/unlock",
+  "/command",
+  "/postgres",
+  "/fuse/read",
+  "/fuse/write",
+  "/fuse/list",
+  "/fuse/remove",
+  "/fuse/rename",
+  "/fuse/mkdir",
+  "/fuse/stat",
+];
+
+const INTERNAL_ERROR = -32603;
+
+/** Holds `/requests` on the proxy at `url` (e.g. `ws://127.0.0.1:14979`) and answers with `handlers`. */
+export function connectProxy(url: string | URL, handlers: ProxyHandlers, options: ConnectOptions = {}): ProxyConnection {
+  const Impl = options.WebSocket ?? defaultWebSocket;
+  const minBackoff = options.minBackoffMs ?? 100;
+  const maxBackoff = Math.max(options.maxBackoffMs ?? 5000, minBackoff);
+  const base = new URL(String(url));
+  const urlOf = (path: string) => new URL(path, base).toString();
+  const listeners = new Set<(event: ProxyConnectionEvent) => void>();
+  if (options.onEvent) listeners.add(options.onEvent);
+  const emit = (event: ProxyConnectionEvent) => {
+    for (const listener of listeners) listener(event);
+  };
+  const openPaths = new Set<OpenSocket>();
+  let requests: OpenSocket | undefined;
+  let stopped = false;
+  let wakeUp: (() => void) | undefined;
+  const connectedWaiters: (() => void)[] = [];
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        wakeUp = undefined;
+        resolve();
+      }, ms);
+      wakeUp = () => {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      };
+    });
+
+  const openPath = async (path: string): Promise<OpenSocket | undefined> => {
+    try {
+      const socket = await openSocket(Impl, urlOf(path));
+      if (stopped) {
+        abort(socket);
+        return undefined;
+      }
+      openPaths.add(socket);
+      void socket.ended.then(() => openPaths.delete(socket));
+      return socket;
+    } catch (failure) {
+      const { status, message } = failure as OpenFailure;
+      emit({ type: "error", error: new ProviderError({ variant: "PathRefused", path, status, reason: message }) });
+      return undefined;
+    }
+  };
+
+  /** Opens `path`, sends `frame()`'s bytes if any, closes cleanly. */
+  const answerOnce = async (path: string, frame: () => Promise<Uint8Array | undefined>) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    const bytes = await frame();
+    if (bytes && socket.isOpen) socket.send(bytes);
+    socket.close();
+    const ending = await socket.ended;
+    emit({ type: "pathEnded", path, outcome: bytes ? "answered" : "declined", ending });
+  };
+
+  const answering = <P, R>(path: string, channel: number, handler: Answering<P, R> | undefined, params: P, encode: (answer: McpAnswer<R>) => Uint8Array) =>
+    answerOnce(path, async () => {
+      if (!handler) return undefined;
+      let answer: McpAnswer<R> | undefined;
+      try {
+        answer = await handler(params, { channel, path });
+      } catch (problem) {
+        const reason = problem instanceof Error ? problem.message : String(problem);
+        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+        answer = { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
+      }
+      if (!answer) return undefined;
+      try {
+        return encode(answer);
+      } catch (problem) {
+        if (!(problem instanceof EncodeError)) throw problem;
+        emit({ type: "error", error: new ProviderError({ variant: "AnswerUnwritable", path, reason: problem.message }) });
+        return undefined;
+      }
+    });
+
+  const streamNotifications = async (path: string, channel: number) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    const handler = handlers.notifications;
+    let sent = 0;
+    let finished = false;
+    const controller = new AbortController();
+    void socket.ended.then((ending) => {
+      controller.abort();
+      emit({ type: "pathEnded", path, outcome: sent > 0 ? "streamEnded" : "declined", ending });
+    });
+    const sink: NotificationSink = {
+      send: (notification) => {
+        if (finished || !socket.isOpen) return false;
+        socket.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification }));
+        sent++;
+        return true;
+      },
+      fail: (error) => {
+        if (finished) return;
+        finished = true;
+        if (socket.isOpen) {
+          socket.send(encodeMcpNotificationsAnswer({ variant: "Error", error }));
+          sent++;
+        }
+        socket.close();
+      },
+      end: () => {
+        finished = true;
+        socket.close();
+      },
+      signal: controller.signal,
+    };
+    if (!handler) return sink.end();
+    try {
+      await handler(sink, { channel, path });
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+      sink.fail({ code: INTERNAL_ERROR, message: reason });
+    }
+  };
+
+  const dispatch = (ask: RequestsAsk) => {
+    const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
+    switch (ask.kind) {
+      case "McpListTools":
+        return answering(path, ask.channel, handlers.listTools, ask.params, encodeMcpListToolsAnswer);
+      case "McpListResources":
+        return answering(path, ask.channel, handlers.listResources, ask.params, encodeMcpListResourcesAnswer);
+      case "McpCallTool":
+        return answering(path, ask.channel, handlers.callTool, ask.params, encodeMcpCallToolAnswer);
+      case "McpReadResource":
+        return answering(path, ask.channel, handlers.readResource, ask.params, encodeMcpReadResourceAnswer);
+      case "McpNotifications":
+        return streamNotifications(path, ask.channel);
+      default:
+        // Vault, command, postgres and FUSE asks are not answered here: declined, so the proxy
+        // reports them failed inside the container rather than waiting.
+        return answerOnce(path, async () => undefined);
+    }
+  };
+
+  const onAsk = (bytes: Uint8Array) => {
+    let ask: RequestsAsk;
+    try {
+      ask = decodeRequestsAsk(bytes, { check: checkMcp });
+    } catch (problem) {
+      if (!(problem instanceof RequestsAskError)) throw problem;
+      const readable = bytes.length >= 5;
+      const channel = readable ? ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0 : undefined;
+      const kind = readable ? bytes[4]! : undefined;
+      const prefix = kind !== undefined ? PATH_OF_KIND[kind] : undefined;
+      const path = prefix ? `${prefix}/${channel}` : undefined;
+      emit({ type: "error", error: new ProviderError({ variant: "MalformedAsk", source: problem, channel, kind, path }) });
+      if (path) void answerOnce(path, async () => undefined);
+      return;
+    }
+    emit({ type: "ask", ask });
+    void dispatch(ask);
+  };
+
+  const run = async () => {
+    let backoff = minBackoff;
+    while (!stopped) {
+      let socket: OpenSocket;
+      try {
+        socket = await openSocket(Impl, urlOf("/requests"));
+      } catch (failure) {
+        const { status, message } = failure as OpenFailure;
+        if (!stopped) emit({ type: "error", error: new ProviderError({ variant: "RequestsUnavailable", status, reason: message }) });
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, maxBackoff);
+        continue;
+      }
+      if (stopped) {
+        abort(socket);
+        break;
+      }
+      requests = socket;
+      backoff = minBackoff;
+      socket.onMessage(onAsk);
+      emit({ type: "requestsOpened" });
+      for (const resume of connectedWaiters.splice(0)) resume();
+      const ending = await socket.ended;
+      requests = undefined;
+      emit({ type: "requestsClosed", ending });
+      if (!stopped) await sleep(backoff);
+    }
+  };
+  void run();
+
+  return {
+    onEvent(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    get connected() {
+      return requests !== undefined;
+    },
+    whenConnected() {
+      if (requests) return Promise.resolve();
+      return new Promise((resolve) => connectedWaiters.push(resolve));
+    },
+    async close() {
+      stopped = true;
+      wakeUp?.();
+      const sockets = [...openPaths, ...(requests ? [requests] : [])];
+      for (const socket of sockets) abort(socket);
+      await Promise.all(sockets.map((socket) => socket.ended));
+    },
+  };
+}
+
+function abort(socket: OpenSocket): void {
+  socket.terminate();
+}
+
+function kindNumber(kind: RequestsAsk["kind"]): number {
+  return RequestsAskTag[kind];
+}

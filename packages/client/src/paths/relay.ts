@@ -1,0 +1,135 @@
+// relayToMcp: answer every MCP ask of a proxy by forwarding it to a real MCP server through the MCP
+// SDK's client (Streamable HTTP or stdio), and relay that server's notifications on the stream.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  ListResourcesResultSchema,
+  ListToolsResultSchema,
+  McpError,
+  ReadResourceResultSchema,
+  type ServerNotification,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { ErrorData } from "@diverge/codec";
+import type { McpAnswer, NotificationSink, ProxyHandlers } from "./connect.js";
+
+/** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */
+export type McpTarget =
+  | { readonly url: string | URL }
+  | { readonly command: string; readonly args?: readonly string[]; readonly env?: Record<string, string>; readonly cwd?: string };
+
+export interface RelayOptions {
+  /** How the relay introduces itself to the MCP server. */
+  readonly clientInfo?: { readonly name: string; readonly version: string };
+  /** Told about every failure to reach the MCP server (each also becomes a -32603 answer). */
+  readonly onError?: (error: Error) => void;
+}
+
+export interface McpRelay extends ProxyHandlers {
+  /** Disconnects from the MCP server and ends every notification stream with a clean close. */
+  close(): Promise<void>;
+}
+
+/** The SDK's own timeout is 60 s; the protocol has none, so a long tool call must not be cut here. */
+const NO_TIMEOUT = { timeout: 2_147_483_647 } as const;
+
+export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRelay {
+  const clientInfo = options.clientInfo ?? { name: "diverge-relay", version: "2.3.0" };
+  const sinks = new Set<NotificationSink>();
+  let connecting: Promise<Client> | undefined;
+  let closed = false;
+
+  const makeTransport = (): Transport =>
+    "url" in target
+      ? new StreamableHTTPClientTransport(new URL(String(target.url)))
+      : new StdioClientTransport({ command: target.command, args: [...(target.args ?? [])], env: target.env, cwd: target.cwd, stderr: "inherit" });
+
+  /** One client, dialled on first use and again after its transport ended. */
+  const client = (): Promise<Client> => {
+    if (connecting) return connecting;
+    const attempt = (async () => {
+      const mcp = new Client(clientInfo, { capabilities: {} });
+      mcp.fallbackNotificationHandler = async (notification) => {
+        for (const sink of sinks) sink.send(notification as ServerNotification);
+      };
+      mcp.onclose = () => {
+        if (connecting === attempt) connecting = undefined;
+        // Without a connection there are no notifications to relay: end the streams with an error, so
+        // the proxy asks for them again on its next /requests connection.
+        if (!closed) for (const sink of [...sinks]) sink.fail({ code: ErrorCode.InternalError, message: "the connection to the MCP server ended" });
+      };
+      await mcp.connect(makeTransport());
+      return mcp;
+    })();
+    connecting = attempt;
+    attempt.catch(() => {
+      if (connecting === attempt) connecting = undefined;
+    });
+    return attempt;
+  };
+
+  const forward = async <R>(call: (mcp: Client) => Promise<R>): Promise<McpAnswer<R>> => {
+    let mcp: Client | undefined;
+    try {
+      mcp = await client();
+      return { variant: "Result", result: await call(mcp) };
+    } catch (problem) {
+      const error = errorDataOf(problem, options.onError);
+      // Not the server's own answer: the connection may be stale (a restarted server forgets its
+      // sessions), so the next exchange dials afresh.
+      if (mcp && !isServerError(problem) && connecting) {
+        const stale = connecting;
+        connecting = undefined;
+        void stale.then((old) => old.close()).catch(() => {});
+      }
+      return { variant: "Error", error };
+    }
+  };
+
+  return {
+    listTools: (params) => forward((mcp) => mcp.request({ method: "tools/list", params: params ?? undefined }, ListToolsResultSchema, NO_TIMEOUT)),
+    listResources: (params) => forward((mcp) => mcp.request({ method: "resources/list", params: params ?? undefined }, ListResourcesResultSchema, NO_TIMEOUT)),
+    callTool: (params) => forward((mcp) => mcp.request({ method: "tools/call", params }, CallToolResultSchema, NO_TIMEOUT)),
+    readResource: (params) => forward((mcp) => mcp.request({ method: "resources/read", params }, ReadResourceResultSchema, NO_TIMEOUT)),
+    notifications: async (sink) => {
+      sinks.add(sink);
+      sink.signal.addEventListener("abort", () => sinks.delete(sink));
+      try {
+        // Connecting opens the server's notification stream (the SDK's GET stream over HTTP).
+        await client();
+      } catch (problem) {
+        sink.fail(errorDataOf(problem, options.onError));
+      }
+    },
+    async close() {
+      closed = true;
+      for (const sink of [...sinks]) sink.end();
+      sinks.clear();
+      const pending = connecting;
+      connecting = undefined;
+      if (pending) await pending.then((mcp) => mcp.close()).catch(() => {});
+    },
+  };
+}
+
+/**
+ * An MCP error the server returned passes through with its code, message and data; anything else
+ * (the server unreachable, the connection lost) is an internal error (-32603) with the reason.
+ */
+function isServerError(problem: unknown): problem is McpError {
+  return problem instanceof McpError && problem.code !== ErrorCode.ConnectionClosed && problem.code !== ErrorCode.RequestTimeout;
+}
+
+function errorDataOf(problem: unknown, onError: ((error: Error) => void) | undefined): ErrorData {
+  if (isServerError(problem)) {
+    // The SDK prefixes its message with "MCP error <code>: "; the relayed message is the server's own.
+    const message = problem.message.replace(/^MCP error -?\d+: /, "");
+    return problem.data === undefined ? { code: problem.code, message } : { code: problem.code, message, data: problem.data };
+  }
+  const error = problem instanceof Error ? problem : new Error(String(problem));
+  onError?.(error);
+  return { code: ErrorCode.InternalError, message: error.message };
+}

@@ -1,0 +1,114 @@
+// The one WebSocket shape the provider side needs: the WHATWG API (what browsers, Deno, Bun and the
+// `ws` package all offer), so a caller may bring its own implementation. The default is `ws`.
+import WebSocket from "ws";
+
+/** The part of the WHATWG WebSocket API the provider side uses. */
+export interface WebSocketLike {
+  binaryType: string;
+  readonly readyState: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
+  terminate?(): void;
+  addEventListener(type: "open" | "message" | "close" | "error", listener: (event: never) => void): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export const defaultWebSocket = WebSocket as unknown as WebSocketConstructor;
+
+/** How a connection ended: `clean` when a Close frame arrived (any code), else abrupt. */
+export interface SocketEnding {
+  readonly clean: boolean;
+  readonly code: number;
+}
+
+/** Why a connection could not be opened. `status` is the HTTP refusal when the implementation says it. */
+export interface OpenFailure {
+  readonly status: number | undefined;
+  readonly message: string;
+}
+
+/** An open connection: binary messages in, bytes out, and the ending. Text messages are dropped. */
+export interface OpenSocket {
+  send(bytes: Uint8Array): void;
+  /** Closes cleanly (a Close frame with no status); `ended` resolves when the close completes. */
+  close(): void;
+  /** Ends the connection abruptly where the implementation allows it, else closes cleanly. */
+  terminate(): void;
+  onMessage(listener: (bytes: Uint8Array) => void): void;
+  readonly ended: Promise<SocketEnding>;
+  readonly isOpen: boolean;
+}
+
+const OPEN = 1;
+
+/** Dials `url`; resolves when the connection is open, rejects with an OpenFailure when it is not. */
+export function openSocket(Impl: WebSocketConstructor, url: string): Promise<OpenSocket> {
+  return new Promise((resolve, reject) => {
+    let socket: WebSocketLike;
+    try {
+      socket = new Impl(url);
+    } catch (problem) {
+      reject({ status: undefined, message: problem instanceof Error ? problem.message : String(problem) } satisfies OpenFailure);
+      return;
+    }
+    socket.binaryType = "arraybuffer";
+    let opened = false;
+    let lastError = "";
+    const listeners: ((bytes: Uint8Array) => void)[] = [];
+    const early: Uint8Array[] = [];
+    let endResolve!: (ending: SocketEnding) => void;
+    const ended = new Promise<SocketEnding>((done) => (endResolve = done));
+    socket.addEventListener("error", ((event: { message?: string; error?: unknown }) => {
+      lastError = event.message ?? (event.error instanceof Error ? event.error.message : "connection failed");
+    }) as (event: never) => void);
+    socket.addEventListener("message", ((event: { data: unknown }) => {
+      const bytes = toBytes(event.data);
+      if (!bytes) return;
+      if (listeners.length === 0) early.push(bytes);
+      for (const listener of listeners) listener(bytes);
+    }) as (event: never) => void);
+    socket.addEventListener("close", ((event: { code: number }) => {
+      // 1006 is what every implementation reports when no Close frame arrived.
+      const ending = { clean: event.code !== 1006, code: event.code };
+      endResolve(ending);
+      if (!opened) {
+        const status = /Unexpected server response: (\d+)/.exec(lastError);
+        reject({ status: status ? Number(status[1]) : undefined, message: lastError || `closed with ${event.code} before opening` } satisfies OpenFailure);
+      }
+    }) as (event: never) => void);
+    socket.addEventListener("open", (() => {
+      opened = true;
+      resolve({
+        send: (bytes) => socket.send(bytes),
+        close: () => socket.close(),
+        terminate: () => (socket.terminate ? socket.terminate() : socket.close()),
+        onMessage: (listener) => {
+          listeners.push(listener);
+          for (const bytes of early.splice(0)) listener(bytes);
+        },
+        ended,
+        get isOpen() {
+          return socket.readyState === OPEN;
+        },
+      });
+    }) as (event: never) => void);
+  });
+}
+
+function toBytes(data: unknown): Uint8Array | undefined {
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (data instanceof Uint8Array) return data;
+  if (Array.isArray(data)) {
+    const parts = data as Uint8Array[];
+    const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+    let at = 0;
+    for (const part of parts) {
+      out.set(part, at);
+      at += part.length;
+    }
+    return out;
+  }
+  return undefined; // a text message: ignored
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+// diverge-proxy: the proxy as a program, placed beside a container's entrypoint.
+import { parseArgs } from "node:util";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "./listener.js";
+import { PROXY_PORT, startProxy, type ProxyOptions } from "./proxy.js";
+
+const help = `Usage: diverge-proxy [flags]
+
+The proxy side of the Diverge container-proxy protocol (revision 2.3.0). Serves the provider on one
+port (the multiplexed connection on /, and /requests with its answer paths) and the program beside
+it on loopback (its MCP endpoint at http://127.0.0.1:<program-port>/mcp, the daemon at /daemon).
+
+Flags:
+  --port <n>               provider-facing port (default ${PROXY_PORT})
+  --host <h>               provider-facing interface (default 0.0.0.0, every interface, as the
+                           spec places it; the library's default is 127.0.0.1)
+  --program-port <n>       loopback port for the program: MCP at /mcp (default 14980)
+  --app-port <n>           the program's own HTTP server (default $PORT, else 8080)
+  --root <dir>             the container root where DIVERGE.md is read (default /)
+  --pg-port <n>            loopback port for the program's database driver (default 14981)
+  --no-secrets-gate        serve MCP exchanges before the program has taken its secrets
+  --max-message-bytes <n>  largest message accepted on any path (default ${DEFAULT_MAX_MESSAGE_BYTES})
+  --quiet                  print nothing but the listening line and errors
+  -h, --help               this text
+
+Port 0 picks a free port. Stops on SIGINT or SIGTERM.
+`;
+
+function port(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || value > 65535) throw new Error(`--${name} must be a port number from 0 to 65535, not ${JSON.stringify(text)}`);
+  return value;
+}
+
+function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: "string" },
+      host: { type: "string" },
+      "program-port": { type: "string" },
+      "app-port": { type: "string" },
+      root: { type: "string" },
+      "pg-port": { type: "string" },
+      "secrets-gate": { type: "boolean" },
+      "no-secrets-gate": { type: "boolean" },
+      "max-message-bytes": { type: "string" },
+      quiet: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) return "help";
+  const maxText = values["max-message-bytes"];
+  let maxMessageBytes: number | undefined;
+  if (maxText !== undefined) {
+    maxMessageBytes = Number(maxText);
+    if (!/^[0-9]+$/.test(maxText) || maxMessageBytes < 1 || !Number.isSafeInteger(maxMessageBytes)) throw new Error(`--max-message-bytes must be a positive whole number, not ${JSON.stringify(maxText)}`);
+  }
+  return {
+    host: values.host ?? "0.0.0.0",
+    port: port("port", values.port),
+    programPort: port("program-port", values["program-port"]),
+    appPort: port("app-port", values["app-port"]),
+    root: values.root,
+    pgPort: port("pg-port", values["pg-port"]),
+    secretsGate: values["no-secrets-gate"] ? false : true,
+    maxMessageBytes,
+    log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  let options: ProxyOptions | "help";
+  try {
+    options = parseProxyArgs(argv);
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n\n${help}`);
+    return 2;
+  }
+  if (options === "help") {
+    process.stdout.write(help);
+    return 0;
+  }
+  const proxy = await startProxy(options);
+  process.stdout.write(
+    `diverge-proxy listening: provider ws://${proxy.options.host}:${proxy.port} (/, /requests), program http://127.0.0.1:${proxy.programPort}/mcp` +
+      `${proxy.options.secretsGate ? " (MCP held until the program takes its secrets)" : ""}\n`,
+  );
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await proxy.close();
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);
