@@ -5,6 +5,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { findDrift, generateAll, writeAll } from "./generate.js";
 import { SpecErrors } from "./load.js";
+import { evolutionUsage, refuseChangedReleases, runEvolutionCommand } from "./cli-evolution.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const version = (JSON.parse(readFileSync(join(here, "..", "package.json"), "utf8")) as { version: string }).version;
@@ -15,7 +16,7 @@ Usage:
   diverge-spec generate [--check] [--root DIR]   regenerate every generated file (--check: write nothing,
                                                  print a diff and exit 1 when any file is out of date)
   diverge-spec validate [--root DIR]             check the spec only
-  diverge-spec --help | --version
+${evolutionUsage}  diverge-spec --help | --version
 `;
 
 function main(argv: string[]): number {
@@ -32,6 +33,12 @@ function main(argv: string[]): number {
   const root = resolve(rootAt >= 0 ? args[rootAt + 1]! : findRoot(process.cwd()));
   const command = args[0];
   try {
+    const evolution = runEvolutionCommand(command, args, root, version);
+    if (evolution !== undefined) return evolution;
+    if (command === "validate" || command === "generate") {
+      const refused = refuseChangedReleases(root);
+      if (refused !== undefined) return refused;
+    }
     if (command === "validate") {
       generateAll(root, version);
       process.stdout.write("the spec is valid\n");

@@ -3,11 +3,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { buildIr, type IrRevision } from "./ir.js";
-import { loadSpecDir } from "./load.js";
+import { loadSpecDir, SpecError, SpecErrors } from "./load.js";
 import { emitCodec } from "./emit/codec.js";
 import { emitArbitraries, emitCodecTests, emitVectors } from "./emit/examples.js";
 import { emitConformanceRegistry } from "./emit/conformance.js";
-import { emitCodecRoot } from "./emit/root.js";
+import { emitCodecPackageJson, emitCodecRoot } from "./emit/root.js";
 import { emitDocs } from "./emit/docs.js";
 import type { GeneratedFile } from "./emit/project.js";
 
@@ -35,7 +35,11 @@ export function listRevisions(root: string): string[] {
 }
 
 export function compileRevision(root: string, revision: string): IrRevision {
-  return buildIr(loadSpecDir(join(root, "spec", revision), root), join(root, "spec", "spec.schema.json"));
+  const ir = buildIr(loadSpecDir(join(root, "spec", revision), root), join(root, "spec", "spec.schema.json"));
+  if (ir.revision !== revision) {
+    throw new SpecErrors([new SpecError({ file: `spec/${revision}`, line: 1, column: 1 }, `the folder spec/${revision} says \`revision: ${ir.revision}\`; a revision's folder and its \`revision:\` must agree.`)]);
+  }
+  return ir;
 }
 
 export function generateAll(root: string, compilerVersion: string): GeneratedFile[] {
@@ -50,6 +54,9 @@ export function generateAll(root: string, compilerVersion: string): GeneratedFil
   files.push(...emitCodecRoot(revisions, compilerVersion));
   files.push(emitConformanceRegistry(revisions, compilerVersion));
   files.push(...emitDocs(revisions, compilerVersion));
+  // The codec's `./<revision>` subpath exports follow the revisions under spec/.
+  const codecManifest = join(root, "packages", "codec", "package.json");
+  if (existsSync(codecManifest)) files.push(emitCodecPackageJson(readFileSync(codecManifest, "utf8"), revisions));
   return files.sort((a, b) => a.path.localeCompare(b.path));
 }
 

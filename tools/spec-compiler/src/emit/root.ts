@@ -47,3 +47,64 @@ export function emitCodecRoot(revisions: readonly IrRevision[], compilerVersion:
     { path: "packages/codec/src/gen/mcp-schemas.ts", text: schemas },
   ];
 }
+
+/** The `./<revision>` subpath exports of @diverge/codec, one per revision, oldest first. */
+export function codecRevisionExports(revisions: readonly IrRevision[]): Record<string, { types: string; default: string }> {
+  return Object.fromEntries(
+    revisions.map((ir) => [`./${ir.revision}`, { types: `./dist/gen/${ir.revision}/index.d.ts`, default: `./dist/gen/${ir.revision}/index.js` }]),
+  );
+}
+
+/**
+ * packages/codec/package.json with its `exports` map in step with the revisions: one `./<revision>`
+ * subpath per revision under spec/, in place of the old ones, and nothing else touched. The text
+ * comes back unchanged when the map already is right, so hand edits elsewhere in the file stay as
+ * they are; otherwise only the `exports` value is reprinted.
+ */
+export function emitCodecPackageJson(current: string, revisions: readonly IrRevision[]): GeneratedFile {
+  const path = "packages/codec/package.json";
+  const manifest = JSON.parse(current) as { exports?: Record<string, unknown> };
+  const old = manifest.exports ?? {};
+  const isRevision = (key: string) => /^\.\/\d+\.\d+\.\d+$/.test(key);
+  const wanted = codecRevisionExports(revisions);
+  const next: Record<string, unknown> = {};
+  let placed = false;
+  const place = () => {
+    if (placed) return;
+    placed = true;
+    Object.assign(next, wanted);
+  };
+  for (const [key, value] of Object.entries(old)) {
+    if (isRevision(key)) {
+      place();
+      continue;
+    }
+    if (key !== "." && !placed) place();
+    next[key] = value;
+  }
+  place();
+  if (JSON.stringify(next) === JSON.stringify(old)) return { path, text: current };
+  const at = findExportsValue(current);
+  if (!at) throw new Error(`${path} has no "exports" object for the revision subpaths.`);
+  const printed = JSON.stringify(next, null, 2).replace(/\n/g, `\n${at.indent}`);
+  return { path, text: current.slice(0, at.start) + printed + current.slice(at.end) };
+}
+
+/** Where the top-level `"exports": { … }` value sits in a package.json text, and its key's indent. */
+function findExportsValue(text: string): { start: number; end: number; indent: string } | undefined {
+  const key = /^([ \t]*)"exports"\s*:\s*\{/m.exec(text);
+  if (!key) return undefined;
+  const start = key.index + key[0].length - 1;
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{") depth++;
+    else if (c === "}" && --depth === 0) return { start, end: i + 1, indent: key[1]! };
+  }
+  return undefined;
+}

@@ -1,0 +1,84 @@
+// The changeset of a spec bump, written from its diff: every public @diverge/* package (one fixed
+// group) with the bump the changes need, and a summary of which tags, kinds and exchanges changed.
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Change, ChangeArea, Evolution } from "./diff.js";
+
+export interface WorkspacePackage {
+  readonly name: string;
+  readonly version: string;
+  readonly dir: string;
+}
+
+/** Every public @diverge/* package of the workspace (the folders pnpm-workspace.yaml names), by name. */
+export function publicPackages(root: string): WorkspacePackage[] {
+  const out: WorkspacePackage[] = [];
+  for (const parent of workspaceParents(root)) {
+    const full = join(root, parent);
+    if (!existsSync(full)) continue;
+    for (const name of readdirSync(full).sort()) {
+      const manifest = join(full, name, "package.json");
+      if (!existsSync(manifest)) continue;
+      const pkg = JSON.parse(readFileSync(manifest, "utf8")) as { name?: string; version?: string; private?: boolean };
+      if (pkg.private || !pkg.name?.startsWith("@diverge/")) continue;
+      out.push({ name: pkg.name, version: pkg.version ?? "0.0.0", dir: `${parent}/${name}` });
+    }
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** The `dir/*` globs of pnpm-workspace.yaml (only that form is used here), or packages/ alone. */
+function workspaceParents(root: string): string[] {
+  const path = join(root, "pnpm-workspace.yaml");
+  if (!existsSync(path)) return ["packages"];
+  const globs = [...readFileSync(path, "utf8").matchAll(/^\s*-\s*["']?([^"'\s]+)\/\*["']?\s*$/gm)].map((m) => m[1]!);
+  return globs.length > 0 ? globs : ["packages"];
+}
+
+const SECTIONS: readonly { title: string; areas: readonly ChangeArea[] }[] = [
+  { title: "Tags and kinds", areas: ["tag"] },
+  { title: "Exchanges", areas: ["exchange"] },
+  { title: "Frames", areas: ["frame", "channel"] },
+  { title: "Errors", areas: ["error"] },
+  { title: "Other", areas: ["revision", "mcp", "port"] },
+];
+
+/** The name of the changeset file of a bump: `.changeset/spec-<to>.md`. */
+export const changesetName = (e: Evolution) => `spec-${e.to}`;
+
+/** The Markdown of the changeset; throws when the evolution is not allowed. */
+export function renderChangeset(e: Evolution, packages: readonly WorkspacePackage[]): string {
+  if (!e.ok || !e.bump) throw new Error(`no changeset for ${e.from} → ${e.to}: the diff fails (run \`diverge-spec diff ${e.from} ${e.to}\`).`);
+  const lines = ["---", ...packages.map((p) => `"${p.name}": ${e.bump}`), "---", ""];
+  const counted = (cls: Change["class"]) => e.changes.filter((c) => c.class === cls).length;
+  const kinds = [counted("breaking") && `${counted("breaking")} breaking`, counted("additive") && `${counted("additive")} additive`, counted("editorial") && `${counted("editorial")} editorial`]
+    .filter(Boolean)
+    .join(", ");
+  lines.push(`Spec revision ${e.to} (from ${e.from}): ${kinds || "no change to the protocol"}. Every package now implements ${e.to}; \`@diverge/codec/${e.from}\` still speaks ${e.from}.`);
+  for (const section of SECTIONS) {
+    const list = e.changes.filter((c) => c.class !== "editorial" && section.areas.includes(c.area));
+    if (list.length === 0) continue;
+    lines.push("", `${section.title}:`, "");
+    for (const c of list) lines.push(`- ${c.class}: ${c.sentence}`);
+  }
+  const editorial = e.changes.filter((c) => c.class === "editorial");
+  if (editorial.length > 0) {
+    lines.push("", "Editorial (docs, rules, examples):", "");
+    for (const c of editorial) lines.push(`- ${c.sentence}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** Writes `.changeset/spec-<to>.md` and returns its path relative to the root, and any warning. */
+export function writeChangeset(root: string, e: Evolution): { path: string; warnings: string[] } {
+  const packages = publicPackages(root);
+  const text = renderChangeset(e, packages);
+  const warnings = packages
+    .filter((p) => p.version !== e.from)
+    .map((p) => `${p.name} is at ${p.version}, not ${e.from}: after \`changeset version\` it will not be at ${e.to}.`);
+  const dir = join(root, ".changeset");
+  mkdirSync(dir, { recursive: true });
+  const path = `.changeset/${changesetName(e)}.md`;
+  writeFileSync(join(root, path), text);
+  return { path, warnings };
+}
