@@ -1,0 +1,254 @@
+// The proxy's one multiplexed connection: the Frames server, the tools::begin scope, and every
+// channel the provider opens on it.
+import {
+  ContainerProxyRequestError,
+  ToolsBeginChannelRequestError,
+  decodeContainerProxyRequest,
+  decodeToolsBeginChannelRequest,
+  encodeInfoAnswer,
+  encodeMcpCallToolAnswer,
+  encodeMcpListResourcesAnswer,
+  encodeMcpListToolsAnswer,
+  encodeMcpNotificationsAnswer,
+  encodeMcpReadResourceAnswer,
+  encodeSecretsAnswer,
+  encodeToolsBeginResponse,
+  type ToolsBeginChannelRequest,
+} from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import { FrameSocket, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import type { Gate } from "../gate.js";
+import type { ResolvedProxyOptions } from "../proxy.js";
+import { readDivergeInfo } from "./info.js";
+import { InwardMcp, type McpOutcome } from "./mcp.js";
+import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
+import { postToProgram } from "./program.js";
+
+/** A notification channel whose provider connection has this much unsent drops notifications. */
+const NOTIFICATION_DROP_LEVEL = 8 * 1024 * 1024;
+
+export interface BeginState {
+  /** The begin's scope number, once a readable begin arrived. */
+  scope?: number;
+  /** True once `Begun` was sent. */
+  begun: boolean;
+}
+
+export class ProxyConnection {
+  readonly frames: FrameSocket;
+  readonly postgres: PostgresPairs;
+  readonly daemons: DaemonPairs;
+  readonly begin: BeginState = { begun: false };
+  /** Frames disregarded so far, for logs and tests. */
+  readonly disregarded: Disregard[] = [];
+  private readonly mcp: InwardMcp;
+  private beginScope: Responder | undefined;
+  private markBegun!: () => void;
+  private failBegun!: (error: Error) => void;
+  private readonly begunPromise: Promise<void>;
+  private readonly notificationChannels = new Set<Responder>();
+  private ended = false;
+
+  constructor(
+    socket: WebSocketLike,
+    private readonly options: ResolvedProxyOptions,
+    private readonly gate: Gate,
+    private readonly onEnd: () => void,
+  ) {
+    this.begunPromise = new Promise<void>((resolve, reject) => {
+      this.markBegun = resolve;
+      this.failBegun = reject;
+    });
+    // Nobody may be left waiting on a connection that never begins.
+    this.begunPromise.catch(() => {});
+    this.mcp = new InwardMcp(new URL(`http://127.0.0.1:${options.appPort}/mcp`), options.log);
+    this.frames = new FrameSocket(socket, {
+      role: "server",
+      events: {
+        scope: (responder, payload) => void this.onScope(responder, payload),
+        channel: (responder, payload) => this.onChannel(responder, payload),
+        authorization: () => {
+          // No authorization on this connection: a type-0 frame ends it, and nothing more is sent.
+          this.options.log("a type-0 frame arrived; closing the connection");
+          this.frames.mux.end();
+          this.frames.close(1008);
+        },
+        disregarded: (what) => {
+          this.disregarded.push(what);
+          this.options.log(`disregarded a frame: ${what.reason}`);
+        },
+      },
+      closed: () => this.cleanUp(),
+    });
+    const link: PairLink = {
+      begun: this.begunPromise,
+      openChannel: (payload, handlers) => {
+        if (this.frames.mux.ended || this.begin.scope === undefined) return undefined;
+        return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+      },
+      get bufferedAmount() {
+        return socket.bufferedAmount;
+      },
+      drained: (lowWater) => this.frames.drained(lowWater),
+      pauseIncoming: () => this.frames.pauseIncoming(),
+    };
+    this.postgres = new PostgresPairs(link, options.log);
+    this.daemons = new DaemonPairs(link, options.log);
+  }
+
+  /** The proxy is ending: the begin scope gets its finish, then the connection closes. */
+  async close(): Promise<void> {
+    this.beginScope?.finish();
+    this.frames.close(1001);
+    this.cleanUp();
+    await this.mcp.close();
+  }
+
+  private cleanUp(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.failBegun(new Error("the connection ended"));
+    this.notificationChannels.clear();
+    this.postgres.closeAll();
+    this.daemons.closeAll();
+    void this.mcp.close();
+    this.onEnd();
+  }
+
+  private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
+    let begin: Record<string, unknown>;
+    try {
+      begin = decodeContainerProxyRequest(payload).begin;
+    } catch (error) {
+      if (!(error instanceof ContainerProxyRequestError)) throw error;
+      this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
+      return responder.finish();
+    }
+    if (!isBeginObject(begin)) {
+      this.options.log(`unreadable begin on scope ${responder.scope}: it needs "arguments" and, if any, an "image" of two strings`);
+      return responder.finish();
+    }
+    if (this.begin.scope !== undefined) {
+      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the connection has already begun" } }));
+      return responder.finish();
+    }
+    this.begin.scope = responder.scope;
+    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null));
+    if (responder.finished) return;
+    if (answer.ok) {
+      const tools = parseJson(answer.body);
+      if (Array.isArray(tools)) {
+        responder.respond(encodeToolsBeginResponse({ variant: "Begun", tools }));
+        this.begin.begun = true;
+        this.beginScope = responder;
+        this.options.log(`begun with ${tools.length} tool(s)`);
+        this.markBegun();
+        return;
+      }
+      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the program declared no JSON array of tools", status: answer.status } }));
+      return responder.finish();
+    }
+    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"})`);
+    responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: answer.error }));
+    responder.finish();
+  }
+
+  private onChannel(responder: Responder, payload: Uint8Array): void {
+    // Channels ride the begin scope only, and only once it has begun.
+    if (responder.scope !== this.begin.scope || !this.begin.begun) return responder.finish();
+    let request: ToolsBeginChannelRequest;
+    try {
+      request = decodeToolsBeginChannelRequest(payload, { check: checkMcp });
+    } catch (error) {
+      if (!(error instanceof ToolsBeginChannelRequestError)) throw error;
+      this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
+      return responder.finish();
+    }
+    switch (request.variant) {
+      case "Postgres":
+        return this.postgres.providerHalf(request.connection_id, responder);
+      case "Daemon":
+        return this.daemons.providerHalf(request.connection_id, responder);
+      case "Info":
+        return void this.answerInfo(responder);
+      case "Secrets":
+        return void this.feedSecrets(responder, request.values);
+      case "McpListTools":
+        return void this.relay(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never));
+      case "McpListResources":
+        return void this.relay(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never));
+      case "McpCallTool":
+        return void this.relay(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never));
+      case "McpReadResource":
+        return void this.relay(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never));
+      case "McpNotifications":
+        return void this.subscribe(responder);
+    }
+  }
+
+  private async answerInfo(responder: Responder): Promise<void> {
+    const info = await readDivergeInfo(this.options.root);
+    responder.respond(encodeInfoAnswer(info ? { variant: "Info", info: { frontMatter: info.frontMatter, body: info.body } } : { variant: "None" }));
+    responder.finish();
+  }
+
+  private async feedSecrets(responder: Responder, values: Record<string, string>): Promise<void> {
+    // The log names how many values, never one of them.
+    this.options.log(`feeding ${Object.keys(values).length} secret(s) to the program`);
+    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values));
+    if (answer.ok) {
+      responder.respond(encodeSecretsAnswer({ variant: "Fed" }));
+      responder.finish();
+      this.gate.open();
+      return;
+    }
+    this.options.log(`the program refused the secrets (HTTP ${answer.status ?? "unreachable"})`);
+    responder.respond(encodeSecretsAnswer({ variant: "Refused", refusal: answer.error }));
+    responder.finish();
+  }
+
+  private async relay(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
+    // Held until the program has its secrets; the gate lets exchanges through in arrival order.
+    await this.gate.pass();
+    if (responder.finished) return;
+    const outcome = await this.mcp.exchange(exchange);
+    responder.respond(encode(outcome));
+    responder.finish();
+  }
+
+  private async subscribe(responder: Responder): Promise<void> {
+    await this.gate.pass();
+    if (responder.finished) return;
+    const subscription = await this.mcp.subscribe((notification) => {
+      if (responder.finished) return;
+      // A channel that cannot keep pace loses notifications silently.
+      if (this.frames.bufferedAmount > NOTIFICATION_DROP_LEVEL) return;
+      responder.respond(encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never }));
+    });
+    if ("error" in subscription) {
+      responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));
+      return responder.finish();
+    }
+    this.notificationChannels.add(responder);
+  }
+}
+
+function answerOf(outcome: McpOutcome): { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown } {
+  return "result" in outcome ? { variant: "Result", result: outcome.result } : { variant: "Error", error: outcome.error };
+}
+
+/** `{"arguments": <any>, "image"?: {"name": string, "digest": string}}`. */
+function isBeginObject(begin: Record<string, unknown>): boolean {
+  if (!("arguments" in begin)) return false;
+  if (!("image" in begin)) return true;
+  const image = begin.image as { name?: unknown; digest?: unknown } | null;
+  return typeof image === "object" && image !== null && typeof image.name === "string" && typeof image.digest === "string";
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
