@@ -49,6 +49,8 @@ export interface IrVariant {
   readonly doc: string;
   readonly body: IrBody;
   readonly answer?: string;
+  /** Where the variant's own docs page sits under its frame's folder, when the spec names it. */
+  readonly path?: string;
 }
 
 export interface IrSwitch {
@@ -134,7 +136,8 @@ export interface IrExchangeGroup {
   readonly title: string;
   readonly summary: string;
   readonly exchangeIds: readonly string[];
-  readonly rules: readonly { readonly id: string; readonly title: string; readonly text: string }[];
+  /** `exchangeIds`, when given, names the exchanges of the group a rule concerns; otherwise all of them. */
+  readonly rules: readonly { readonly id: string; readonly title: string; readonly text: string; readonly exchangeIds?: readonly string[] }[];
 }
 
 export interface IrChannelTable {
@@ -399,7 +402,7 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
         const body = buildBody(v.body, f.error, file, [...at, "body"], [f.id]);
         const clash = body.fields.find((bf) => bf.name === s.property || (f.header.fields as Raw[]).some((h) => h.name === bf.name && h.name !== s.on));
         if (clash) fail(file, [...at, "body"], `field \`${clash.name}\` of variant \`${v.name}\` has the name of a header field or of the discriminant.`);
-        variants.push({ tag: v.tag, name: v.name, doc: v.doc, body, answer: v.answer });
+        variants.push({ tag: v.tag, name: v.name, doc: v.doc, body, answer: v.answer, path: v.path });
       });
       sw = { on: s.on, property: s.property, unknown: s.unknown, variants };
     }
@@ -501,7 +504,13 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     for (const [i, id] of (g.exchanges as string[]).entries()) {
       if (!exchanges.some((x) => x.id === id)) fail(entry.file, [...entry.path, "exchanges", i], `group \`${g.id}\` lists exchange \`${id}\`, which no file of the revision declares.`);
     }
-    return { id: g.id, title: g.title, summary: g.summary, exchangeIds: g.exchanges, rules: g.rules };
+    const rules = (g.rules as Raw[]).map((r, i) => {
+      for (const [j, id] of ((r.exchanges ?? []) as string[]).entries()) {
+        if (!(g.exchanges as string[]).includes(id)) fail(entry.file, [...entry.path, "rules", i, "exchanges", j], `rule \`${r.id}\` of group \`${g.id}\` names exchange \`${id}\`, which the group does not list.`);
+      }
+      return { id: r.id, title: r.title, text: r.text, ...(r.exchanges ? { exchangeIds: r.exchanges as string[] } : {}) };
+    });
+    return { id: g.id, title: g.title, summary: g.summary, exchangeIds: g.exchanges, rules };
   });
   const channelTables: IrChannelTable[] = gather("channelTables").map((entry) => {
     const t = entry.value;

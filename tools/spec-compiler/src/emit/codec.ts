@@ -2,7 +2,7 @@
 // tag constants, decoder, encoder, and the frame's own error type), shared error modules, the MCP
 // type names, and the revision's index.
 import { StructureKind, VariableDeclarationKind, type CodeBlockWriter, type SourceFile } from "ts-morph";
-import { INT_SIZE, type IrBody, type IrErrorType, type IrField, type IrFrame, type IrRevision } from "../ir.js";
+import { INT_SIZE, type IrBody, type IrErrorType, type IrErrorVariant, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
@@ -216,9 +216,11 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
       ],
       returnType: frame.name,
       docs: [
-        `Reads one {@link ${frame.name}} from \`bytes\`.\n\n` +
+        `Reads one {@link ${frame.name}} from \`bytes\`: ${oneLine(frame.doc)}\n\n` +
           `Throws {@link ${errorType.name}} and nothing else when the bytes are not one; never reads outside them. ` +
           `Byte fields of the result are views into \`bytes\` (no copy): copy them before reusing the buffer.` +
+          `\n\nThe error's message is exactly one of:\n` +
+          errorType.variants.map((v) => `- \`${v.name}\`: ${messageDoc(v, (id) => errorById.get(id)!.name)}`).join("\n") +
           (frame.malformed ? `\n\n${frame.malformed}` : ""),
       ],
       statements: (w) => {
@@ -477,6 +479,15 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   }
 
   void frameById;
+}
+
+/** An error variant's text for TSDoc; a quoted inner error is named by its type. */
+function messageDoc(v: IrErrorVariant, nameOf: (errorTypeId: string) => string): string {
+  const source = v.fields.find((f) => f.type === "error" && v.message.includes(`{${f.name}}`));
+  if (!source) return v.message.includes("{") ? "`" + v.message + "`" : `"${v.message}"`;
+  const [before, after] = v.message.split(`{${source.name}}`) as [string, string];
+  const inner = `the message of the {@link ${nameOf(source.errorTypeId!)}} it carries`;
+  return [before ? `"${before}" then` : "", inner, after ? `then "${after}"` : ""].filter(Boolean).join(" ");
 }
 
 function oneLine(text: string): string {

@@ -1,7 +1,786 @@
-// The Markdown reference and static site, per revision (issue 3 fills this in).
-import type { IrRevision } from "../ir.js";
-import type { GeneratedFile } from "./project.js";
+// The Markdown reference and the static site, per revision, fed only by the IR: an index, one page
+// per frame, per variant of a tagged frame, per error type, per channel table, per exchange group and
+// per exchange, the Frames-layer types table with directions, and the MCP types. The Markdown lives
+// in docs/<revision>/…/index.md (relative links, readable in the repository); emit/site.ts renders
+// the same Markdown into docs/site/ (see docs-url.ts for the paths both share).
+import { bytesToHex, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { decodeName, encodeName, variantTypeName } from "../names.js";
+import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
+import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
+import { banner, type GeneratedFile } from "./project.js";
+import { renderSite, type SitePage } from "./site.js";
 
-export function emitDocs(_revisions: readonly IrRevision[], _compilerVersion: string): GeneratedFile[] {
-  return [];
+export function emitDocs(revisions: readonly IrRevision[], compilerVersion: string): GeneratedFile[] {
+  if (revisions.length === 0) return [];
+  const newest = revisions[revisions.length - 1]!;
+  const pages: SitePage[] = [homePage(revisions)];
+  for (const ir of revisions) pages.push(...revisionPages(ir));
+
+  const seen = new Map<string, string>();
+  for (const page of pages) {
+    const before = seen.get(page.url);
+    if (before) throw new Error(`docs: "${page.title}" and "${before}" would both live at ${page.url}.`);
+    seen.set(page.url, page.title);
+  }
+
+  const files: GeneratedFile[] = [];
+  for (const page of pages) {
+    const ir = revisions.find((r) => r.revision === page.revision) ?? newest;
+    files.push({ path: `docs${page.url}index.md`, text: `${banner(ir, compilerVersion, "html")}\n${page.markdown}` });
+  }
+  files.push(...renderSite(pages, revisions, (ir) => banner(ir, compilerVersion, "html"), newest));
+  return files;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Markdown helpers
+
+/** A Markdown link target from page `from` to page `to`: the relative path of its index.md. */
+function href(from: string, to: string, anchor?: string): string {
+  if (from === to && anchor) return `#${anchor}`;
+  const rel = relativeUrl(from, to);
+  return `${rel === "./" ? "" : rel}index.md${anchor ? `#${anchor}` : ""}`;
+}
+
+function cell(text: string): string {
+  return text.replace(/\s*\n\s*/g, " ").replace(/\|/g, "\\|");
+}
+
+function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const lines = [`| ${headers.map(cell).join(" | ")} |`, `|${headers.map(() => "---").join("|")}|`];
+  for (const row of rows) lines.push(`| ${row.map(cell).join(" | ")} |`);
+  return lines.join("\n");
+}
+
+function code(text: string): string {
+  const ticks = text.includes("`") ? "``" : "`";
+  const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
+  return `${ticks}${pad}${text}${pad}${ticks}`;
+}
+
+function block(text: string): string {
+  return "```text\n" + text + "\n```";
+}
+
+function capital(text: string): string {
+  if (/^[a-z]+::/.test(text)) return text;
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+function lowerFirst(text: string): string {
+  return /^[A-Z][a-z]/.test(text) ? text.charAt(0).toLowerCase() + text.slice(1) : text;
+}
+
+function firstSentence(text: string): string {
+  const match = /^(.+?[.!?])(?=\s+[A-Z`(]|$)/s.exec(text.trim());
+  return (match ? match[1]! : text).replace(/\s+/g, " ").trim();
+}
+
+function hexOf(bytes: Uint8Array): string {
+  const hex = bytesToHex(bytes);
+  return hex.length === 0 ? "(no bytes)" : hex.match(/../g)!.join(" ");
+}
+
+function section(title: string, ...parts: (string | undefined | false)[]): string {
+  const body = parts.filter((p): p is string => typeof p === "string" && p.length > 0);
+  return body.length === 0 ? "" : [`## ${title}`, ...body].join("\n\n");
+}
+
+function page(title: string, summary: string | undefined, at: string, revision: string | undefined, ...parts: (string | undefined | false)[]): string {
+  const head = [`# ${title}`];
+  if (summary) head.push(`> ${summary.replace(/\s+/g, " ").trim()}`);
+  head.push(`Path: ${code(at)}${revision ? ` · Specification revision ${revision}` : ""}`);
+  return [...head, ...parts.filter((p): p is string => typeof p === "string" && p.length > 0)].join("\n\n") + "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function homePage(revisions: readonly IrRevision[]): SitePage {
+  const url = docsUrl({ kind: "home" });
+  const rows = [...revisions].reverse().map((ir, i) => [
+    `[${ir.revision}](${href(url, docsUrl({ kind: "revision", revision: ir.revision }))})${i === 0 ? " (newest)" : ""}`,
+    ir.title,
+    ir.mcpRevision ? `MCP ${ir.mcpRevision}` : "",
+  ]);
+  const markdown = page(
+    "Diverge protocol reference",
+    "Every revision of the Diverge container-proxy protocol, generated from the machine-readable spec in spec/<revision>/*.yaml.",
+    url,
+    undefined,
+    table(["Revision", "Title", "Model Context Protocol"], rows),
+    "Each revision's pages keep their paths for good; a page of one revision links to the same page of every other revision that has it.",
+  );
+  return { url, title: "Diverge protocol reference", markdown };
+}
+
+interface Context {
+  readonly ir: IrRevision;
+  readonly rev: string;
+  readonly frameById: Map<string, IrFrame>;
+  readonly errorById: Map<string, IrErrorType>;
+  readonly groupOf: (exchange: IrExchange) => IrExchangeGroup | undefined;
+  readonly url: (t: DocTarget) => string;
+  /** For every frame whose bytes are read inside another's variant: where. */
+  readonly readInside: Map<string, { frame: IrFrame; variant: IrVariant }[]>;
+}
+
+function revisionPages(ir: IrRevision): SitePage[] {
+  const rev = ir.revision;
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
+  const readInside = new Map<string, { frame: IrFrame; variant: IrVariant }[]>();
+  for (const frame of ir.frames) {
+    for (const variant of frame.switch?.variants ?? []) {
+      const inner = variant.body.nested?.frameId;
+      if (!inner) continue;
+      if (!readInside.has(inner)) readInside.set(inner, []);
+      readInside.get(inner)!.push({ frame, variant });
+    }
+  }
+  const cx: Context = {
+    ir,
+    rev,
+    frameById,
+    errorById,
+    groupOf: (x) => ir.exchangeGroups.find((g) => g.exchangeIds.includes(x.id)),
+    url: docsUrl,
+    readInside,
+  };
+  const pages: SitePage[] = [];
+  pages.push(indexPage(cx));
+  pages.push(framesPage(cx));
+  pages.push(mcpTypesPage(cx));
+  const families = new Map<string, IrFrame[]>();
+  for (const frame of ir.frames) {
+    if (!frame.family) continue;
+    if (!families.has(frame.family.id)) families.set(frame.family.id, []);
+    families.get(frame.family.id)!.push(frame);
+  }
+  for (const frame of ir.frames) {
+    if (frame.family && families.get(frame.family.id)![0] === frame) pages.push(familyPage(cx, families.get(frame.family.id)!));
+    pages.push(framePage(cx, frame));
+    for (const variant of frame.switch?.variants ?? []) pages.push(variantPage(cx, frame, variant));
+  }
+  for (const error of ir.errorTypes) pages.push(errorTypePage(cx, error));
+  for (const t of ir.channelTables) pages.push(channelTablePage(cx, t));
+  for (const g of ir.exchangeGroups) {
+    pages.push(groupPage(cx, g));
+    for (const id of g.exchangeIds) pages.push(exchangePage(cx, ir.exchanges.find((x) => x.id === id)!));
+  }
+  for (const x of ir.exchanges) if (!cx.groupOf(x)) pages.push(exchangePage(cx, x));
+  return pages;
+}
+
+// --- shared pieces -----------------------------------------------------------------------------
+
+function frameUrl(cx: Context, frame: IrFrame): string {
+  return docsUrl({ kind: "frame", revision: cx.rev, frameId: frame.id });
+}
+
+/** A frame's title; a frame declared once for both directions says which direction it is. */
+function frameTitle(frame: IrFrame): string {
+  return frame.direction ? `${frame.title}, ${frame.direction} side` : frame.title;
+}
+
+function frameLink(cx: Context, from: string, frame: IrFrame): string {
+  return `[${frameTitle(frame)}](${href(from, frameUrl(cx, frame))})`;
+}
+
+function variantUrl(cx: Context, frame: IrFrame, variant: IrVariant): string {
+  return docsUrl({ kind: "variant", revision: cx.rev, frame, variant });
+}
+
+function errorUrl(cx: Context, error: IrErrorType): string {
+  return docsUrl({ kind: "errorType", revision: cx.rev, errorTypeId: error.id });
+}
+
+function exchangeUrl(cx: Context, x: IrExchange): string {
+  return docsUrl({ kind: "exchange", revision: cx.rev, group: cx.groupOf(x), exchange: x });
+}
+
+function mcpTypeLink(cx: Context, from: string, name: string): string {
+  return `[${code(name)}](${href(from, docsUrl({ kind: "mcpTypes", revision: cx.rev }), slug(name))})`;
+}
+
+/** What a field's bytes are, in words. */
+function fieldTypeText(cx: Context, from: string, f: IrField): string {
+  if (f.length === "fixed") return code(intText(f.type));
+  const kind = f.type === "utf8" ? "UTF-8 text" : f.type === "json" ? "JSON" : "bytes";
+  const where = f.length === "u16" ? `after its byte length as a ${code("u16, big-endian")}` : "to the end of the payload";
+  let text = `${kind} ${where}`;
+  if (f.schema) {
+    const s = f.schema;
+    if (s.kind === "mcp") text += `: ${mcpTypeLink(cx, from, s.name)}${s.nullable ? ` or ${code("null")}` : ""}`;
+    else if (s.kind === "mapOfString") text += ": an object whose every member is a string";
+    else if (s.kind === "object") text += ": an object";
+    else text += ": any JSON value";
+  }
+  return text;
+}
+
+function fieldList(cx: Context, from: string, fields: readonly IrField[], headerFields: readonly { name: string; type: string; doc: string }[] = []): string {
+  const lines = [
+    ...headerFields.map((h) => `- **${code(h.name)}** (${code(intText(h.type))}). ${h.doc}`),
+    ...fields.map((f) => `- **${code(f.name)}** (${fieldTypeText(cx, from, f)}). ${f.doc}`),
+  ];
+  return lines.join("\n");
+}
+
+function bodyText(cx: Context, from: string, body: IrBody): string {
+  const parts: string[] = [];
+  if (body.nested) {
+    const inner = cx.frameById.get(body.nested.frameId)!;
+    parts.push(`The bytes after the tag are a ${frameLink(cx, from, inner)} (${code(inner.name)}): ${inner.doc}`);
+  }
+  if (body.fields.length === 0) parts.push(body.trailing === "ignore" ? "Carries nothing: the variant is bare, and any bytes after the tag are ignored." : "Carries nothing.");
+  else parts.push(fieldList(cx, from, body.fields));
+  if (body.fields.length > 0 && body.trailing === "ignore") parts.push("Bytes after the last field are ignored.");
+  if (body.exact) parts.push(`The payload must be exactly ${body.fields.reduce((n, f) => n + (f.type === "u8" ? 1 : f.type === "u16" ? 2 : 4), 0)} bytes; any other length is the error ${code(body.exact)}.`);
+  return parts.join("\n\n");
+}
+
+/** Every exact text an error variant can have, with a nested error's texts written in. */
+function messagesOf(cx: Context, variant: IrErrorVariant): string[] {
+  const source = variant.fields.find((f) => f.type === "error");
+  if (!source || !variant.message.includes(`{${source.name}}`)) return [variant.message];
+  const inner = cx.errorById.get(source.errorTypeId!)!;
+  return inner.variants.flatMap((v) => messagesOf(cx, v).map((m) => variant.message.replace(`{${source.name}}`, m)));
+}
+
+/** What quoted fields of a message stand for. */
+function placeholdersText(cx: Context, variant: IrErrorVariant): string {
+  const parts: string[] = [];
+  for (const f of variant.fields) {
+    if (!variant.message.includes(`{${f.name}}`) || f.type === "error") continue;
+    parts.push(`${code(`{${f.name}}`)} is ${lowerFirst(f.doc.replace(/\.$/, ""))}`);
+  }
+  return parts.join("; ");
+}
+
+/** Where in a frame each variant of its error type can be raised. */
+function raisedWhere(frame: IrFrame): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const add = (name: string | undefined, where: string) => {
+    if (!name) return;
+    if (!out.has(name)) out.set(name, []);
+    if (!out.get(name)!.includes(where)) out.get(name)!.push(where);
+  };
+  const bodyErrors = (body: IrBody): string[] => (body.nested ? [body.nested.invalid] : [body.truncated, body.exact, ...body.fields.map((f) => f.invalid)].filter((n): n is string => !!n));
+  if (frame.header) add(frame.header.truncated, "fewer bytes than the header");
+  if (frame.switch) {
+    add(frame.switch.unknown, `a ${frame.switch.on} not in the table`);
+    for (const v of frame.switch.variants) for (const e of bodyErrors(v.body)) add(e, `${frame.switch.on} ${v.tag} (${code(v.name)})`);
+  }
+  if (frame.body) for (const e of bodyErrors(frame.body)) add(e, "the body");
+  return out;
+}
+
+function errorTable(cx: Context, from: string, frame: IrFrame): string {
+  const error = cx.errorById.get(frame.errorTypeId)!;
+  const where = raisedWhere(frame);
+  const rows: string[][] = [];
+  for (const v of error.variants) {
+    const places = where.get(v.name) ?? [];
+    const texts = messagesOf(cx, v).map(code).join("<br>");
+    const placeholders = placeholdersText(cx, v);
+    rows.push([code(v.name), texts, `${v.doc}${placeholders ? ` ${placeholders}.` : ""}`, places.join("; ") || "—"]);
+  }
+  const intro = `Reading ${frame.switch ? `any ${frame.title}` : `a ${frame.title}`} fails with [${code(error.name)}](${href(from, errorUrl(cx, error))}) in these ways, and in no other. Each message is exact; a name in braces is the value the error carries.`;
+  return `${intro}\n\n${table(["Error", "Message", "Meaning", "Raised for"], rows)}`;
+}
+
+function examplesTable(frame: IrFrame, examples: readonly IrExample[]): string {
+  if (examples.length === 0) return "";
+  const rows = examples.map((e) => {
+    let result: string;
+    if (e.value) result = `decodes to ${code(JSON.stringify(e.value))}${e.roundTrip ? "" : "; encoding gives other bytes"}`;
+    else {
+      const err = e.error!;
+      result = `fails: ${code(err.variant)}, ${err.message !== undefined ? code(err.message) : `${code(err.messagePrefix!)} and the parser's words`}`;
+    }
+    return [e.name, code(hexOf(e.bytes)), result];
+  });
+  void frame;
+  return table(["Example", "Bytes (hex)", "Result"], rows);
+}
+
+function examplesOfVariant(frame: IrFrame, v: IrVariant): IrExample[] {
+  const sw = frame.switch!;
+  const header = frame.header!;
+  let offset = 0;
+  let size = 0;
+  for (const f of header.fields) {
+    if (f.name === sw.on) offset = size;
+    size += f.type === "u8" ? 1 : f.type === "u16" ? 2 : 4;
+  }
+  const onType = header.fields.find((f) => f.name === sw.on)!.type;
+  return frame.examples.filter((e) => {
+    if (e.value) return e.value[sw.property] === v.name;
+    if (e.bytes.length < size) return false;
+    let tag = 0;
+    for (let i = 0; i < (onType === "u8" ? 1 : onType === "u16" ? 2 : 4); i++) tag = tag * 256 + e.bytes[offset + i]!;
+    return tag === v.tag;
+  });
+}
+
+function tagTable(cx: Context, from: string, frame: IrFrame, current?: IrVariant): string {
+  const sw = frame.switch!;
+  const withAnswer = sw.variants.some((v) => v.answer);
+  const rows = sw.variants.map((v) => {
+    const name = v === current ? `**${code(v.name)}** (this page)` : `[${code(v.name)}](${href(from, variantUrl(cx, frame, v))})`;
+    const row = [code(String(v.tag)), name, code(variantLayout(frame, v)), firstSentence(v.doc)];
+    if (withAnswer) {
+      const x = cx.ir.exchanges.find((e) => e.id === v.answer);
+      row.push(x ? `[${code(x.path)}](${href(from, exchangeUrl(cx, x))})` : "—");
+    }
+    return row;
+  });
+  return table([capital(sw.on), "Variant", "Layout", "What it is", ...(withAnswer ? ["Answered on"] : [])], rows);
+}
+
+function codecLine(frame: IrFrame, rev: string): string {
+  return `In TypeScript: ${code(frame.name)}, ${code(decodeName(frame))} and ${code(encodeName(frame))} from ${code(`@diverge/codec/${rev}`)}.`;
+}
+
+function malformedText(cx: Context, from: string, frame: IrFrame): string {
+  if (frame.malformed) return frame.malformed;
+  const parents = cx.readInside.get(frame.id);
+  if (parents && parents.length > 0) {
+    const list = [...new Map(parents.map((p) => [p.frame.id, p.frame])).values()].map((f) => frameLink(cx, from, f)).join(", ");
+    return `These bytes are read inside ${list}; a malformed one is answered as that frame's page says, and its error is wrapped in that frame's error.`;
+  }
+  return "";
+}
+
+function breadcrumbs(cx: Context, from: string, trail: readonly [string, string][]): string {
+  const all: [string, string][] = [[cx.rev, docsUrl({ kind: "revision", revision: cx.rev })], ...trail];
+  return all.map(([label, url]) => (url === from ? label : `[${label}](${href(from, url)})`)).join(" › ");
+}
+
+// --- pages -----------------------------------------------------------------------------------
+
+function indexPage(cx: Context): SitePage {
+  const { ir, rev } = cx;
+  const url = docsUrl({ kind: "revision", revision: rev });
+  const parts: string[] = [];
+  parts.push(ir.doc);
+  if (ir.ports.length > 0) parts.push(section("Ports", table(["Name", "Port", "What listens"], ir.ports.map((p) => [p.name, code(String(p.number)), p.doc]))));
+  if (ir.exchangeGroups.length > 0) {
+    parts.push(
+      section(
+        "Exchanges",
+        ...ir.exchangeGroups.map((g) =>
+          [
+            `### [${g.title}](${href(url, docsUrl({ kind: "group", revision: rev, groupId: g.id }))})`,
+            g.summary,
+            table(
+              ["Kind", "Ask", "Answered on", "Answer"],
+              g.exchangeIds.map((id) => {
+                const x = ir.exchanges.find((e) => e.id === id)!;
+                return [code(String(x.kind)), `[${x.ask}](${href(url, exchangeUrl(cx, x))})`, code(x.path), messagesText(x)];
+              }),
+            ),
+          ].join("\n\n"),
+        ),
+      ),
+    );
+  }
+  if (ir.channelTables.length > 0) {
+    parts.push(
+      section(
+        "Channels",
+        table(
+          ["Channel table", "What it says"],
+          ir.channelTables.map((t) => [`[${t.title}](${href(url, docsUrl({ kind: "channelTable", revision: rev, channelTableId: t.id }))})`, firstSentence(t.doc)]),
+        ),
+      ),
+    );
+  }
+  parts.push(section("Frames", `Every frame of the revision, with its layout, tags, errors and examples, is listed under [all frames](${href(url, docsUrl({ kind: "frames", revision: rev }))}).`, framesTable(cx, url)));
+  parts.push(section("MCP types", `The JSON payloads name types of the Model Context Protocol (revision ${ir.mcpRevision}); [the MCP types](${href(url, docsUrl({ kind: "mcpTypes", revision: rev }))}) lists them.`));
+  parts.push(notation());
+  return { url, revision: rev, title: ir.title || `Revision ${rev}`, nav: { section: "overview" }, markdown: page(ir.title || `Revision ${rev}`, undefined, url, rev, ...parts) };
+}
+
+function notation(): string {
+  return section(
+    "Notation",
+    "A layout shows a payload's bytes in order, one bracket per part, with nothing between the parts:",
+    table(
+      ["Part", "Means"],
+      [
+        [code("[0]"), "one byte with this value: the tag of a variant"],
+        [code("[name: u8]"), "one byte, read as an unsigned integer"],
+        [code("[name: u16, big-endian]"), "two bytes, an unsigned integer, most significant byte first"],
+        [code("[name: u32, big-endian]"), "four bytes, an unsigned integer, most significant byte first"],
+        [code("[name_len: u16, big-endian][name: UTF-8]"), "a byte length, then that many bytes of UTF-8 text"],
+        [code("[name: UTF-8 …]"), "UTF-8 text to the end of the payload"],
+        [code("[name: bytes …]"), "opaque bytes to the end of the payload, possibly none"],
+        [code("[name: JSON …]"), "one JSON text (UTF-8) to the end of the payload, of the type the field names"],
+        [code("[ignored …]"), "whatever follows is ignored; an encoder writes nothing there"],
+        [code("[payload …]"), "the bytes a tagged frame's variants lay out"],
+      ],
+    ),
+    "Every message is one binary WebSocket message, so the message delimits the payload: no layout carries an overall length. Examples give bytes as hex, two digits per byte. An error message in braces, such as `{tag}`, stands for the value the error carries, written in decimal; `{reason}` is the JSON reader's own words.",
+  );
+}
+
+function framesTable(cx: Context, from: string): string {
+  const rows: string[][] = [];
+  const families = new Set<string>();
+  for (const f of cx.ir.frames) {
+    if (f.family && !families.has(f.family.id)) {
+      families.add(f.family.id);
+      rows.push([`[${f.family.title}](${href(from, docsUrl({ kind: "family", revision: cx.rev, familyId: f.family.id }))})`, "both directions", firstSentence(f.family.doc)]);
+    }
+    rows.push([frameLink(cx, from, f), code(f.name), firstSentence(f.doc)]);
+  }
+  return table(["Frame", "TypeScript", "What it is"], rows);
+}
+
+function framesPage(cx: Context): SitePage {
+  const url = docsUrl({ kind: "frames", revision: cx.rev });
+  const errors = table(
+    ["Error type", "Used by", "Messages"],
+    cx.ir.errorTypes.map((e) => [
+      `[${code(e.name)}](${href(url, errorUrl(cx, e))})`,
+      e.usedBy.map((id) => frameLink(cx, url, cx.frameById.get(id)!)).join(", ") || "inside other errors",
+      String(e.variants.length),
+    ]),
+  );
+  const markdown = page(
+    "Frames and errors",
+    `Every frame of revision ${cx.rev}: the bytes each endpoint of the container proxy carries, and the errors reading them can end in.`,
+    url,
+    cx.rev,
+    breadcrumbs(cx, url, [["Frames and errors", url]]),
+    section("Frames", framesTable(cx, url)),
+    section("Error types", errors),
+  );
+  return { url, revision: cx.rev, title: "Frames and errors", nav: { section: "frames" }, markdown };
+}
+
+function mcpTypesPage(cx: Context): SitePage {
+  const url = docsUrl({ kind: "mcpTypes", revision: cx.rev });
+  const users = (name: string) => {
+    const out: string[] = [];
+    for (const f of cx.ir.frames) {
+      const fields = [...(f.body?.fields ?? []), ...(f.switch?.variants.flatMap((v) => v.body.fields) ?? [])];
+      if (fields.some((x) => x.schema?.kind === "mcp" && x.schema.name === name)) out.push(frameLink(cx, url, f));
+    }
+    return out;
+  };
+  const parts = cx.ir.mcpTypes.map((t) =>
+    [`### ${t.name}`, t.doc, `The MCP TypeScript SDK's ${code(t.schema)}${t.member ? `, member ${code(t.member)}` : ""}, as MCP revision ${cx.ir.mcpRevision} defines it. Named by: ${users(t.name).join(", ") || "no frame"}.`].join("\n\n"),
+  );
+  const markdown = page(
+    "MCP types",
+    `The Model Context Protocol types that JSON payloads of revision ${cx.rev} carry. They are MCP's own (revision ${cx.ir.mcpRevision}), incorporated by reference; a payload that is JSON but not of its type fails to decode as JSON that does not parse does.`,
+    url,
+    cx.rev,
+    breadcrumbs(cx, url, [["MCP types", url]]),
+    ...parts,
+  );
+  return { url, revision: cx.rev, title: "MCP types", nav: { section: "types" }, markdown };
+}
+
+function framePage(cx: Context, frame: IrFrame): SitePage {
+  const url = frameUrl(cx, frame);
+  const parts: string[] = [];
+  const framesUrl = docsUrl({ kind: "frames", revision: cx.rev });
+  const trail: [string, string][] = [["Frames", framesUrl]];
+  if (frame.family) trail.push([frame.family.title, docsUrl({ kind: "family", revision: cx.rev, familyId: frame.family.id })]);
+  trail.push([frameTitle(frame), url]);
+  parts.push(breadcrumbs(cx, url, trail));
+  if (frame.family) {
+    const famUrl = docsUrl({ kind: "family", revision: cx.rev, familyId: frame.family.id });
+    parts.push(`One direction of the [${frame.family.title}](${href(url, famUrl)}): what the ${frame.direction} sends. ${frame.family.doc}`);
+  }
+  parts.push(codecLine(frame, cx.rev));
+  if (frame.switch) {
+    parts.push(section("Layout", block(headerLayout(frame)), fieldList(cx, url, [], frame.header!.fields)));
+    const sw = frame.switch;
+    parts.push(section(`${capital(sw.on)}s`, `The ${code(sw.on)} says which variant the rest of the bytes are. Any other value is the error ${code(sw.unknown)}.`, tagTable(cx, url, frame)));
+    parts.push(
+      section(
+        "Variants",
+        ...sw.variants.map((v) =>
+          [
+            `### ${v.name}`,
+            `${capital(sw.on)} ${code(String(v.tag))}. ${v.doc}`,
+            block(variantLayout(frame, v)),
+            bodyText(cx, url, v.body),
+            `Its own page: [${v.name}](${href(url, variantUrl(cx, frame, v))}).`,
+          ].join("\n\n"),
+        ),
+      ),
+    );
+  } else {
+    parts.push(section("Layout", block(layoutOf(frame)), bodyText(cx, url, frame.body!)));
+  }
+  parts.push(section("Errors", errorTable(cx, url, frame)));
+  parts.push(section("Malformed input", malformedText(cx, url, frame)));
+  if (frame.rules.length > 0) parts.push(section("Rules", frame.rules.map((r) => `- ${r}`).join("\n")));
+  parts.push(section("Examples", examplesTable(frame, frame.examples)));
+  const markdown = page(capital(frameTitle(frame)), firstSentence(frame.doc), url, cx.rev, frame.doc !== firstSentence(frame.doc) ? frame.doc : undefined, ...parts);
+  return { url, revision: cx.rev, title: capital(frameTitle(frame)), nav: { section: "frames", sub: !!frame.family }, markdown };
+}
+
+function variantPage(cx: Context, frame: IrFrame, v: IrVariant): SitePage {
+  const url = variantUrl(cx, frame, v);
+  const sw = frame.switch!;
+  const title = `${v.name}: ${frameTitle(frame)}, ${sw.on} ${v.tag}`;
+  const parts: string[] = [];
+  parts.push(breadcrumbs(cx, url, [["Frames", docsUrl({ kind: "frames", revision: cx.rev })], [frameTitle(frame), frameUrl(cx, frame)], [v.name, url]]));
+  parts.push(v.doc);
+  parts.push(block(variantLayout(frame, v)));
+  const bullets: string[] = [];
+  const headerRest = frame.header!.fields.filter((h) => h.name !== sw.on);
+  for (const h of headerRest) bullets.push(`- **${code(h.name)}** (${code(intText(h.type))}). ${h.doc}`);
+  const on = frame.header!.fields.find((h) => h.name === sw.on)!;
+  bullets.push(`- **${code(sw.on)}** (${code(intText(on.type))}). ${on.doc} Here always ${code(String(v.tag))}, for ${code(v.name)}.`);
+  parts.push(bullets.join("\n"));
+  parts.push(bodyText(cx, url, v.body));
+  const malformed = malformedText(cx, url, frame);
+  if (malformed) parts.push(`**Malformed.** ${malformed}`);
+  if (v.answer) {
+    const x = cx.ir.exchanges.find((e) => e.id === v.answer);
+    if (x) parts.push(`**Answered** on ${code(x.path)} with ${messagesText(x)}: see the [${x.ask}](${href(url, exchangeUrl(cx, x))}) exchange.`);
+  }
+  parts.push(`In TypeScript: ${code(variantTypeName(frame, v.name))}, one member of ${code(frame.name)}, read by ${code(decodeName(frame))} and written by ${code(encodeName(frame))} from ${code(`@diverge/codec/${cx.rev}`)}.`);
+  parts.push(section("Errors", errorTable(cx, url, frame)));
+  parts.push(section("Examples", examplesTable(frame, examplesOfVariant(frame, v))));
+  parts.push(section(`Every ${sw.on} of the ${frameTitle(frame)}`, frame.doc, tagTable(cx, url, frame, v)));
+  const markdown = page(title, `The payload of the ${frameTitle(frame)} with ${sw.on} ${v.tag}: ${firstSentence(v.doc).replace(/^./, (c) => c.toLowerCase())}`, url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title, markdown };
+}
+
+function familyPage(cx: Context, members: readonly IrFrame[]): SitePage {
+  const family = members[0]!.family!;
+  const url = docsUrl({ kind: "family", revision: cx.rev, familyId: family.id });
+  const first = members[0]!;
+  const tags = new Map<number, { name: string; doc: string; by: Map<string, IrFrame>; layout: string }>();
+  for (const m of members) {
+    for (const v of m.switch?.variants ?? []) {
+      if (!tags.has(v.tag)) tags.set(v.tag, { name: v.name, doc: v.doc, by: new Map(), layout: variantLayout(m, v) });
+      tags.get(v.tag)!.by.set(m.direction!, m);
+    }
+  }
+  const directions = members.map((m) => m.direction!);
+  const sw = first.switch;
+  const rows = [...tags.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([tag, t]) => [
+      code(String(tag)),
+      code(t.name),
+      ...directions.map((d) => {
+        const m = t.by.get(d);
+        const v = m?.switch?.variants.find((x) => x.tag === tag);
+        return m && v ? `[yes](${href(url, variantUrl(cx, m, v))})` : "no";
+      }),
+      code(t.layout),
+      firstSentence(t.doc),
+    ]);
+  const parts: string[] = [];
+  parts.push(breadcrumbs(cx, url, [["Frames", docsUrl({ kind: "frames", revision: cx.rev })], [family.title, url]]));
+  parts.push(family.doc);
+  parts.push(
+    table(
+      ["Direction", "Frame", "TypeScript"],
+      members.map((m) => [capital(m.direction!), `${frameLink(cx, url, m)}: ${m.doc}`, code(m.name)]),
+    ),
+  );
+  if (first.header) parts.push(section("Layout", block(headerLayout(first)), fieldList(cx, url, [], first.header.fields)));
+  if (sw) {
+    parts.push(
+      section(
+        `${capital(sw.on)}s and directions`,
+        `Which ${sw.on}s each direction may carry. A ${sw.on} that its direction does not carry is the error ${code(sw.unknown)}, even when the other direction carries it.`,
+        table([capital(sw.on), "Name", ...directions.map((d) => `${capital(d)} sends`), "Layout", "What it is"], rows),
+      ),
+    );
+  }
+  parts.push(section("Errors", errorTable(cx, url, first)));
+  const malformed = members.map((m) => m.malformed).find(Boolean);
+  if (malformed) parts.push(section("Malformed input", malformed));
+  if (first.rules.length > 0) parts.push(section("Rules", first.rules.map((r) => `- ${r}`).join("\n")));
+  const markdown = page(capital(family.title), firstSentence(family.doc), url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title: capital(family.title), nav: { section: "frames" }, markdown };
+}
+
+function errorTypePage(cx: Context, error: IrErrorType): SitePage {
+  const url = errorUrl(cx, error);
+  const rows = error.variants.map((v) => {
+    const fields = v.fields.map((f) => {
+      const type = f.type === "error" ? `[${code(cx.errorById.get(f.errorTypeId!)!.name)}](${href(url, errorUrl(cx, cx.errorById.get(f.errorTypeId!)!))})` : code(f.type);
+      return `${code(f.name)}: ${type}${f.redacted ? " (redacted)" : ""}: ${f.doc}`;
+    });
+    return [code(v.name), code(v.message), v.doc, fields.join("<br>") || "—"];
+  });
+  const expanded = error.variants.filter((v) => messagesOf(cx, v).length > 1 || messagesOf(cx, v)[0] !== v.message);
+  const users = error.usedBy.map((id) => frameLink(cx, url, cx.frameById.get(id)!));
+  const inside = cx.ir.errorTypes.filter((e) => e.variants.some((v) => v.fields.some((f) => f.errorTypeId === error.id)));
+  const parts: string[] = [];
+  parts.push(breadcrumbs(cx, url, [["Frames and errors", docsUrl({ kind: "frames", revision: cx.rev })], [error.name, url]]));
+  if (users.length > 0) parts.push(`Raised by ${users.join(", ")}.`);
+  if (inside.length > 0) parts.push(`Carried inside ${inside.map((e) => `[${code(e.name)}](${href(url, errorUrl(cx, e))})`).join(", ")}.`);
+  parts.push(`In TypeScript: the class ${code(error.name)} from ${code(`@diverge/codec/${cx.rev}`)}; its ${code("message")} is exactly the text below and its ${code("detail.variant")} the variant's name.`);
+  parts.push(section("Variants", table(["Variant", "Message", "Meaning", "Fields"], rows)));
+  if (expanded.length > 0) {
+    parts.push(
+      section(
+        "Every exact message",
+        "Where a message quotes another error, these are the texts it can read:",
+        expanded.map((v) => `- ${code(v.name)}: ${messagesOf(cx, v).map(code).join(", ")}`).join("\n"),
+      ),
+    );
+  }
+  const markdown = page(error.name, error.doc, url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title: error.name, nav: { section: "errors" }, markdown };
+}
+
+function channelTablePage(cx: Context, t: IrRevision["channelTables"][number]): SitePage {
+  const url = docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id });
+  const parts: string[] = [breadcrumbs(cx, url, [[t.title, url]])];
+  parts.push(t.doc);
+  for (const entry of t.tables) {
+    const frame = cx.frameById.get(entry.frameId)!;
+    parts.push(section(`Opened by the ${entry.opener}`, `${frameLink(cx, url, frame)}: ${frame.doc}`, frame.switch ? tagTable(cx, url, frame) : block(layoutOf(frame)), frame.malformed ? `**Malformed.** ${frame.malformed}` : undefined));
+  }
+  const markdown = page(capital(t.title), firstSentence(t.doc), url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title: capital(t.title), nav: { section: "channels" }, markdown };
+}
+
+// --- exchanges -------------------------------------------------------------------------------
+
+function messagesText(x: IrExchange): string {
+  return x.messages === "one" ? "exactly one message" : "one message per notification";
+}
+
+function askVariant(cx: Context, x: IrExchange): { frame: IrFrame; variant: IrVariant } | undefined {
+  const frame = cx.frameById.get(x.askFrameId);
+  const variant = frame?.switch?.variants.find((v) => v.tag === x.kind);
+  return frame && variant ? { frame, variant } : undefined;
+}
+
+function ruleList(rules: IrExchangeGroup["rules"]): string {
+  return rules.map((r) => `- **${r.title}.** ${r.text}`).join("\n");
+}
+
+function groupPage(cx: Context, g: IrExchangeGroup): SitePage {
+  const url = docsUrl({ kind: "group", revision: cx.rev, groupId: g.id });
+  const xs = g.exchangeIds.map((id) => cx.ir.exchanges.find((e) => e.id === id)!);
+  const parts: string[] = [breadcrumbs(cx, url, [[g.title, url]])];
+  const askFrames = [...new Set(xs.map((x) => x.askFrameId))].map((id) => cx.frameById.get(id)!);
+  parts.push(
+    `Each exchange starts with an ask, a ${askFrames.map((f) => frameLink(cx, url, f)).join(" or ")} naming the exchange's kind and a fresh channel. The provider answers by opening the exchange's answer path, with that channel in place of ${code("{channel}")}, and sending the answer there.`,
+  );
+  parts.push(
+    table(
+      ["Kind", "Ask", "Payload", "Answered on", "Answer"],
+      xs.map((x) => [code(String(x.kind)), x.ask, x.payload, `[${code(x.path)}](${href(url, exchangeUrl(cx, x))})`, messagesText(x)]),
+    ),
+  );
+  parts.push(section("Rules", ruleList(g.rules)));
+  const bytes: string[] = [];
+  for (const x of xs) {
+    const ask = askVariant(cx, x);
+    const answer = cx.frameById.get(x.answerFrameId)!;
+    const lines = [`### [${capital(x.ask)}](${href(url, exchangeUrl(cx, x))})`];
+    const layout: string[] = [];
+    if (ask) layout.push(`ask:    ${variantLayout(ask.frame, ask.variant)}`);
+    for (const v of answer.switch?.variants ?? []) layout.push(`answer: ${variantLayout(answer, v)}   ${v.name}`);
+    if (answer.body) layout.push(`answer: ${layoutOf(answer)}`);
+    lines.push(block(layout.join("\n")));
+    const fields = [...(ask?.variant.body.fields ?? []), ...(answer.switch?.variants.flatMap((v) => v.body.fields) ?? answer.body?.fields ?? [])];
+    lines.push(fieldList(cx, url, fields.filter((f, i) => fields.findIndex((o) => o.name === f.name && o.doc === f.doc) === i)));
+    bytes.push(lines.join("\n\n"));
+  }
+  parts.push(section("The bytes", `The ask on ${code("/requests")} and the messages on the answer path, in the [notation](${href(url, docsUrl({ kind: "revision", revision: cx.rev }), "notation")}).`, ...bytes));
+  const answerErrors = [...new Set(xs.map((x) => cx.frameById.get(x.answerFrameId)!.errorTypeId))].map((id) => cx.errorById.get(id)!);
+  for (const error of answerErrors) {
+    const users = error.usedBy.filter((id) => xs.some((x) => x.answerFrameId === id));
+    parts.push(
+      section(
+        `When an answer does not decode`,
+        `Reading ${users.length === xs.length ? "any of the answers" : users.map((id) => frameLink(cx, url, cx.frameById.get(id)!)).join(", ")} fails with [${code(error.name)}](${href(url, errorUrl(cx, error))}): ${error.doc}`,
+        table(
+          ["Error", "Message", "Meaning"],
+          error.variants.map((v) => {
+            const placeholders = placeholdersText(cx, v);
+            return [code(v.name), messagesOf(cx, v).map(code).join("<br>"), `${v.doc}${placeholders ? ` ${placeholders}.` : ""}`];
+          }),
+        ),
+      ),
+    );
+  }
+  for (const f of askFrames) {
+    const err = cx.errorById.get(f.errorTypeId)!;
+    parts.push(section("When an ask does not decode", `An ask that does not decode fails with [${code(err.name)}](${href(url, errorUrl(cx, err))}); see the ${frameLink(cx, url, f)} page for every text. ${f.malformed ?? ""}`.trim()));
+  }
+  const markdown = page(g.title, g.summary, url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title: g.title, nav: { section: "exchanges" }, markdown };
+}
+
+function exchangePage(cx: Context, x: IrExchange): SitePage {
+  const url = exchangeUrl(cx, x);
+  const g = cx.groupOf(x);
+  const ask = askVariant(cx, x);
+  const answer = cx.frameById.get(x.answerFrameId)!;
+  const groupUrl = g ? docsUrl({ kind: "group", revision: cx.rev, groupId: g.id }) : undefined;
+  const parts: string[] = [breadcrumbs(cx, url, [...(g && groupUrl ? ([[g.title, groupUrl]] as [string, string][]) : []), [capital(x.ask), url]])];
+  if (ask) parts.push(ask.variant.doc);
+  const facts: string[][] = [
+    ["Kind", code(String(x.kind))],
+    ["Ask", ask ? `[${code(ask.variant.name)}](${href(url, variantUrl(cx, ask.frame, ask.variant))}) of the ${frameLink(cx, url, ask.frame)}` : code(x.askFrameId)],
+    ["Payload", x.payload],
+    ["Answered on", code(x.path)],
+    ["Answer", `${messagesText(x)}, each a ${frameLink(cx, url, answer)} (${code(answer.name)})`],
+  ];
+  parts.push(table(["", capital(x.ask)], facts));
+  if (ask) {
+    parts.push(section("The ask", block(variantLayout(ask.frame, ask.variant)), fieldList(cx, url, ask.variant.body.fields, ask.frame.header!.fields.filter((h) => h.name !== ask.frame.switch!.on)), `The ${code(ask.frame.switch!.on)} byte is ${code(String(x.kind))}.`));
+  }
+  const answerParts: string[] = [];
+  if (answer.switch) {
+    for (const v of answer.switch.variants) {
+      answerParts.push([`### ${v.name}`, `${capital(answer.switch.on)} ${code(String(v.tag))}. ${v.doc}`, block(variantLayout(answer, v)), bodyText(cx, url, v.body)].join("\n\n"));
+    }
+  } else answerParts.push(block(layoutOf(answer)), bodyText(cx, url, answer.body!));
+  parts.push(
+    section(
+      "The answer",
+      `The provider opens ${code(x.path)} with the ask's channel and sends ${messagesText(x)} on it, each one binary message holding a ${frameLink(cx, url, answer)}.`,
+      ...answerParts,
+    ),
+  );
+  parts.push(section("How the exchange ends", endings(x), "These follow from the exchange's own facts; the rules below can add to them."));
+  const rules = g ? g.rules.filter((r) => !r.exchangeIds || r.exchangeIds.includes(x.id)) : [];
+  if (g && rules.length > 0) parts.push(section("Rules", `The rules of the [${g.title}](${href(url, groupUrl!)}) that hold for this exchange:`, ruleList(rules)));
+  parts.push(section("Errors", errorTable(cx, url, answer)));
+  const askExamples = ask ? examplesOfVariant(ask.frame, ask.variant) : [];
+  parts.push(section("Examples", askExamples.length > 0 ? `Asks:\n\n${examplesTable(ask!.frame, askExamples)}` : undefined, answer.examples.length > 0 ? `Answers:\n\n${examplesTable(answer, answer.examples)}` : undefined));
+  const title = capital(x.ask);
+  const summary = `Kind ${x.kind} of ${g ? `the ${g.title}` : "the exchanges"}: asked with ${x.payload}, answered on ${x.path} with ${messagesText(x)}.`;
+  const markdown = page(title, summary, url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title, nav: { section: "exchanges", sub: !!g }, markdown };
+}
+
+/** What each way a path can end means for the exchange, from the exchange's own facts. */
+function endings(x: IrExchange): string {
+  const again = "the proxy asks the exchange again on the next `/requests` connection, under a fresh channel, so the provider may receive it more than once";
+  const never = "the proxy does not ask it again";
+  const lines: string[] = [];
+  if (x.messages === "one") {
+    lines.push("- **Its message, then a clean close.** The exchange is answered.");
+  } else {
+    lines.push("- **Messages, then a clean close.** The stream is over; an error message, when there is one, is the last message.");
+  }
+  lines.push(`- **A clean close with no message before it.** The ask was not served; ${x.notServed === "askedAgain" ? again : never}.`);
+  lines.push(`- **An abrupt end of the path.** The exchange is not answered; ${x.unanswered === "askedAgain" ? again : never}.`);
+  lines.push(`- **${code("/requests")} ended before the path was opened.** The exchange is not answered; ${x.unanswered === "askedAgain" ? again : never}.`);
+  return lines.join("\n");
+}
+
+export type { SitePage };
+void bodyLayout;

@@ -32,9 +32,14 @@ export interface ContainerProxyRequestToolsBegin {
 export type ContainerProxyRequest = ContainerProxyRequestToolsBegin;
 
 /**
- * Reads one {@link ContainerProxyRequest} from `bytes`.
+ * Reads one {@link ContainerProxyRequest} from `bytes`: The payload of a type-1 request on the proxy connection: one byte naming the endpoint the new scope is for, and that endpoint's own request. This revision of the project serves tool containers, so the table lists `tools::begin` alone; every other tag reads as unknown.
  *
  * Throws {@link ContainerProxyRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "container proxy request frame is empty"
+ * - `UnknownTag`: `unknown container proxy endpoint tag {tag}`
+ * - `Body`: `tools begin request did not parse: {reason}`
  *
  * A request whose payload the proxy cannot read (no byte, a first byte naming no endpoint, or content not conforming to the endpoint's form) is answered by a response finish with no response before it. Nothing else is sent for it and the connection goes on.
  */

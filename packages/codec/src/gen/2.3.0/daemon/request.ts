@@ -18,9 +18,12 @@ export interface DaemonRequest {
 }
 
 /**
- * Reads one {@link DaemonRequest} from `bytes`.
+ * Reads one {@link DaemonRequest} from `bytes`: Which daemon connection a channel is one half of: a program in the container dialled the proxy's daemon endpoint, the proxy announced the connection with an id it minted, and the provider opens its half quoting that id. Daemon ids and postgres ids are separate.
  *
  * Throws {@link DaemonRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Length`: `daemon connection ask is {length} bytes, not 4`
  */
 export function decodeDaemonRequest(bytes: Uint8Array, options?: DecodeOptions): DaemonRequest {
   const $end = bytes.length;

@@ -107,9 +107,13 @@ export interface ClientFrameChannelResponseFinish {
 export type ClientFrame = ClientFrameAuthorization | ClientFrameRequest | ClientFrameChannelRequest | ClientFrameChannelResponse | ClientFrameChannelResponseFinish;
 
 /**
- * Reads one {@link ClientFrame} from `bytes`.
+ * Reads one {@link ClientFrame} from `bytes`: A frame the Frames-layer client sends; on the proxy connection the client is the provider.
  *
  * Throws {@link FrameError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "frame is shorter than its header"
+ * - `UnknownType`: `unknown frame type {type}`
  */
 export function decodeClientFrame(bytes: Uint8Array, options?: DecodeOptions): ClientFrame {
   const $end = bytes.length;

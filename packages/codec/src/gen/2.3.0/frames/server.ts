@@ -123,9 +123,13 @@ export interface ServerFrameChannelResponseFinish {
 export type ServerFrame = ServerFrameAuthorization | ServerFrameResponse | ServerFrameResponseFinish | ServerFrameChannelRequest | ServerFrameChannelResponse | ServerFrameChannelResponseFinish;
 
 /**
- * Reads one {@link ServerFrame} from `bytes`.
+ * Reads one {@link ServerFrame} from `bytes`: A frame the Frames-layer server sends; on the proxy connection the server is the proxy.
  *
  * Throws {@link FrameError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "frame is shorter than its header"
+ * - `UnknownType`: `unknown frame type {type}`
  */
 export function decodeServerFrame(bytes: Uint8Array, options?: DecodeOptions): ServerFrame {
   const $end = bytes.length;

@@ -44,9 +44,14 @@ export interface InfoAnswerNone {
 export type InfoAnswer = InfoAnswerInfo | InfoAnswerNone;
 
 /**
- * Reads one {@link InfoAnswer} from `bytes`.
+ * Reads one {@link InfoAnswer} from `bytes`: The one channel response to an Info channel request, followed by the finish. The proxy reads `DIVERGE.md` from the container's root (the program is never asked) and sends it parsed: the front matter (a leading YAML block between `---` lines, `{}` when there is none) and the Markdown body after it; or `None` when the image has no such file.
  *
  * Throws {@link InfoAnswerError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "info answer frame is empty"
+ * - `UnknownTag`: `unknown info answer frame tag {tag}`
+ * - `Body`: `info did not parse: {reason}`
  */
 export function decodeInfoAnswer(bytes: Uint8Array, options?: DecodeOptions): InfoAnswer {
   const $end = bytes.length;

@@ -18,9 +18,12 @@ export interface PostgresRequest {
 }
 
 /**
- * Reads one {@link PostgresRequest} from `bytes`.
+ * Reads one {@link PostgresRequest} from `bytes`: Which database connection a channel is one half of. The proxy announces a connection on its own postgres channel with an id it minted; the provider opens its half quoting the same id. The id, not a channel number, joins the halves, because channel numbers belong to their opener and neither side can name the other's.
  *
  * Throws {@link PostgresRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Length`: `postgres connection request is {length} bytes, not 4`
  */
 export function decodePostgresRequest(bytes: Uint8Array, options?: DecodeOptions): PostgresRequest {
   const $end = bytes.length;

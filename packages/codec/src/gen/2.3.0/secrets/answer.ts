@@ -44,9 +44,14 @@ export interface SecretsAnswerRefused {
 export type SecretsAnswer = SecretsAnswerFed | SecretsAnswerRefused;
 
 /**
- * Reads one {@link SecretsAnswer} from `bytes`.
+ * Reads one {@link SecretsAnswer} from `bytes`: The one channel response to a Secrets channel request, sent once the program's `POST /secrets` has answered, followed by the finish. `Fed` means the program took the values and opens the gate the proxy holds every MCP exchange behind; `Refused` carries the program's own words as JSON.
  *
  * Throws {@link SecretsAnswerError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "secrets answer frame is empty"
+ * - `UnknownTag`: `unknown secrets answer frame tag {tag}`
+ * - `Refusal`: `secrets refusal did not parse: {reason}`
  */
 export function decodeSecretsAnswer(bytes: Uint8Array, options?: DecodeOptions): SecretsAnswer {
   const $end = bytes.length;

@@ -46,9 +46,15 @@ export interface ToolsBeginResponseNotBegun {
 export type ToolsBeginResponse = ToolsBeginResponseBegun | ToolsBeginResponseNotBegun;
 
 /**
- * Reads one {@link ToolsBeginResponse} from `bytes`.
+ * Reads one {@link ToolsBeginResponse} from `bytes`: The one response of the begin scope. `Begun` carries the tools the program declared when it took the arguments, in its order and exactly as it produced them; the scope then stays open until the proxy ends. `NotBegun` carries one JSON value (the program's refusal, or the news that the connection had already begun) and the response finish follows at once.
  *
  * Throws {@link ToolsBeginResponseError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "tools begin response frame is empty"
+ * - `UnknownTag`: `unknown tools begin response frame tag {tag}`
+ * - `Begun`: `tools begin tools did not parse: {reason}`
+ * - `NotBegun`: `tools begin error did not parse: {reason}`
  *
  * A response finish with no response before it means the proxy could not read the request.
  */

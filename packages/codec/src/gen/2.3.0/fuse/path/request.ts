@@ -21,9 +21,14 @@ export interface FusePathRequest {
 }
 
 /**
- * Reads one {@link FusePathRequest} from `bytes`.
+ * Reads one {@link FusePathRequest} from `bytes`: The payload of the FUSE asks that name one entry (read, list, remove, mkdir, stat): the mount's id and the entry's path, which runs to the end of the payload.
  *
  * Throws {@link FuseRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "fuse request is shorter than it promises"
+ * - `IdUtf8`: "fuse mount id is not utf-8"
+ * - `PathUtf8`: "fuse path is not utf-8"
  */
 export function decodeFusePathRequest(bytes: Uint8Array, options?: DecodeOptions): FusePathRequest {
   const $end = bytes.length;

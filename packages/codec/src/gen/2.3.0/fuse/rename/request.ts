@@ -23,9 +23,14 @@ export interface FuseRenameRequest {
 }
 
 /**
- * Reads one {@link FuseRenameRequest} from `bytes`.
+ * Reads one {@link FuseRenameRequest} from `bytes`: Rename an entry within one mount; an entry at the new path is replaced.
  *
  * Throws {@link FuseRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "fuse request is shorter than it promises"
+ * - `IdUtf8`: "fuse mount id is not utf-8"
+ * - `PathUtf8`: "fuse path is not utf-8"
  */
 export function decodeFuseRenameRequest(bytes: Uint8Array, options?: DecodeOptions): FuseRenameRequest {
   const $end = bytes.length;

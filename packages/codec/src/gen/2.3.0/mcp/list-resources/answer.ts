@@ -48,9 +48,14 @@ export interface McpListResourcesAnswerError {
 export type McpListResourcesAnswer = McpListResourcesAnswerResult | McpListResourcesAnswerError;
 
 /**
- * Reads one {@link McpListResourcesAnswer} from `bytes`.
+ * Reads one {@link McpListResourcesAnswer} from `bytes`: The one message that answers a list resources exchange: the `resources/list` result, or the MCP error the server met, with its code intact.
  *
  * Throws {@link McpAnswerError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "mcp answer frame is empty"
+ * - `UnknownTag`: `unknown mcp answer frame tag {tag}`
+ * - `Body`: `mcp answer did not parse: {reason}`
  */
 export function decodeMcpListResourcesAnswer(bytes: Uint8Array, options?: DecodeOptions): McpListResourcesAnswer {
   const $end = bytes.length;

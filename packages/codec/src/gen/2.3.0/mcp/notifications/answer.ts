@@ -48,9 +48,14 @@ export interface McpNotificationsAnswerError {
 export type McpNotificationsAnswer = McpNotificationsAnswerNotification | McpNotificationsAnswerError;
 
 /**
- * Reads one {@link McpNotificationsAnswer} from `bytes`.
+ * Reads one {@link McpNotificationsAnswer} from `bytes`: One message of the notification stream: a notification the caller's MCP server sent, or the error that ends the stream early, which is then the last message.
  *
  * Throws {@link McpAnswerError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "mcp answer frame is empty"
+ * - `UnknownTag`: `unknown mcp answer frame tag {tag}`
+ * - `Body`: `mcp answer did not parse: {reason}`
  */
 export function decodeMcpNotificationsAnswer(bytes: Uint8Array, options?: DecodeOptions): McpNotificationsAnswer {
   const $end = bytes.length;

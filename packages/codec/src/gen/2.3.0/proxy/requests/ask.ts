@@ -343,9 +343,16 @@ export interface RequestsAskFuseStat {
 export type RequestsAsk = RequestsAskMcpListTools | RequestsAskMcpListResources | RequestsAskMcpCallTool | RequestsAskMcpReadResource | RequestsAskMcpNotifications | RequestsAskVaultGet | RequestsAskVaultSet | RequestsAskVaultDelete | RequestsAskVaultLock | RequestsAskVaultUnlock | RequestsAskCommand | RequestsAskPostgres | RequestsAskFuseRead | RequestsAskFuseWrite | RequestsAskFuseList | RequestsAskFuseRemove | RequestsAskFuseRename | RequestsAskFuseMkdir | RequestsAskFuseStat;
 
 /**
- * Reads one {@link RequestsAsk} from `bytes`.
+ * Reads one {@link RequestsAsk} from `bytes`: One ask of the proxy, sent as one message on `/requests`: the channel the proxy minted for it, the kind of ask, and the kind's payload to the end of the message. The provider answers by opening the kind's answer path with the channel in the URL.
  *
  * Throws {@link RequestsAskError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "request frame is shorter than its header"
+ * - `UnknownKind`: `unknown request kind {kind}`
+ * - `Mcp`: `mcp params did not parse: {reason}`
+ * - `Vault`: "vault request did not decode: " then the message of the {@link VaultRequestError} it carries
+ * - `Fuse`: "fuse request did not decode: " then the message of the {@link FuseRequestError} it carries
  *
  * Every kind is fixed at this revision, so an unknown kind is a malformed ask, not a newer peer. When its channel and kind can be read, the provider opens the answer path and closes it with no message: the ask is not served.
  */

@@ -143,9 +143,17 @@ export interface ToolsBeginChannelRequestSecrets {
 export type ToolsBeginChannelRequest = ToolsBeginChannelRequestPostgres | ToolsBeginChannelRequestInfo | ToolsBeginChannelRequestDaemon | ToolsBeginChannelRequestMcpListTools | ToolsBeginChannelRequestMcpListResources | ToolsBeginChannelRequestMcpCallTool | ToolsBeginChannelRequestMcpReadResource | ToolsBeginChannelRequestMcpNotifications | ToolsBeginChannelRequestSecrets;
 
 /**
- * Reads one {@link ToolsBeginChannelRequest} from `bytes`.
+ * Reads one {@link ToolsBeginChannelRequest} from `bytes`: What the provider asks the proxy for once a tool container has begun. Each ask opens a channel on the begin scope; its payload leads with one byte naming the ask, and the rest is that ask's own bytes. Every one of them reaches into the container: the last hop of something a caller opened on the provider, or of what the caller fed.
  *
  * Throws {@link ToolsBeginChannelRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "tools begin channel request frame is empty"
+ * - `UnknownTag`: `unknown tools begin channel request tag {tag}`
+ * - `Postgres`: the message of the {@link PostgresRequestError} it carries
+ * - `Daemon`: the message of the {@link DaemonRequestError} it carries
+ * - `McpParams`: `mcp request params did not parse: {reason}`
+ * - `Secrets`: `secrets feed did not parse: {reason}`
  *
  * A channel request whose payload does not decode as stated is answered by a channel response finish that no channel response precedes, and the proxy does nothing else for it.
  */

@@ -192,9 +192,17 @@ export interface ToolsBeginServerChannelRequestMcpNotifications {
 export type ToolsBeginServerChannelRequest = ToolsBeginServerChannelRequestPostgres | ToolsBeginServerChannelRequestDaemon | ToolsBeginServerChannelRequestVaultGet | ToolsBeginServerChannelRequestVaultSet | ToolsBeginServerChannelRequestVaultDelete | ToolsBeginServerChannelRequestVaultLock | ToolsBeginServerChannelRequestVaultUnlock | ToolsBeginServerChannelRequestMcpListTools | ToolsBeginServerChannelRequestMcpListResources | ToolsBeginServerChannelRequestMcpCallTool | ToolsBeginServerChannelRequestMcpReadResource | ToolsBeginServerChannelRequestMcpNotifications;
 
 /**
- * Reads one {@link ToolsBeginServerChannelRequest} from `bytes`.
+ * Reads one {@link ToolsBeginServerChannelRequest} from `bytes`: What the proxy asks of the outside world on the begin scope: the proxy's half of a database or daemon connection, the vault, and the MCP exchanges a program makes of the proxy. The provider answers on the channel.
  *
  * Throws {@link ToolsBeginServerChannelRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Empty`: "tools begin channel request frame is empty"
+ * - `UnknownTag`: `unknown tools begin channel request tag {tag}`
+ * - `Postgres`: the message of the {@link PostgresRequestError} it carries
+ * - `Daemon`: the message of the {@link DaemonRequestError} it carries
+ * - `Vault`: the message of the {@link VaultRequestError} it carries
+ * - `McpParams`: `mcp request params did not parse: {reason}`
  *
  * The provider answers a channel request it cannot read with a bare channel response finish.
  */

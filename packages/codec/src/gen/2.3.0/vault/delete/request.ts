@@ -19,9 +19,13 @@ export interface VaultDeleteRequest {
 }
 
 /**
- * Reads one {@link VaultDeleteRequest} from `bytes`.
+ * Reads one {@link VaultDeleteRequest} from `bytes`: Remove a key; done whether or not it existed.
  *
  * Throws {@link VaultRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "vault request is shorter than it promises"
+ * - `KeyUtf8`: "vault key is not utf-8"
  */
 export function decodeVaultDeleteRequest(bytes: Uint8Array, options?: DecodeOptions): VaultDeleteRequest {
   const $end = bytes.length;

@@ -19,9 +19,13 @@ export interface VaultGetRequest {
 }
 
 /**
- * Reads one {@link VaultGetRequest} from `bytes`.
+ * Reads one {@link VaultGetRequest} from `bytes`: Read the value under a key. The key runs to the end of the payload.
  *
  * Throws {@link VaultRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "vault request is shorter than it promises"
+ * - `KeyUtf8`: "vault key is not utf-8"
  */
 export function decodeVaultGetRequest(bytes: Uint8Array, options?: DecodeOptions): VaultGetRequest {
   const $end = bytes.length;

@@ -21,9 +21,13 @@ export interface VaultLockRequest {
 }
 
 /**
- * Reads one {@link VaultLockRequest} from `bytes`.
+ * Reads one {@link VaultLockRequest} from `bytes`: Take the lock on a key for a number of seconds. The time comes first so that the key can run to the end of the payload.
  *
  * Throws {@link VaultRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "vault request is shorter than it promises"
+ * - `KeyUtf8`: "vault key is not utf-8"
  */
 export function decodeVaultLockRequest(bytes: Uint8Array, options?: DecodeOptions): VaultLockRequest {
   const $end = bytes.length;

@@ -21,9 +21,13 @@ export interface VaultSetRequest {
 }
 
 /**
- * Reads one {@link VaultSetRequest} from `bytes`.
+ * Reads one {@link VaultSetRequest} from `bytes`: Write a value under a key. The only vault ask with a length prefix, because a value follows the key.
  *
  * Throws {@link VaultRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "vault request is shorter than it promises"
+ * - `KeyUtf8`: "vault key is not utf-8"
  */
 export function decodeVaultSetRequest(bytes: Uint8Array, options?: DecodeOptions): VaultSetRequest {
   const $end = bytes.length;

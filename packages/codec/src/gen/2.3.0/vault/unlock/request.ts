@@ -19,9 +19,13 @@ export interface VaultUnlockRequest {
 }
 
 /**
- * Reads one {@link VaultUnlockRequest} from `bytes`.
+ * Reads one {@link VaultUnlockRequest} from `bytes`: Release the lock on a key.
  *
  * Throws {@link VaultRequestError} and nothing else when the bytes are not one; never reads outside them. Byte fields of the result are views into `bytes` (no copy): copy them before reusing the buffer.
+ *
+ * The error's message is exactly one of:
+ * - `Truncated`: "vault request is shorter than it promises"
+ * - `KeyUtf8`: "vault key is not utf-8"
  */
 export function decodeVaultUnlockRequest(bytes: Uint8Array, options?: DecodeOptions): VaultUnlockRequest {
   const $end = bytes.length;

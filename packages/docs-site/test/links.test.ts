@@ -1,0 +1,89 @@
+// The link checker: every internal link (href and src) of every page of the generated site resolves
+// to a file of the site, every #fragment to an element of its page, every link of the Markdown
+// reference to a file, and every page can be reached from the home page.
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { decodeEntities, docsDir, fileOfUrl, resolveLink, siteDir, urlOfFile, walk } from "./site.js";
+
+const EXTERNAL = /^[a-z][a-z0-9+.-]*:/i;
+
+function linksOf(html: string): string[] {
+  return [...html.matchAll(/\s(?:href|src)="([^"]*)"/g)].map((m) => decodeEntities(m[1]!));
+}
+
+function idsOf(html: string): Set<string> {
+  return new Set([...html.matchAll(/\sid="([^"]*)"/g)].map((m) => decodeEntities(m[1]!)));
+}
+
+describe("the generated site's links", () => {
+  const pages = walk(siteDir).filter((f) => f.endsWith(".html"));
+
+  it("has pages to check", () => {
+    expect(pages.length).toBeGreaterThan(20);
+    expect(existsSync(join(siteDir, "index.html"))).toBe(true);
+  });
+
+  it("resolves every internal href and src, fragments included", () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const file of pages) {
+      const html = readFileSync(file, "utf8");
+      const at = urlOfFile(file);
+      for (const link of linksOf(html)) {
+        if (EXTERNAL.test(link)) continue;
+        checked++;
+        const [path, fragment] = link.split("#", 2) as [string, string | undefined];
+        const targetUrl = path === "" ? at : resolveLink(at, path);
+        const target = fileOfUrl(targetUrl);
+        if (!target) {
+          broken.push(`${at}: ${link} → ${targetUrl} (no such file)`);
+          continue;
+        }
+        if (fragment && !idsOf(readFileSync(target, "utf8")).has(fragment)) broken.push(`${at}: ${link} (no element with id "${fragment}")`);
+      }
+    }
+    expect(checked).toBeGreaterThan(1000);
+    expect(broken).toEqual([]);
+  });
+
+  it("uses no external link and no script", () => {
+    for (const file of pages) {
+      const html = readFileSync(file, "utf8");
+      expect(linksOf(html).filter((l) => EXTERNAL.test(l)), urlOfFile(file)).toEqual([]);
+      expect(/<script/i.test(html), urlOfFile(file)).toBe(false);
+    }
+  });
+
+  it("reaches every page from the home page", () => {
+    const seen = new Set<string>(["/"]);
+    const queue = ["/"];
+    while (queue.length > 0) {
+      const at = queue.shift()!;
+      const html = readFileSync(fileOfUrl(at)!, "utf8");
+      for (const link of linksOf(html)) {
+        if (EXTERNAL.test(link)) continue;
+        const target = resolveLink(at, link.split("#")[0]!);
+        if (!target.endsWith("/") || seen.has(target) || !fileOfUrl(target)) continue;
+        seen.add(target);
+        queue.push(target);
+      }
+    }
+    const orphans = pages.map(urlOfFile).filter((u) => !seen.has(u));
+    expect(orphans).toEqual([]);
+  });
+
+  it("resolves every relative link of the Markdown reference", () => {
+    const broken: string[] = [];
+    for (const file of walk(docsDir).filter((f) => f.endsWith(".md"))) {
+      const text = readFileSync(file, "utf8");
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const link = m[1]!;
+        if (EXTERNAL.test(link) || link.startsWith("#")) continue;
+        const target = join(dirname(file), link.split("#")[0]!);
+        if (!existsSync(target)) broken.push(`${file.slice(docsDir.length)}: ${link}`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});
