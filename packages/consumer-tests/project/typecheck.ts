@@ -1,0 +1,62 @@
+// A consumer's TypeScript: checked with `tsc --noEmit` under moduleResolution nodenext and under
+// bundler. Each @ts-expect-error proves a type is real: an `any` from a missing .d.ts would make
+// the directive unused, which tsc reports as an error.
+import {
+  DecodeError,
+  EncodeError,
+  decodeClientFrame,
+  decodePostgresRequest,
+  encodeClientFrame,
+  encodePostgresRequest,
+  fromHex,
+  revisions,
+  toHex,
+  type ClientFrame,
+  type DecodeOptions,
+  type PostgresRequest,
+} from "@diverge/codec";
+import * as revision230 from "@diverge/codec/2.3.0";
+import { checkMcp, mcpTypeNames } from "@diverge/codec/mcp";
+import { readU32, type TypeCheck } from "@diverge/codec/runtime";
+import { answer, registry, type FrameEntry } from "@diverge/conformance";
+import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
+import * as server from "@diverge/server";
+import * as client from "@diverge/client";
+
+const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
+const id: number = request.connection_id;
+const bytes: Uint8Array = encodePostgresRequest({ connection_id: id });
+// @ts-expect-error connection_id is a number, not a string
+encodePostgresRequest({ connection_id: "258" });
+
+const frame: ClientFrame = { type: "Request", scope: 1, channel: 0, payload: new Uint8Array() };
+const roundTrip: ClientFrame = decodeClientFrame(encodeClientFrame(frame));
+if (roundTrip.type === "Request") {
+  const payload: Uint8Array = roundTrip.payload;
+  void payload;
+}
+// @ts-expect-error "NoSuchKind" is not a variant of ClientFrame
+const wrong: ClientFrame = { type: "NoSuchKind", scope: 1, channel: 0, payload: new Uint8Array() };
+
+const check: TypeCheck = checkMcp;
+const options: DecodeOptions = { check };
+const same: typeof decodePostgresRequest = revision230.decodePostgresRequest;
+const latest: "2.3.0" = revisions[revisions.length - 1]!;
+const first: string | undefined = mcpTypeNames[0];
+
+try {
+  decodePostgresRequest(new Uint8Array(3), options);
+} catch (error) {
+  if (error instanceof DecodeError) {
+    const variant: string = error.variant;
+    void variant;
+  }
+  if (error instanceof EncodeError) throw error;
+}
+
+const reply = answer(JSON.stringify({ revision: "2.3.0", frame: "postgres/request", decode: toHex(bytes) }));
+const entry: FrameEntry | undefined = registry["2.3.0"]?.["postgres/request"];
+const loader: (dir: string, root?: string) => LoadedSpec = loadSpecDir;
+const word: number = readU32(bytes, 0);
+
+export const used = [wrong, same, latest, first, reply, entry, loader, word, server, client];

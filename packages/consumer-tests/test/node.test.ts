@@ -1,0 +1,64 @@
+// The installed tarballs from a consumer's side, in Node: TypeScript under both module resolutions
+// a consumer is likely to use, the seed vectors through the codec, and every binary.
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, inject, it } from "vitest";
+import { cleanEnv } from "./global-setup.js";
+import { publicPackages, workspacePath } from "./packages.js";
+
+const { project } = inject("consumer");
+
+function run(command: string, args: readonly string[]) {
+  return spawnSync(command, args, { cwd: project, env: cleanEnv(), encoding: "utf8", timeout: 120_000 });
+}
+
+describe("TypeScript against the installed packages", () => {
+  for (const resolution of ["nodenext", "bundler"]) {
+    it(`type-checks under moduleResolution ${resolution}, with skipLibCheck off`, () => {
+      const result = run(process.execPath, [join(project, "node_modules", "typescript", "bin", "tsc"), "-p", `tsconfig.${resolution}.json`]);
+      expect(result.stdout + result.stderr).toBe("");
+      expect(result.status).toBe(0);
+    });
+  }
+});
+
+describe("the seed vectors through the installed @diverge/codec, in Node", () => {
+  it("ships the vectors of the workspace in @diverge/conformance", () => {
+    expect(readFileSync(join(project, "node_modules", "@diverge", "conformance", "vectors", "2.3.0.jsonl"), "utf8")).toBe(
+      readFileSync(workspacePath("packages", "conformance", "vectors", "2.3.0.jsonl"), "utf8"),
+    );
+  });
+
+  it("installs one copy of the codec, at the top level", () => {
+    const result = run("npm", ["ls", "@diverge/codec", "--all", "--parseable"]);
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim().split("\n")).toEqual([join(project, "node_modules", "@diverge", "codec")]);
+  });
+
+  it("decodes and encodes every vector as it expects", () => {
+    const result = run(process.execPath, ["node-vectors.mjs"]);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    const report = JSON.parse(result.stdout) as { total: number; passed: number; decoded: number; encoded: number; failures: unknown[] };
+    expect(report.failures).toEqual([]);
+    const lines = readFileSync(workspacePath("packages", "conformance", "vectors", "2.3.0.jsonl"), "utf8").trim().split("\n");
+    expect(report.total).toBe(lines.length);
+    expect(report.passed).toBe(lines.length);
+    expect(report.decoded).toBeGreaterThan(0);
+    expect(report.encoded).toBeGreaterThan(0);
+  });
+});
+
+describe("the binaries, from node_modules/.bin", () => {
+  const bins = new Set(["diverge", "diverge-proxy", "diverge-conformance", "diverge-spec", ...publicPackages.flatMap((p) => p.bins)]);
+  for (const bin of bins) {
+    it(`${bin} --help prints its usage and exits 0`, () => {
+      const result = run(join(project, "node_modules", ".bin", bin), ["--help"]);
+      expect(result.error).toBeUndefined();
+      expect(result.stderr).toBe("");
+      expect(result.status).toBe(0);
+      expect(result.stdout).toContain(bin);
+    });
+  }
+});

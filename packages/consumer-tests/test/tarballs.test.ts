@@ -1,0 +1,102 @@
+// What `pnpm pack` puts in each public tarball: only what a consumer needs, and a manifest a
+// registry and every resolver can use.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { describe, expect, inject, it } from "vitest";
+import { expectedPublic, publicPackages, workspacePath } from "./packages.js";
+
+interface Manifest {
+  name: string;
+  version: string;
+  license?: string;
+  type?: string;
+  sideEffects?: boolean;
+  types?: string;
+  main?: string;
+  bin?: Record<string, string>;
+  exports?: Record<string, string | Record<string, string>>;
+  files?: string[];
+  engines?: Record<string, string>;
+  repository?: { type: string; url: string; directory: string };
+  publishConfig?: { access?: string };
+  dependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+}
+
+const { tarballs } = inject("consumer");
+const rootLicense = readFileSync(workspacePath("LICENSE"), "utf8");
+
+for (const pkg of publicPackages) {
+  describe(`${pkg.name} tarball`, () => {
+    const tarball = tarballs[pkg.name]!;
+    const entries = execFileSync("tar", ["-tzf", tarball], { encoding: "utf8" }).split("\n").filter(Boolean).map((e) => e.replace(/^package\//, ""));
+    const read = (file: string): string => execFileSync("tar", ["-xzOf", tarball, `package/${file}`], { encoding: "utf8" });
+    const manifest = JSON.parse(read("package.json")) as Manifest;
+    const workspaceManifest = JSON.parse(readFileSync(workspacePath(pkg.dir, "package.json"), "utf8")) as Manifest;
+
+    it("ships built JS, declarations, maps, README and LICENSE, and nothing else", () => {
+      const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|vectors\/[^/]+\.jsonl)$/;
+      expect(entries.filter((e) => !allowed.test(e))).toEqual([]);
+      expect(entries).toEqual(expect.arrayContaining(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"]));
+      // No tests, fixtures or sources: the vectors of @diverge/conformance are its product, not a fixture.
+      expect(entries.filter((e) => /(^|\/)(test|tests|__tests__|fixtures?|src)\/|\.(test|spec)\.|\.tsbuildinfo$|(^|\/)[^/]+\.ts$(?<!\.d\.ts)/.test(e))).toEqual([]);
+      if (pkg.name !== "@diverge/conformance") expect(entries.filter((e) => e.startsWith("vectors/"))).toEqual([]);
+    });
+
+    it("ships the repository's MIT LICENSE", () => {
+      expect(read("LICENSE")).toBe(rootLicense);
+    });
+
+    it("has the fields a registry and resolvers need", () => {
+      expect(manifest.name).toBe(pkg.name);
+      expect(manifest.version).toBe(workspaceManifest.version);
+      expect(manifest.license).toBe("MIT");
+      expect(manifest.type).toBe("module");
+      expect(manifest.sideEffects).toBe(false);
+      expect(manifest.engines).toEqual({ node: ">=20.19" });
+      expect(manifest.publishConfig?.access).toBe("public");
+      expect(manifest.repository).toEqual({ type: "git", url: expect.stringMatching(/^git\+https:\/\/.+\.git$/), directory: pkg.dir });
+      expect(manifest.types).toBe("./dist/index.d.ts");
+      expect(entries).toContain(manifest.types!.replace(/^\.\//, ""));
+      expect(manifest.files).toEqual(expect.arrayContaining(["dist", "README.md", "LICENSE"]));
+    });
+
+    it("lists `types` first in every export condition, and every target is in the tarball", () => {
+      for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+        if (typeof target === "string") {
+          if (!target.includes("*")) expect(entries, subpath).toContain(target.replace(/^\.\//, ""));
+          continue;
+        }
+        expect(Object.keys(target)[0], subpath).toBe("types");
+        for (const file of Object.values(target)) expect(entries, `${subpath} → ${file}`).toContain(file.replace(/^\.\//, ""));
+      }
+      expect(manifest.exports?.["."]).toBeDefined();
+    });
+
+    it("installs its binaries from files that start with a node shebang", () => {
+      for (const file of Object.values(manifest.bin ?? {})) {
+        expect(entries).toContain(file.replace(/^\.\//, ""));
+        expect(read(file.replace(/^\.\//, "")).startsWith("#!/usr/bin/env node\n")).toBe(true);
+      }
+    });
+
+    it("turns workspace dependencies into real version ranges", () => {
+      for (const field of ["dependencies", "peerDependencies", "optionalDependencies"] as const) {
+        for (const [name, range] of Object.entries(manifest[field] ?? {})) {
+          expect(range, `${field}.${name}`).not.toMatch(/^(workspace|link|file):/);
+          const inWorkspace = publicPackages.find((p) => p.name === name);
+          if (inWorkspace) {
+            const version = (JSON.parse(readFileSync(workspacePath(inWorkspace.dir, "package.json"), "utf8")) as Manifest).version;
+            expect(range, `${field}.${name}`).toBe(version);
+          }
+        }
+      }
+      expect(JSON.stringify(manifest)).not.toContain("workspace:");
+    });
+  });
+}
+
+it("packs at least the packages the issue names", () => {
+  expect(Object.keys(tarballs)).toEqual(expect.arrayContaining(expectedPublic));
+});
