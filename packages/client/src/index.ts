@@ -18,3 +18,4 @@ export {
   type WebSocketLike,
   type WebSocketConstructor,
 } from "./paths/index.js";
+export * from "./multiplexed/index.js";

@@ -74,10 +74,9 @@ export async function startExampleContainer(options: ExampleContainerOptions = {
     );
     server.registerTool(
       "notify",
-      { description: "Sends a logging notification with the given text to every session.", inputSchema: { text: z.string() } },
-      async ({ text }) => {
-        // Unrelated to this request, so it travels on each session's standalone stream.
-        await Promise.all([...sessions.values()].map(({ server: s }) => s.server.notification({ method: "notifications/message", params: { level: "info", data: text } }).catch(() => {})));
+      { description: "Sends a logging notification with the given text.", inputSchema: { text: z.string() } },
+      async ({ text }, extra) => {
+        await extra.sendNotification({ method: "notifications/message", params: { level: "info", data: text } });
         return { content: [{ type: "text", text: "sent" }] };
       },
     );

@@ -85,7 +85,10 @@ export class InwardMcp {
     if (!this.connecting) {
       const client = new Client({ name: "diverge-proxy", version: "2.3.0" });
       client.fallbackNotificationHandler = async (notification) => {
-        for (const listener of this.listeners) listener(notification as ServerNotification);
+        // The JSON-RPC envelope is not part of the notification: `method` and `params` only.
+        const { method, params } = notification as { method: string; params?: unknown };
+        const bare = (params === undefined ? { method } : { method, params }) as ServerNotification;
+        for (const listener of this.listeners) listener(bare);
       };
       const transport = new StreamableHTTPClientTransport(this.url);
       this.connecting = client.connect(transport).then(

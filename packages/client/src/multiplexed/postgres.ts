@@ -1,0 +1,71 @@
+// The ready helper for the postgres pair: the provider's half of an announced database connection
+// joined to a real database over TCP, bytes straight through both ways, with bounded buffering.
+import { connect, type Socket } from "node:net";
+import type { AnnouncedConnection } from "./container.js";
+
+/** Send-buffer level of the proxy connection above which the database socket is paused. */
+const HIGH_WATER = 1024 * 1024;
+const LOW_WATER = 256 * 1024;
+
+export interface DatabaseAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** `postgres://user:pass@host:port/db` or `{host, port}`: only where to dial; the bytes carry the rest. */
+export function databaseAddress(target: string | DatabaseAddress): DatabaseAddress {
+  if (typeof target !== "string") return target;
+  const url = new URL(target);
+  return { host: url.hostname || "127.0.0.1", port: url.port ? Number(url.port) : 5432 };
+}
+
+/**
+ * Accepts `connection` and pipes it to the database at `target`. Resolves once both directions have
+ * ended. When the database cannot be reached the connection is declined (the driver sees its socket
+ * closed) and the promise rejects.
+ */
+export async function pipePostgres(connection: AnnouncedConnection, target: string | DatabaseAddress): Promise<void> {
+  const { host, port } = databaseAddress(target);
+  const database: Socket = connect({ host, port });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      database.once("connect", resolve);
+      database.once("error", reject);
+    });
+  } catch (error) {
+    connection.decline();
+    throw error;
+  }
+  database.setNoDelay(true);
+  let resumeConnection: (() => void) | undefined;
+  const finished = new Promise<void>((resolve) => database.once("close", () => resolve()));
+  const half = connection.accept({
+    data: (bytes) => {
+      // What the program's driver wrote; when the database cannot take it yet, stop reading.
+      if (!database.write(bytes) && !resumeConnection) {
+        resumeConnection = half.pauseIncoming();
+        database.once("drain", () => {
+          resumeConnection?.();
+          resumeConnection = undefined;
+        });
+      }
+    },
+    end: () => database.end(),
+  });
+  database.on("data", (chunk: Buffer) => {
+    half.send(chunk);
+    if (half.bufferedAmount > HIGH_WATER && !database.isPaused()) {
+      database.pause();
+      void half.drained(LOW_WATER).then(() => {
+        if (!database.destroyed) database.resume();
+      });
+    }
+  });
+  database.once("end", () => half.end());
+  database.on("error", () => database.destroy());
+  database.once("close", () => {
+    resumeConnection?.();
+    half.end();
+  });
+  await finished;
+}

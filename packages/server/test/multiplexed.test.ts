@@ -1,0 +1,460 @@
+// The proxy's multiplexed connection with raw frames over a real socket: the Frames-layer rules,
+// tools::begin, and every provider channel tag of seed 004 against the real example container.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeAll, afterAll, describe, expect, it } from "vitest";
+import {
+  ToolsBeginChannelRequestError,
+  decodeInfoAnswer,
+  decodeMcpCallToolAnswer,
+  decodeMcpListResourcesAnswer,
+  decodeMcpListToolsAnswer,
+  decodeMcpNotificationsAnswer,
+  decodeMcpReadResourceAnswer,
+  decodeSecretsAnswer,
+  decodeToolsBeginChannelRequest,
+  decodeToolsBeginResponse,
+  decodeToolsBeginServerChannelRequest,
+  encodeContainerProxyRequest,
+  encodeToolsBeginChannelRequest,
+  fromHex,
+  type ServerFrame,
+  type ToolsBeginChannelRequest,
+} from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
+import { WebSocket } from "ws";
+import { startProxy, type ProxyOptions, type RunningProxy } from "../src/index.js";
+import { parseDivergeMarkdown, readDivergeInfo } from "../src/multiplexed/index.js";
+import { concat, json, onChannel, onScope, rawConnect, text, upgradeStatus, type RawConnection } from "./multiplexed-support.js";
+
+let app: ExampleContainer;
+const proxies: RunningProxy[] = [];
+const logs: string[] = [];
+
+beforeAll(async () => {
+  app = await startExampleContainer();
+});
+afterAll(async () => {
+  await app.close();
+});
+afterEach(async () => {
+  await Promise.allSettled(proxies.splice(0).map((proxy) => proxy.close()));
+});
+
+async function proxy(options: ProxyOptions = {}): Promise<RunningProxy> {
+  const running = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, log: (line) => logs.push(line), ...options });
+  proxies.push(running);
+  return running;
+}
+
+const BEGIN = encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Hi" } } });
+
+async function begun(options: ProxyOptions = {}): Promise<{ proxy: RunningProxy; raw: RawConnection }> {
+  const running = await proxy(options);
+  const raw = await rawConnect(running.port);
+  raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+  const answer = await raw.next(onScope(1));
+  expect(answer.type).toBe("Response");
+  expect(decodeToolsBeginResponse((answer as { payload: Uint8Array }).payload).variant).toBe("Begun");
+  return { proxy: running, raw };
+}
+
+function ask(raw: RawConnection, channel: number, request: ToolsBeginChannelRequest | Uint8Array, scope = 1): void {
+  raw.send({ type: "ChannelRequest", scope, channel, payload: request instanceof Uint8Array ? request : encodeToolsBeginChannelRequest(request) });
+}
+
+/** The one response and the finish of a provider channel. */
+async function answerOn(raw: RawConnection, channel: number): Promise<Uint8Array> {
+  const response = await raw.next(onChannel(1, channel));
+  expect(response.type).toBe("ChannelResponse");
+  const finish = await raw.next(onChannel(1, channel));
+  expect(finish.type).toBe("ChannelResponseFinish");
+  return (response as { payload: Uint8Array }).payload;
+}
+
+async function bareFinishOn(raw: RawConnection, channel: number, scope = 1): Promise<void> {
+  const frame = await raw.next((f) => (f.type === "ChannelResponse" || f.type === "ChannelResponseFinish") && f.scope === scope && f.channel === channel);
+  expect(frame.type).toBe("ChannelResponseFinish");
+}
+
+const isFinish = (frame: ServerFrame) => frame.type === "ChannelResponseFinish";
+
+describe("the connection on /", () => {
+  it("is exactly one in the proxy's life: later upgrades get 409, even after the first ended", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    expect(await upgradeStatus(running.port)).toBe(409);
+    raw.socket.close();
+    await raw.closed;
+    expect(await upgradeStatus(running.port)).toBe(409);
+  });
+
+  it("sends nothing before the provider's first frame, and ignores text messages", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    raw.socket.send("hello");
+    raw.socket.send(JSON.stringify({ type: 1 }));
+    expect(await raw.none(() => true, 200)).toBe(true);
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect((await raw.next(onScope(1))).type).toBe("Response");
+  });
+
+  it("closes the connection when a type-0 frame arrives, and sends nothing further", async () => {
+    const { raw } = await begun();
+    raw.send("00 00000000 00000000 00746f6b");
+    expect(await raw.closed).toBeGreaterThan(0);
+    expect(raw.frames.filter((f) => f.scope !== 1 || f.type !== "Response")).toEqual([]);
+  });
+
+  it("disregards malformed frames and frames naming no open scope or channel, and goes on", async () => {
+    const { proxy: running, raw } = await begun();
+    raw.send("");
+    raw.send("04 00000001 000000");
+    raw.send("02 00000001 00000000 00");
+    raw.send("03 00000001 00000000");
+    raw.send("07 00000001 00000000");
+    raw.send("04 00000063 00000000 01");
+    raw.send("05 00000001 00000007 00");
+    raw.send("06 00000001 00000007");
+    expect(await raw.none(() => true, 200)).toBe(true);
+    expect(running.multiplexed.connection!.disregarded.map((d) => d.reason)).toEqual([
+      "malformed",
+      "malformed",
+      "malformed",
+      "malformed",
+      "malformed",
+      "unknown-scope",
+      "unknown-channel",
+      "unknown-channel",
+    ]);
+    ask(raw, 0, { variant: "Info" });
+    expect(decodeInfoAnswer(await answerOn(raw, 0)).variant).toBe("Info");
+    expect(raw.socket.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it("disregards a request naming the open begin scope", async () => {
+    const { proxy: running, raw } = await begun();
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect(await raw.none(onScope(1), 300)).toBe(true);
+    expect(running.multiplexed.connection!.disregarded).toEqual([{ reason: "scope-open", scope: 1 }]);
+  });
+
+  it("disregards a channel request naming a channel the provider has open; the number is usable again after its finish", async () => {
+    const { proxy: running, raw } = await begun({ secretsGate: false });
+    ask(raw, 5, { variant: "McpNotifications" });
+    ask(raw, 5, { variant: "Info" });
+    expect(await raw.none(onChannel(1, 5), 300)).toBe(true);
+    expect(running.multiplexed.connection!.disregarded).toEqual([{ reason: "channel-open", scope: 1, channel: 5 }]);
+    ask(raw, 6, { variant: "Info" });
+    await answerOn(raw, 6);
+    ask(raw, 6, { variant: "Info" });
+    await answerOn(raw, 6);
+  });
+
+  it("keeps channel numbers per opener: the proxy's channel 0 and the provider's channel 0 coexist", async () => {
+    const { proxy: running, raw } = await begun();
+    const { connect } = await import("node:net");
+    const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
+    driver.on("error", () => {});
+    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    expect(announce.channel).toBe(0);
+    expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Postgres", connection_id: 1 });
+    ask(raw, 0, { variant: "Info" });
+    expect(decodeInfoAnswer(await answerOn(raw, 0)).variant).toBe("Info");
+    driver.destroy();
+  });
+});
+
+describe("tools::begin", () => {
+  it("hands the arguments to the program and answers with the tools it declared, then holds the scope open", async () => {
+    const { proxy: running, raw } = await begun();
+    expect(app.registered).toEqual({ greeting: "Hi" });
+    const response = raw.frames.find((f) => f.type === "Response") as { payload: Uint8Array };
+    const answer = decodeToolsBeginResponse(response.payload);
+    expect(answer.variant === "Begun" && (answer.tools as { name: string }[]).map((tool) => tool.name)).toEqual(["greeter"]);
+    expect(await raw.none((f) => f.type === "ResponseFinish", 200)).toBe(true);
+    // The scope's finish comes when the proxy ends.
+    await running.close();
+    const finish = await raw.next((f) => f.type === "ResponseFinish");
+    expect(finish.scope).toBe(1);
+  });
+
+  it("carries an image when one is given", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Yo" }, image: { name: "a/b", digest: "sha256:ab" } } }) });
+    const answer = await raw.next(onScope(1));
+    expect(decodeToolsBeginResponse((answer as { payload: Uint8Array }).payload).variant).toBe("Begun");
+  });
+
+  it("answers a second begin with exactly one error and the finish; the first goes on", async () => {
+    const { raw } = await begun();
+    raw.send({ type: "Request", scope: 2, channel: 0, payload: BEGIN });
+    const error = await raw.next(onScope(2));
+    expect(error.type).toBe("Response");
+    const decoded = decodeToolsBeginResponse((error as { payload: Uint8Array }).payload);
+    expect(decoded.variant).toBe("NotBegun");
+    expect((await raw.next(onScope(2))).type).toBe("ResponseFinish");
+    expect(await raw.none(onScope(2), 200)).toBe(true);
+    ask(raw, 0, { variant: "Info" });
+    await answerOn(raw, 0);
+  });
+
+  it("answers the program's refusal with [1] and its words, then the finish", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { nope: true } } }) });
+    const error = await raw.next(onScope(1));
+    expect(decodeToolsBeginResponse((error as { payload: Uint8Array }).payload)).toEqual({ variant: "NotBegun", error: { error: "arguments must be an object with a string `greeting`" } });
+    expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+  });
+
+  it("answers an unreadable request with a bare finish, each kind of unreadable", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    const unreadable = [
+      new Uint8Array(),
+      fromHex("09"),
+      concat(fromHex("00"), json({ arguments: null })),
+      fromHex("01"),
+      concat(fromHex("01"), text("[1]")),
+      concat(fromHex("01"), json({ image: { name: "a", digest: "b" } })),
+      concat(fromHex("01"), json({ arguments: 1, image: { name: "a" } })),
+    ];
+    unreadable.forEach((payload, i) => raw.send({ type: "Request", scope: 10 + i, channel: 0, payload }));
+    for (let i = 0; i < unreadable.length; i++) expect((await raw.next(onScope(10 + i))).type).toBe("ResponseFinish");
+    // None of them counted as the begin.
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect((await raw.next(onScope(1))).type).toBe("Response");
+  });
+
+  it("answers a channel opened before Begun with a bare finish", async () => {
+    const running = await proxy();
+    const raw = await rawConnect(running.port);
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    ask(raw, 0, { variant: "Info" });
+    await bareFinishOn(raw, 0);
+    await raw.next(onScope(1));
+    ask(raw, 1, { variant: "Info" });
+    await answerOn(raw, 1);
+  });
+});
+
+describe("the provider's channels (seed 004)", () => {
+  it("tag 1 Info: DIVERGE.md from the container root, parsed", async () => {
+    const { raw } = await begun();
+    ask(raw, 0, { variant: "Info" });
+    ask(raw, 1, fromHex("01 ff ff".replace(/ /g, "")));
+    const expected = (await readDivergeInfo(exampleRoot))!;
+    for (const channel of [0, 1]) {
+      const answer = decodeInfoAnswer(await answerOn(raw, channel));
+      expect(answer).toEqual({ variant: "Info", info: { frontMatter: expected.frontMatter, body: expected.body } });
+    }
+    expect((expected.frontMatter as { title?: string }).title).toBe("Greeter");
+    expect(expected.body.startsWith("# Greeter")).toBe(true);
+  });
+
+  it("tag 1 Info: [1] when the image has no DIVERGE.md", async () => {
+    const empty = await mkdtemp(join(tmpdir(), "diverge-root-"));
+    try {
+      const { raw } = await begun({ root: empty });
+      ask(raw, 0, { variant: "Info" });
+      expect(await answerOn(raw, 0)).toEqual(fromHex("01"));
+      await writeFile(join(empty, "DIVERGE.md"), "plain text, no front matter");
+      ask(raw, 1, { variant: "Info" });
+      expect(decodeInfoAnswer(await answerOn(raw, 1))).toEqual({ variant: "Info", info: { frontMatter: {}, body: "plain text, no front matter" } });
+    } finally {
+      await rm(empty, { recursive: true, force: true });
+    }
+  });
+
+  it("parses front matter: a mapping, none, or a block that is not YAML", () => {
+    expect(parseDivergeMarkdown("---\na: 1\n---\nbody\n")).toEqual({ frontMatter: { a: 1 }, body: "body\n" });
+    expect(parseDivergeMarkdown("---\r\na: [1\r\n---\r\nx")).toEqual({ frontMatter: {}, body: "---\r\na: [1\r\n---\r\nx" });
+    expect(parseDivergeMarkdown("# Title")).toEqual({ frontMatter: {}, body: "# Title" });
+    expect(parseDivergeMarkdown("---\n- 1\n---\n")).toEqual({ frontMatter: {}, body: "" });
+  });
+
+  it("tags 3 to 6: the four MCP exchanges relayed to the container's MCP server", async () => {
+    const { raw } = await begun({ secretsGate: false });
+    ask(raw, 3, { variant: "McpListTools", params: null });
+    ask(raw, 4, { variant: "McpListResources", params: null });
+    ask(raw, 5, { variant: "McpCallTool", params: { name: "greet", arguments: { name: "Ada" } } });
+    ask(raw, 6, { variant: "McpReadResource", params: { uri: "example://readme" } });
+    const tools = decodeMcpListToolsAnswer(await answerOn(raw, 3), { check: checkMcp });
+    expect(tools.variant === "Result" && tools.result.tools.map((tool) => tool.name).sort()).toEqual(["greet", "notify", "query"]);
+    const resources = decodeMcpListResourcesAnswer(await answerOn(raw, 4), { check: checkMcp });
+    expect(resources.variant === "Result" && resources.result.resources.map((r) => r.uri)).toEqual(["example://readme"]);
+    const call = decodeMcpCallToolAnswer(await answerOn(raw, 5), { check: checkMcp });
+    expect(call).toEqual({ variant: "Result", result: { content: [{ type: "text", text: "Hi, Ada!" }] } });
+    const read = decodeMcpReadResourceAnswer(await answerOn(raw, 6), { check: checkMcp });
+    expect(read).toEqual({ variant: "Result", result: { contents: [{ uri: "example://readme", text: "The example greeter." }] } });
+  });
+
+  it("tags 3 to 6: the server's own error is relayed as [1] with its code", async () => {
+    const { raw } = await begun({ secretsGate: false });
+    ask(raw, 6, { variant: "McpReadResource", params: { uri: "example://missing" } });
+    const read = decodeMcpReadResourceAnswer(await answerOn(raw, 6), { check: checkMcp });
+    expect(read.variant).toBe("Error");
+    expect(read.variant === "Error" && read.error.code).toBe(-32602);
+    expect(read.variant === "Error" && read.error.message).toContain("example://missing");
+    // The SDK client prefixes what it read; the relay takes that prefix off again.
+    expect(read.variant === "Error" && read.error.message.startsWith("MCP error -32602: MCP error")).toBe(false);
+  });
+
+  it("tag 7 Notifications: one [0] per notification while the channel lives", async () => {
+    const { raw } = await begun({ secretsGate: false });
+    ask(raw, 7, { variant: "McpNotifications" });
+    ask(raw, 8, { variant: "McpNotifications" });
+    ask(raw, 9, { variant: "McpCallTool", params: { name: "notify", arguments: { text: "ping" } } });
+    await answerOn(raw, 9);
+    for (const channel of [7, 8]) {
+      const note = await raw.next(onChannel(1, channel));
+      expect(note.type).toBe("ChannelResponse");
+      expect(decodeMcpNotificationsAnswer((note as { payload: Uint8Array }).payload, { check: checkMcp })).toEqual({
+        variant: "Notification",
+        notification: { method: "notifications/message", params: { level: "info", data: "ping" } },
+      });
+    }
+    expect(await raw.none((f) => isFinish(f) && (f.channel === 7 || f.channel === 8), 200)).toBe(true);
+  });
+
+  it("tag 8 Secrets: the program's refusal as [1], then Fed as [0]; the log quotes no value", async () => {
+    const { raw } = await begun();
+    ask(raw, 0, { variant: "Secrets", values: { OTHER: "s3cr3t-value" } });
+    const refused = decodeSecretsAnswer(await answerOn(raw, 0));
+    expect(refused).toEqual({ variant: "Refused", refusal: { error: "missing secrets", missing: ["API_KEY"] } });
+    ask(raw, 1, { variant: "Secrets", values: { API_KEY: "s3cr3t-value" } });
+    expect(decodeSecretsAnswer(await answerOn(raw, 1))).toEqual({ variant: "Fed" });
+    expect(logs.join("\n")).not.toContain("s3cr3t");
+  });
+
+  it("tag 8 Secrets: a feed the program cannot take is refused when the program is unreachable", async () => {
+    const stub = await stubProgram();
+    try {
+      const { raw } = await begun({ appPort: stub.port });
+      await stub.stopSecrets();
+      ask(raw, 0, { variant: "Secrets", values: { API_KEY: "x" } });
+      const answer = decodeSecretsAnswer(await answerOn(raw, 0));
+      expect(answer.variant).toBe("Refused");
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("holds every MCP exchange until the first Fed, then serves them in order", async () => {
+    const { proxy: running, raw } = await begun();
+    const before = app.calls.length;
+    ask(raw, 3, { variant: "McpCallTool", params: { name: "greet", arguments: { name: "one" } } });
+    ask(raw, 4, { variant: "McpReadResource", params: { uri: "example://readme" } });
+    ask(raw, 5, { variant: "McpListTools", params: null });
+    ask(raw, 6, { variant: "McpCallTool", params: { name: "greet", arguments: { name: "two" } } });
+    ask(raw, 7, { variant: "Info" });
+    // Info is no MCP exchange: it is answered at once.
+    await answerOn(raw, 7);
+    expect(await raw.none((f) => f.channel >= 3 && f.channel <= 6, 400)).toBe(true);
+    expect(app.calls.length).toBe(before);
+    expect(running.gate.isOpen).toBe(false);
+    ask(raw, 0, { variant: "Secrets", values: { OTHER: "nope" } });
+    expect(decodeSecretsAnswer(await answerOn(raw, 0)).variant).toBe("Refused");
+    expect(await raw.none((f) => f.channel >= 3 && f.channel <= 6, 200)).toBe(true);
+    ask(raw, 1, { variant: "Secrets", values: { API_KEY: "k" } });
+    expect(decodeSecretsAnswer(await answerOn(raw, 1)).variant).toBe("Fed");
+    for (const channel of [3, 4, 5, 6]) await answerOn(raw, channel);
+    const made = app.calls.slice(before).filter((call) => call !== "initialize");
+    expect(made).toEqual(["tools/call greet", "resources/read example://readme", "tools/list", "tools/call greet"]);
+  });
+
+  it("answers with -32603 when the container's MCP server cannot be reached; notifications get one [1] and the finish", async () => {
+    const stub = await stubProgram();
+    try {
+      const { raw } = await begun({ appPort: stub.port, secretsGate: false });
+      ask(raw, 3, { variant: "McpListTools", params: null });
+      const answer = decodeMcpListToolsAnswer(await answerOn(raw, 3), { check: checkMcp });
+      expect(answer.variant === "Error" && answer.error.code).toBe(-32603);
+      ask(raw, 4, { variant: "McpNotifications" });
+      const note = decodeMcpNotificationsAnswer(await answerOn(raw, 4), { check: checkMcp });
+      expect(note.variant === "Error" && note.error.code).toBe(-32603);
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("tags 0 and 2: an id the proxy never announced gets a bare finish", async () => {
+    const { raw } = await begun();
+    ask(raw, 0, { variant: "Postgres", connection_id: 77 });
+    ask(raw, 1, { variant: "Daemon", connection_id: 77 });
+    await bareFinishOn(raw, 0);
+    await bareFinishOn(raw, 1);
+  });
+
+  it("answers every kind of malformed channel request with a bare finish and nothing else", async () => {
+    const { raw } = await begun({ secretsGate: false });
+    const malformed = [
+      "",
+      "09",
+      "ff 00",
+      "00 000001",
+      "00",
+      "00 0000000102",
+      "02 0000000700",
+      "02",
+      "03",
+      "03 5b5d",
+      "04 7b",
+      "05 7b22617267756d656e7473223a7b7d7d",
+      "06 5b5d",
+      "08 7b224150495f4b4559223a2268756e74657232",
+      "08 2268756e7465723222",
+      "08 7b224150495f4b4559223a31323334357d",
+    ];
+    malformed.forEach((hex, i) => ask(raw, 20 + i, fromHex(hex.replace(/ /g, ""))));
+    for (let i = 0; i < malformed.length; i++) await bareFinishOn(raw, 20 + i);
+    expect(raw.frames.filter((f) => f.channel >= 20 && f.type === "ChannelResponse")).toEqual([]);
+    expect(logs.join("\n")).not.toContain("hunter2");
+  });
+
+  it("the Secrets decode error quotes no byte of the secrets", () => {
+    for (const body of ['{"API_KEY":"hunter2', '"hunter2"', '{"API_KEY":"hunter2","B":7}', '{"hunter2":1}', "hunter2"]) {
+      let caught: unknown;
+      try {
+        decodeToolsBeginChannelRequest(concat(fromHex("08"), text(body)), { check: checkMcp });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(ToolsBeginChannelRequestError);
+      const error = caught as ToolsBeginChannelRequestError;
+      expect(error.variant).toBe("Secrets");
+      expect(error.message.startsWith("secrets feed did not parse: ")).toBe(true);
+      expect(error.message).not.toContain("hunter2");
+      expect(JSON.stringify(error.detail)).not.toContain("hunter2");
+    }
+  });
+});
+
+/** A program that answers /register and /secrets but has no MCP server; its secrets can be stopped. */
+async function stubProgram(): Promise<{ port: number; stopSecrets(): Promise<void>; close(): Promise<void> }> {
+  let secretsOpen = true;
+  const server: Server = createServer((request, response) => {
+    request.resume();
+    if (request.url === "/register") return void response.writeHead(200, { "content-type": "application/json" }).end("[]");
+    if (request.url === "/secrets" && secretsOpen) return void response.writeHead(200).end("{}");
+    if (request.url === "/secrets") return void request.socket.destroy();
+    response.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async stopSecrets() {
+      secretsOpen = false;
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
