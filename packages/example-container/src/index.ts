@@ -18,8 +18,8 @@ export interface ExampleContainerOptions {
   /** Port of the program's HTTP server. Default 0 (a free one). */
   readonly port?: number;
   readonly host?: string;
-  /** Where the database driver connects: the proxy's postgres listener. */
-  readonly pgPort?: number;
+  /** Where the database driver connects: the proxy's postgres listener (a function when known later). */
+  readonly pgPort?: number | (() => number);
   /** Credentials the driver presents to the database. */
   readonly database?: { readonly user?: string; readonly password?: string; readonly database?: string };
   /** Secret names the program needs before it accepts a feed. Default `["API_KEY"]`. */
@@ -59,8 +59,9 @@ export async function startExampleContainer(options: ExampleContainerOptions = {
       "query",
       { description: "Runs one SQL statement against the container's database and returns the rows as JSON.", inputSchema: { sql: z.string() } },
       async ({ sql }) => {
-        if (options.pgPort === undefined) return { isError: true, content: [{ type: "text", text: "no database is configured" }] };
-        const client = new pg.Client({ host: "127.0.0.1", port: options.pgPort, ...options.database });
+        const pgPort = typeof options.pgPort === "function" ? options.pgPort() : options.pgPort;
+        if (pgPort === undefined) return { isError: true, content: [{ type: "text", text: "no database is configured" }] };
+        const client = new pg.Client({ host: "127.0.0.1", port: pgPort, ...options.database });
         try {
           await client.connect();
           const result = await client.query(sql);

@@ -1,6 +1,162 @@
-// PLACEHOLDER, replaced by issue 9: `diverge tools list|call|resources|read|notifications|info --proxy ws://…`.
-export const toolsUsage = "  tools      speak to a tool container through its proxy (not built yet)";
-export async function runTools(_args: string[]): Promise<number> {
-  process.stderr.write("diverge tools is not built yet\n");
-  return 1;
+// `diverge tools …`: one exchange with a tool container through its proxy's multiplexed connection.
+// The proxy takes one connection in its life, so each run begins the container, optionally feeds its
+// secrets, makes its one exchange and prints the result as JSON.
+import { parseArgs } from "node:util";
+import { openContainer, type ContainerConnection } from "../multiplexed/container.js";
+import { pipePostgres } from "../multiplexed/postgres.js";
+
+export const toolsUsage = "  tools      begin a tool container through its proxy (/) and list, call or read its tools";
+
+const help = `Usage:
+  diverge tools list             [flags]            tools/list of the container's MCP server
+  diverge tools resources        [flags]            resources/list
+  diverge tools call <name> [<arguments JSON>] [flags]   tools/call
+  diverge tools read <uri>       [flags]            resources/read
+  diverge tools notifications    [flags]            print notifications until interrupted (or --count)
+  diverge tools info             [flags]            the container's DIVERGE.md, parsed
+
+Each run opens the proxy's one multiplexed connection, begins the container with --arguments, feeds
+the secrets if any are given, makes its exchange and prints the result as JSON on stdout.
+
+Flags:
+  --proxy <url>           the proxy's provider-facing address (default ws://127.0.0.1:14979)
+  --arguments <json>      the begin's arguments (default null)
+  --image <name@digest>   the begin's image, e.g. library/nginx@sha256:…
+  --secret <NAME=VALUE>   a secret's value (repeatable); prefer --secret-env, which keeps it out of ps
+  --secret-env <NAME>     a secret whose value is the environment variable of that name (repeatable)
+  --cursor <cursor>       the page to list from (list, resources)
+  --count <n>             notifications: stop after n
+  --database-url <url>    serve the container's database connections from this PostgreSQL server
+  -h, --help              this text
+`;
+
+type Exchange = (connection: ContainerConnection) => Promise<unknown>;
+
+export async function runTools(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        proxy: { type: "string", default: "ws://127.0.0.1:14979" },
+        arguments: { type: "string" },
+        image: { type: "string" },
+        secret: { type: "string", multiple: true },
+        "secret-env": { type: "string", multiple: true },
+        cursor: { type: "string" },
+        count: { type: "string" },
+        "database-url": { type: "string" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+      allowPositionals: true,
+    });
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n\n${help}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(help);
+    return 0;
+  }
+  const usage = (message: string) => {
+    process.stderr.write(`${message}\n\n${help}`);
+    return 2;
+  };
+  let beginArguments: unknown = null;
+  if (values.arguments !== undefined) {
+    try {
+      beginArguments = JSON.parse(values.arguments);
+    } catch {
+      return usage("--arguments is not JSON");
+    }
+  }
+  let image: { name: string; digest: string } | undefined;
+  if (values.image !== undefined) {
+    const at = values.image.lastIndexOf("@");
+    if (at <= 0) return usage("--image must be <name>@<digest>");
+    image = { name: values.image.slice(0, at), digest: values.image.slice(at + 1) };
+  }
+  const secrets: Record<string, string> = {};
+  for (const pair of values.secret ?? []) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) return usage("--secret must be NAME=VALUE");
+    secrets[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  for (const name of values["secret-env"] ?? []) {
+    const value = process.env[name];
+    if (value === undefined) return usage(`--secret-env ${name}: no such environment variable`);
+    secrets[name] = value;
+  }
+  const params = values.cursor !== undefined ? { cursor: values.cursor } : undefined;
+  const [command, ...rest] = positionals;
+  let exchange: Exchange;
+  switch (command) {
+    case "list":
+      exchange = (c) => c.mcp.listTools(params);
+      break;
+    case "resources":
+      exchange = (c) => c.mcp.listResources(params);
+      break;
+    case "call": {
+      const [name, json] = rest;
+      if (!name) return usage("call needs a tool name");
+      let toolArguments: Record<string, unknown> | undefined;
+      if (json !== undefined) {
+        try {
+          toolArguments = JSON.parse(json) as Record<string, unknown>;
+        } catch {
+          return usage("the tool's arguments are not JSON");
+        }
+      }
+      exchange = (c) => c.mcp.callTool(toolArguments === undefined ? { name } : { name, arguments: toolArguments });
+      break;
+    }
+    case "read": {
+      const [uri] = rest;
+      if (!uri) return usage("read needs a resource URI");
+      exchange = (c) => c.mcp.readResource({ uri });
+      break;
+    }
+    case "info":
+      exchange = async (c) => (await c.info()) ?? null;
+      break;
+    case "notifications": {
+      const count = values.count === undefined ? Infinity : Number(values.count);
+      if (!(count > 0)) return usage("--count must be a positive number");
+      exchange = async (c) => {
+        const stream = c.mcp.notifications();
+        const stop = () => stream.close();
+        process.once("SIGINT", stop);
+        process.once("SIGTERM", stop);
+        let seen = 0;
+        for await (const notification of stream) {
+          process.stdout.write(`${JSON.stringify(notification)}\n`);
+          if (++seen >= count) stream.close();
+        }
+        return undefined;
+      };
+      break;
+    }
+    default:
+      return usage(command ? `unknown tools command ${command}` : "which tools command?");
+  }
+
+  const databaseUrl = values["database-url"];
+  const connection = await openContainer(values.proxy, {
+    onPostgres: (announced) => {
+      if (!databaseUrl) return announced.decline();
+      pipePostgres(announced, databaseUrl).catch((error: Error) => process.stderr.write(`database: ${error.message}\n`));
+    },
+  });
+  try {
+    await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments });
+    if (Object.keys(secrets).length > 0) await connection.feedSecrets(secrets);
+    const result = await exchange(connection);
+    if (result !== undefined) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } finally {
+    connection.close();
+  }
 }
