@@ -1,0 +1,175 @@
+// End to end, on a temporary copy of the repository (the files git sees; node_modules linked, not
+// reinstalled): bump 2.3.0 → 2.4.0, edit the new revision, generate, write the changeset, build the
+// codec and the conformance testee, run the generated tests of both revisions, and let
+// `changeset status` judge the branch. Then the two ways a bump goes wrong: a forbidden edit and an
+// edit of the frozen revision.
+import { execFileSync, spawnSync } from "node:child_process";
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { applyEdits, readFixture, repoRoot } from "./fixtures/materialize.js";
+
+const node = process.execPath;
+const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+const vitest = join(repoRoot, "node_modules", "vitest", "vitest.mjs");
+const changeset = join(repoRoot, "node_modules", "@changesets", "cli", "bin.js");
+
+/**
+ * Copies the working tree as git sees it (tracked files, and new files not ignored, so work in
+ * progress that tracked files already import comes along), then links each package's node_modules
+ * entries to the real ones.
+ */
+function copyRepository(): string {
+  const dest = mkdtempSync(join(tmpdir(), "diverge-bump-e2e-"));
+  const tracked = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: repoRoot, encoding: "utf8" }).split("\0").filter(Boolean);
+  for (const file of tracked) {
+    const from = join(repoRoot, file);
+    if (!existsSync(from)) continue; // deleted in the working tree
+    mkdirSync(dirname(join(dest, file)), { recursive: true });
+    cpSync(from, join(dest, file));
+  }
+  symlinkSync(join(repoRoot, "node_modules"), join(dest, "node_modules"), "dir");
+  for (const parent of ["packages", "tools"]) {
+    for (const name of existsSync(join(dest, parent)) ? readdirSync(join(dest, parent)) : []) {
+      const modules = join(repoRoot, parent, name, "node_modules");
+      if (existsSync(modules)) linkModules(modules, join(dest, parent, name, "node_modules"), dest);
+    }
+  }
+  return dest;
+}
+
+/** Workspace links (@diverge/*) point into the copy; every other package at the real one. */
+function linkModules(from: string, to: string, dest: string): void {
+  mkdirSync(to, { recursive: true });
+  for (const entry of readdirSync(from)) {
+    if (entry.startsWith(".")) continue; // .bin, .vite: the copy makes its own
+    const source = join(from, entry);
+    if (entry.startsWith("@") && !lstatSync(source).isSymbolicLink()) {
+      linkModules(source, join(to, entry), dest);
+      continue;
+    }
+    const real = realpathSync(source);
+    const inRepo = relative(repoRoot, real);
+    const workspace = lstatSync(source).isSymbolicLink() && !inRepo.startsWith("..") && !inRepo.split("/").includes("node_modules");
+    symlinkSync(workspace ? join(dest, inRepo) : real, join(to, entry), "dir");
+  }
+}
+
+function run(cwd: string, args: string[]) {
+  const r = spawnSync(node, args, { cwd, encoding: "utf8", env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" } });
+  return { status: r.status, out: `${r.stdout}${r.stderr}`, stdout: r.stdout, stderr: r.stderr };
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", ["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false", ...args], { cwd, encoding: "utf8" });
+}
+
+describe("bump → edit → generate → changeset → build → test, on a copy of the repository", () => {
+  let root: string;
+  const spec = (...args: string[]) => run(root, [join(root, "tools", "spec-compiler", "dist", "cli.js"), ...args]);
+
+  beforeAll(() => {
+    root = copyRepository();
+    git(root, "init", "-q", "-b", "main");
+    writeFileSync(join(root, ".git", "info", "exclude"), "node_modules\ndist\n");
+    git(root, "add", "-A");
+    git(root, "commit", "-q", "-m", "the repository as copied");
+    git(root, "checkout", "-q", "-b", "spec-2.4.0");
+    const built = run(join(root, "tools", "spec-compiler"), [tsc, "-p", "tsconfig.build.json"]);
+    expect(built.out).toBe("");
+  }, 60_000);
+
+  it("bump 2.3.0 2.4.0 copies the revision, freezes 2.3.0 and regenerates", () => {
+    const bumped = spec("bump", "2.3.0", "2.4.0");
+    expect(bumped.stderr).toBe("");
+    expect(bumped.status).toBe(0);
+    expect(bumped.stdout).toContain("spec/2.4.0/ is a copy of spec/2.3.0/");
+    expect(readFileSync(join(root, "spec", "2.4.0", "revision.yaml"), "utf8")).toMatch(/^revision: 2\.4\.0$/m);
+    const released = JSON.parse(readFileSync(join(root, "spec", "released.json"), "utf8")) as { revisions: Record<string, { sha256: string }> };
+    expect(Object.keys(released.revisions)).toContain("2.3.0");
+    // The frozen hash is the one stamped in every generated file of 2.3.0.
+    expect(readFileSync(join(root, "packages", "codec", "src", "gen", "2.3.0", "index.ts"), "utf8")).toContain(`spec sha256 ${released.revisions["2.3.0"]!.sha256}`);
+    expect(existsSync(join(root, "packages", "codec", "src", "gen", "2.4.0", "index.ts"))).toBe(true);
+    expect(spec("bump", "2.3.0", "2.4.0").stderr).toContain("spec/2.4.0 already exists");
+  }, 120_000);
+
+  it("the edited revision generates, and generate --check agrees", () => {
+    applyEdits(join(root, "spec", "2.4.0"), readFixture("add-tag"));
+    const generated = spec("generate");
+    expect(generated.stderr).toBe("");
+    expect(generated.status).toBe(0);
+    const check = spec("generate", "--check");
+    expect(check.status, check.out).toBe(0);
+    const manifest = JSON.parse(readFileSync(join(root, "packages", "codec", "package.json"), "utf8")) as { exports: Record<string, unknown> };
+    expect(Object.keys(manifest.exports).filter((k) => /^\.\/\d/.test(k))).toEqual(["./2.3.0", "./2.4.0"]);
+  }, 120_000);
+
+  it("changeset status fails the branch before the changeset is written", () => {
+    git(root, "add", "-A");
+    git(root, "commit", "-q", "-m", "spec 2.4.0");
+    const status = run(root, [changeset, "status", "--since=main"]);
+    expect(status.status, status.out).not.toBe(0);
+  }, 120_000);
+
+  it("diff --changeset classifies the change and writes the changeset of the fixed group", () => {
+    const diff = spec("diff", "2.3.0", "2.4.0", "--changeset");
+    expect(diff.stderr).toBe("");
+    expect(diff.status).toBe(0);
+    expect(diff.stdout).toContain("tools-begin/client/channel-request: new tag 9 (McpListPrompts).");
+    expect(diff.stdout).toContain("wrote .changeset/spec-2.4.0.md");
+    const text = readFileSync(join(root, ".changeset", "spec-2.4.0.md"), "utf8");
+    const publicNames = ["packages", "tools"].flatMap((parent) =>
+      readdirSync(join(root, parent))
+        .map((name) => join(root, parent, name, "package.json"))
+        .filter((p) => existsSync(p))
+        .map((p) => JSON.parse(readFileSync(p, "utf8")) as { name: string; private?: boolean })
+        .filter((p) => !p.private && p.name.startsWith("@diverge/"))
+        .map((p) => p.name),
+    );
+    expect(publicNames).toContain("@diverge/codec");
+    const header = text.split("---")[1]!.trim().split("\n");
+    expect(header.sort()).toEqual(publicNames.map((n) => `"${n}": minor`).sort());
+    expect(text).toContain("Tags and kinds:");
+    expect(text).toContain("- additive: tools-begin/client/channel-request: new tag 9 (McpListPrompts).");
+    git(root, "add", "-A");
+    git(root, "commit", "-q", "-m", "changeset");
+    const status = run(root, [changeset, "status", "--since=main", "--verbose"]);
+    expect(status.status, status.out).toBe(0);
+    expect(status.out).toContain("@diverge/codec");
+  }, 120_000);
+
+  it("the codec and the conformance testee build with both revisions", () => {
+    const codec = run(join(root, "packages", "codec"), [tsc, "-p", "tsconfig.build.json"]);
+    expect(codec.out).toBe("");
+    const conformance = run(join(root, "packages", "conformance"), [tsc, "-p", "tsconfig.build.json"]);
+    expect(conformance.out).toBe("");
+    const registry = readFileSync(join(root, "packages", "conformance", "src", "gen", "registry.ts"), "utf8");
+    expect(registry).toContain('from "@diverge/codec/2.4.0"');
+  }, 120_000);
+
+  it("the generated tests of both revisions pass", () => {
+    const tests = run(join(root, "packages", "codec"), [vitest, "run", "test/gen/2.3.0", "test/gen/2.4.0"]);
+    expect(tests.status, tests.out.slice(-3000)).toBe(0);
+    expect(tests.out).toContain("test/gen/2.4.0/tools-begin/client/channel-request.test.ts");
+    expect(tests.out).toContain("test/gen/2.3.0/tools-begin/client/channel-request.test.ts");
+  }, 120_000);
+
+  it("a forbidden edit fails the diff with the frame, the tag and both meanings", () => {
+    applyEdits(join(root, "spec", "2.4.0"), readFixture("reuse-tag"));
+    const diff = spec("diff", "2.3.0", "2.4.0", "--changeset");
+    expect(diff.status).toBe(1);
+    expect(diff.stderr).toContain("forbidden: tools-begin/client/channel-request: tag 8 meant Secrets in 2.3.0 and means Vault in 2.4.0");
+    expect(diff.stderr).toContain("no changeset written.");
+  }, 120_000);
+
+  it("an edit of the frozen revision stops generate", () => {
+    const file = join(root, "spec", "2.3.0", "frames.yaml");
+    writeFileSync(file, readFileSync(file, "utf8").replace("so not even the header.", "so not even a header."));
+    const generated = spec("generate");
+    expect(generated.status).toBe(1);
+    expect(generated.stderr).toContain("spec/2.3.0 is a released revision and its YAML changed (frames.yaml changed)");
+    expect(spec("bump", "2.3.0", "2.5.0").stderr).toContain("spec/2.3.0 is a released revision");
+  }, 120_000);
+});
+
