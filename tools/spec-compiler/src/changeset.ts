@@ -51,10 +51,15 @@ export function renderChangeset(e: Evolution, packages: readonly WorkspacePackag
   if (!e.ok || !e.bump) throw new Error(`no changeset for ${e.from} → ${e.to}: the diff fails (run \`diverge-spec diff ${e.from} ${e.to}\`).`);
   const lines = ["---", ...packages.map((p) => `"${p.name}": ${e.bump}`), "---", ""];
   const counted = (cls: Change["class"]) => e.changes.filter((c) => c.class === cls).length;
-  const kinds = [counted("breaking") && `${counted("breaking")} breaking`, counted("additive") && `${counted("additive")} additive`, counted("editorial") && `${counted("editorial")} editorial`]
-    .filter(Boolean)
+  const plural = (n: number, what: string) => `${n} ${what} change${n === 1 ? "" : "s"}`;
+  const kinds = (["breaking", "additive", "editorial"] as const)
+    .filter((cls) => counted(cls) > 0)
+    .map((cls) => plural(counted(cls), cls))
     .join(", ");
-  lines.push(`Spec revision ${e.to} (from ${e.from}): ${kinds || "no change to the protocol"}. Every package now implements ${e.to}; \`@diverge/codec/${e.from}\` still speaks ${e.from}.`);
+  lines.push(
+    `Implements spec revision ${e.to} (from ${e.from}): ${kinds || "no change to the protocol"}. ` +
+      `The package root speaks ${e.to}; \`@diverge/codec/${e.from}\` still speaks ${e.from}.`,
+  );
   for (const section of SECTIONS) {
     const list = e.changes.filter((c) => c.class !== "editorial" && section.areas.includes(c.area));
     if (list.length === 0) continue;

@@ -1,0 +1,72 @@
+// The changeset written from a diff: every public @diverge/* package with the bump the changes need,
+// and a summary grouped by tags and kinds, exchanges, frames and errors.
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { publicPackages, renderChangeset, writeChangeset } from "../src/changeset.js";
+import { diffRevisions, loadRevisionArg } from "../src/diff.js";
+import { materialize, repoRoot } from "./fixtures/materialize.js";
+
+const additive = () => diffRevisions(loadRevisionArg(repoRoot, "2.3.0"), loadRevisionArg(repoRoot, materialize("add-tag")));
+
+describe("the changeset of a spec bump", () => {
+  it("names every public @diverge/* package of the workspace and no private one", () => {
+    const names = publicPackages(repoRoot).map((p) => p.name);
+    expect(names).toContain("@diverge/codec");
+    expect(names).toContain("@diverge/spec-compiler");
+    expect(names).not.toContain("@diverge/demo");
+    expect(names).not.toContain("@diverge/example-container");
+    expect(names).toEqual([...names].sort());
+  });
+
+  it("gives the additive fixture a minor bump and lists the new tag", () => {
+    const packages = [
+      { name: "@diverge/client", version: "2.3.0", dir: "packages/client" },
+      { name: "@diverge/codec", version: "2.3.0", dir: "packages/codec" },
+    ];
+    expect(renderChangeset(additive(), packages)).toBe(
+      [
+        "---",
+        '"@diverge/client": minor',
+        '"@diverge/codec": minor',
+        "---",
+        "",
+        "Implements spec revision 2.4.0 (from 2.3.0): 1 additive change, 1 editorial change. The package root speaks 2.4.0; `@diverge/codec/2.3.0` still speaks 2.3.0.",
+        "",
+        "Tags and kinds:",
+        "",
+        "- additive: tools-begin/client/channel-request: new tag 9 (McpListPrompts).",
+        "",
+        "Editorial (docs, rules, examples):",
+        "",
+        "- tools-begin/client/channel-request: examples (2 added, 1 removed) changed.",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("is refused for a forbidden change", () => {
+    const e = diffRevisions(loadRevisionArg(repoRoot, "2.3.0"), loadRevisionArg(repoRoot, materialize("error-text")));
+    expect(() => renderChangeset(e, publicPackages(repoRoot))).toThrow("no changeset for 2.3.0 → 2.4.0: the diff fails");
+  });
+
+  it("is written to .changeset/spec-<to>.md, with a warning for a package not at the old revision", () => {
+    const root = mkdtempSync(join(tmpdir(), "diverge-changeset-"));
+    cpSync(join(repoRoot, "pnpm-workspace.yaml"), join(root, "pnpm-workspace.yaml"));
+    const manifest = (dir: string, body: object) => {
+      mkdirSync(join(root, dir), { recursive: true });
+      writeFileSync(join(root, dir, "package.json"), JSON.stringify(body));
+    };
+    manifest("packages/codec", { name: "@diverge/codec", version: "2.3.0" });
+    manifest("packages/late", { name: "@diverge/late", version: "2.2.0" });
+    manifest("packages/demo", { name: "@diverge/demo", version: "2.3.0", private: true });
+    manifest("packages/other", { name: "left-pad", version: "1.0.0" });
+    manifest("tools/spec-compiler", { name: "@diverge/spec-compiler", version: "2.3.0" });
+    const { path, warnings } = writeChangeset(root, additive());
+    expect(path).toBe(".changeset/spec-2.4.0.md");
+    const text = readFileSync(join(root, path), "utf8");
+    expect(text.startsWith('---\n"@diverge/codec": minor\n"@diverge/late": minor\n"@diverge/spec-compiler": minor\n---\n')).toBe(true);
+    expect(warnings).toEqual(["@diverge/late is at 2.2.0, not 2.3.0: after `changeset version` it will not be at 2.4.0."]);
+  });
+});
