@@ -352,6 +352,16 @@ function malformedText(cx: Context, from: string, frame: IrFrame): string {
   return "";
 }
 
+/** Where a frame travels, when a channel table lists it: the channels one party opens. */
+function travelsText(cx: Context, from: string, frame: IrFrame): string {
+  const places = cx.ir.channelTables.flatMap((t) =>
+    t.tables
+      .filter((e) => e.frameId === frame.id)
+      .map((e) => `the request of a channel the ${e.opener} opens (see [${t.title}](${href(from, docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id }))}))`),
+  );
+  return places.length > 0 ? `These bytes are ${places.join(", and ")}.` : "";
+}
+
 function breadcrumbs(cx: Context, from: string, trail: readonly [string, string][]): string {
   const all: [string, string][] = [[cx.rev, docsUrl({ kind: "revision", revision: cx.rev })], ...trail];
   return all.map(([label, url]) => (url === from ? label : `[${label}](${href(from, url)})`)).join(" › ");
@@ -497,6 +507,8 @@ function framePage(cx: Context, frame: IrFrame): SitePage {
     parts.push(`One direction of the [${frame.family.title}](${href(url, famUrl)}): what the ${frame.direction} sends. ${frame.family.doc}`);
   }
   parts.push(codecLine(frame, cx.rev));
+  const travels = travelsText(cx, url, frame);
+  if (travels) parts.push(travels);
   if (frame.switch) {
     parts.push(section("Layout", block(headerLayout(frame)), fieldList(cx, url, [], frame.header!.fields)));
     const sw = frame.switch;
@@ -533,6 +545,8 @@ function variantPage(cx: Context, frame: IrFrame, v: IrVariant): SitePage {
   const parts: string[] = [];
   parts.push(breadcrumbs(cx, url, [["Frames", docsUrl({ kind: "frames", revision: cx.rev })], [frameTitle(frame), frameUrl(cx, frame)], [v.name, url]]));
   parts.push(v.doc);
+  const travels = travelsText(cx, url, frame);
+  if (travels) parts.push(travels);
   parts.push(block(variantLayout(frame, v)));
   const bullets: string[] = [];
   const headerRest = frame.header!.fields.filter((h) => h.name !== sw.on);
