@@ -384,6 +384,68 @@ describe("the provider's channels (seed 004)", () => {
     }
   });
 
+  it("tag 0 Postgres: nothing is read before the provider's half opens, then bytes flow both ways in order", async () => {
+    const { proxy: running, raw } = await begun();
+    const { connect } = await import("node:net");
+    const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
+    const fromDatabase: Buffer[] = [];
+    driver.on("data", (chunk: Buffer) => fromDatabase.push(chunk));
+    const driverEnded = new Promise<void>((resolve) => driver.on("end", () => resolve()));
+    await new Promise((resolve) => driver.once("connect", resolve));
+    driver.write("startup");
+    driver.write("-more");
+    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const { connection_id } = decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload) as { connection_id: number };
+    // No provider half yet: nothing of the driver's crosses.
+    expect(await raw.none((f) => f.type === "ChannelResponse", 200)).toBe(true);
+    ask(raw, 4, { variant: "Postgres", connection_id });
+    let carried = "";
+    while (carried.length < "startup-more".length) carried += new TextDecoder().decode(((await raw.next(onChannel(1, 4))) as { payload: Uint8Array }).payload);
+    expect(carried).toBe("startup-more");
+    // A second provider half for the same id is refused with a bare finish.
+    ask(raw, 5, { variant: "Postgres", connection_id });
+    await bareFinishOn(raw, 5);
+    // What the database says goes to the driver, in order; the finish closes the driver's socket.
+    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R1") });
+    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R2") });
+    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: announce.channel });
+    await driverEnded;
+    expect(Buffer.concat(fromDatabase).toString()).toBe("R1R2");
+    driver.end();
+    expect((await raw.next(onChannel(1, 4))).type).toBe("ChannelResponseFinish");
+  });
+
+  it("tag 2 Daemon: the program's frames reach the provider's half once it opens, the provider's reach the program", async () => {
+    const { proxy: running, raw } = await begun();
+    const program = new WebSocket(`ws://127.0.0.1:${running.programPort}/daemon`);
+    const toProgram: string[] = [];
+    program.on("message", (data: Buffer) => toProgram.push(data.toString("hex")));
+    await new Promise((resolve) => program.once("open", resolve));
+    program.send(fromHex("010000000900000000" + "0b"));
+    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Daemon", connection_id: 1 });
+    ask(raw, 2, { variant: "Daemon", connection_id: 1 });
+    const relayed = await raw.next(onChannel(1, 2));
+    expect(Buffer.from((relayed as { payload: Uint8Array }).payload).toString("hex")).toBe("010000000900000000" + "0b");
+    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: fromHex("02000000090000000000") });
+    await waitUntil(() => toProgram.length === 1);
+    expect(toProgram).toEqual(["02000000090000000000"]);
+    // Something that is no client frame ends the program's connection and finishes the provider's half.
+    const closed = new Promise<number>((resolve) => program.on("close", (code) => resolve(code)));
+    program.send(fromHex("0100"));
+    expect(await closed).toBe(1008);
+    expect((await raw.next(onChannel(1, 2))).type).toBe("ChannelResponseFinish");
+  });
+
+  it("refuses a daemon dial before the provider has connected", async () => {
+    const running = await proxy();
+    const program = new WebSocket(`ws://127.0.0.1:${running.programPort}/daemon`);
+    const status = await new Promise<number>((resolve) => program.once("unexpected-response", (_request, response) => resolve(response.statusCode ?? 0)));
+    program.on("error", () => {});
+    program.terminate();
+    expect(status).toBe(503);
+  });
+
   it("tags 0 and 2: an id the proxy never announced gets a bare finish", async () => {
     const { raw } = await begun();
     ask(raw, 0, { variant: "Postgres", connection_id: 77 });
@@ -457,4 +519,12 @@ async function stubProgram(): Promise<{ port: number; stopSecrets(): Promise<voi
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+async function waitUntil(condition: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
