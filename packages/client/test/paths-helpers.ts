@@ -47,7 +47,7 @@ export function buildMcpServer(runs: Map<string, number>): McpServer {
   return server;
 }
 
-export async function startUpstreamMcp(): Promise<UpstreamMcp> {
+export async function startUpstreamMcp(port = 0): Promise<UpstreamMcp> {
   const runs = new Map<string, number>();
   const sessions = new Map<string, { server: McpServer; transport: StreamableHTTPServerTransport }>();
   const http: Server = createServer(async (request, response) => {
@@ -73,10 +73,9 @@ export async function startUpstreamMcp(): Promise<UpstreamMcp> {
       if (!response.headersSent) response.writeHead(500).end();
     }
   });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
-  const port = (http.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => http.listen(port, "127.0.0.1", resolve));
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
     runs,
     async notify(notification) {
       await Promise.all([...sessions.values()].map(({ server }) => server.server.notification(notification).catch(() => {})));
