@@ -20,8 +20,8 @@ import { checkMcp, mcpTypeNames } from "@diverge/codec/mcp";
 import { readU32, type TypeCheck } from "@diverge/codec/runtime";
 import { answer, registry, type FrameEntry } from "@diverge/conformance";
 import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
-import * as server from "@diverge/server";
-import * as client from "@diverge/client";
+import { PROXY_PORT, startProxy, type RunningProxy } from "@diverge/server";
+import { connectProxy, type ProxyConnection, type ProxyHandlers } from "@diverge/client";
 
 const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
 const id: number = request.connection_id;
@@ -59,4 +59,20 @@ const entry: FrameEntry | undefined = registry["2.3.0"]?.["postgres/request"];
 const loader: (dir: string, root?: string) => LoadedSpec = loadSpecDir;
 const word: number = readU32(bytes, 0);
 
-export const used = [wrong, same, latest, first, reply, entry, loader, word, server, client];
+const handlers: ProxyHandlers = {
+  listTools: () => ({ variant: "Result", result: { tools: [{ name: "add", inputSchema: { type: "object" } }] } }),
+};
+export async function loopback(): Promise<unknown> {
+  const proxy: RunningProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false });
+  const connection: ProxyConnection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers);
+  await connection.whenConnected();
+  const tools = await proxy.mcp.listTools();
+  await connection.close();
+  await proxy.close();
+  return tools;
+}
+// @ts-expect-error a port is a number
+void startProxy({ port: "14979" });
+const defaultPort: number = PROXY_PORT;
+
+export const used = [wrong, same, latest, first, reply, entry, loader, word, defaultPort];

@@ -50,6 +50,18 @@ describe("the seed vectors through the installed @diverge/codec, in Node", () =>
   });
 });
 
+describe("a client against a server, both from the tarballs, over loopback", () => {
+  it("answers the proxy's MCP asks through @diverge/client", () => {
+    const result = run(process.execPath, ["loopback.mjs"]);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      tools: { tools: [{ name: "add", inputSchema: { type: "object" } }] },
+      called: { content: [{ type: "text", text: "5" }] },
+    });
+  });
+});
+
 describe("the binaries, from node_modules/.bin", () => {
   const bins = new Set(["diverge", "diverge-proxy", "diverge-conformance", "diverge-spec", ...publicPackages.flatMap((p) => p.bins)]);
   for (const bin of bins) {
