@@ -509,6 +509,9 @@ function framePage(cx: Context, frame: IrFrame): SitePage {
   parts.push(codecLine(frame, cx.rev));
   const travels = travelsText(cx, url, frame);
   if (travels) parts.push(travels);
+  for (const x of cx.ir.exchanges.filter((e) => e.answerFrameId === frame.id)) {
+    parts.push(`It answers the [${x.ask}](${href(url, exchangeUrl(cx, x))}) exchange: ${messagesText(x)} on ${code(x.path)}.`);
+  }
   if (frame.switch) {
     parts.push(section("Layout", block(headerLayout(frame)), fieldList(cx, url, [], frame.header!.fields)));
     const sw = frame.switch;
