@@ -87,3 +87,60 @@ export function writeChangeset(root: string, e: Evolution): { path: string; warn
   writeFileSync(join(root, path), text);
   return { path, warnings };
 }
+
+/** The version after a bump of `kind` (what `changeset version` gives a package at `version`). */
+export function bumped(version: string, kind: "major" | "minor" | "patch"): string {
+  const [major, minor, patch] = version.split(".").map((n) => parseInt(n, 10)) as [number, number, number];
+  if (kind === "major") return `${major + 1}.0.0`;
+  if (kind === "minor") return `${major}.${minor + 1}.0`;
+  return `${major}.${minor}.${patch + 1}`;
+}
+
+/** The `"name": bump` lines of a changeset's front matter. */
+export function changesetBumps(text: string): Record<string, string> {
+  const front = /^---\n([\s\S]*?)\n---/.exec(text)?.[1] ?? "";
+  return Object.fromEntries([...front.matchAll(/^\s*["']?([^"':]+)["']?\s*:\s*(major|minor|patch)\s*$/gm)].map((m) => [m[1]!, m[2]!]));
+}
+
+/**
+ * Whether a spec revision newer than the packages has its changeset, in step with its diff: the
+ * check CI runs (`diverge-spec changeset --check`), which needs no git history. `diff(a, b)` is the
+ * evolution from the revision before the newest to the newest. Returns one sentence per problem.
+ */
+export function checkPendingChangeset(root: string, revisions: readonly string[], diff: (a: string, b: string) => Evolution): { problems: string[]; note: string } {
+  const packages = publicPackages(root);
+  const versions = [...new Set(packages.map((p) => p.version))];
+  if (versions.length !== 1) {
+    return { problems: [`the @diverge/* packages are released together but are at ${versions.join(", ") || "no version"}: ${packages.map((p) => `${p.name} ${p.version}`).join(", ")}.`], note: "" };
+  }
+  const version = versions[0]!;
+  const newest = revisions[revisions.length - 1];
+  if (!newest) return { problems: ["there is no revision under spec/."], note: "" };
+  const order = (a: string, b: string) => {
+    const [pa, pb] = [a.split(".").map(Number), b.split(".").map(Number)];
+    for (let i = 0; i < 3; i++) if (pa[i] !== pb[i]) return pa[i]! - pb[i]!;
+    return 0;
+  };
+  if (order(newest, version) <= 0) return { problems: [], note: `the packages (${version}) implement the newest revision, ${newest}; no spec changeset is pending.` };
+  const previous = [...revisions].filter((r) => order(r, newest) < 0).pop();
+  if (!previous) return { problems: [`spec/${newest} is the only revision but the packages are at ${version}.`], note: "" };
+  const path = `.changeset/spec-${newest}.md`;
+  const full = join(root, path);
+  if (!existsSync(full)) {
+    return { problems: [`spec/${newest} is newer than the packages (${version}) and ${path} is missing: run \`pnpm spec diff ${previous} ${newest} --changeset\`.`], note: "" };
+  }
+  const e = diff(previous, newest);
+  if (!e.ok || !e.bump) return { problems: [`${path} is pending, but ${previous} → ${newest} fails the evolution check: run \`pnpm spec diff ${previous} ${newest}\`.`], note: "" };
+  const problems: string[] = [];
+  const said = changesetBumps(readFileSync(full, "utf8"));
+  for (const p of packages) {
+    if (said[p.name] !== e.bump) {
+      problems.push(`${path} gives ${p.name} ${said[p.name] ? `a ${said[p.name]} bump` : "no bump"}; ${previous} → ${newest} needs ${e.bump}: rerun \`pnpm spec diff ${previous} ${newest} --changeset\`.`);
+    }
+  }
+  const landing = bumped(version, e.bump);
+  if (problems.length === 0 && landing !== newest) {
+    problems.push(`${path} takes the packages from ${version} to ${landing}, not to ${newest}: versions follow the spec revision, so name the revision ${landing} or release the packages at ${previous} first.`);
+  }
+  return { problems, note: problems.length === 0 ? `${path} takes the packages from ${version} to ${newest} (${e.bump}).` : "" };
+}

@@ -1,9 +1,9 @@
 // The commands of a spec bump: bump, diff (with --changeset), changeset, freeze; and the frozen-
 // revision check `generate` and `validate` run first.
 import { bump, BumpError, checkReleased, freeze, RELEASED_FILE } from "./bump.js";
-import { writeChangeset } from "./changeset.js";
+import { checkPendingChangeset, writeChangeset } from "./changeset.js";
 import { diffRevisions, formatEvolution, loadRevisionArg } from "./diff.js";
-import { generateAll, writeAll } from "./generate.js";
+import { generateAll, listRevisions, writeAll } from "./generate.js";
 
 export const evolutionUsage = `  diverge-spec bump <from> <to> [--root DIR]    start revision <to> as a copy of <from>, freeze <from>
                                                  (${RELEASED_FILE}) and regenerate
@@ -13,6 +13,9 @@ export const evolutionUsage = `  diverge-spec bump <from> <to> [--root DIR]    s
                                                  editorial; exit 1 on a forbidden change. --changeset:
                                                  also write .changeset/spec-<b>.md
   diverge-spec changeset <a> <b> [--root DIR]    the same as diff <a> <b> --changeset
+  diverge-spec changeset --check [--root DIR]    exit 1 when the newest revision is newer than the
+                                                 packages and .changeset/spec-<it>.md is missing or
+                                                 not the bump its diff needs (for CI)
   diverge-spec freeze <revision> [--root DIR]    record <revision> as released in ${RELEASED_FILE}
 `;
 
@@ -47,6 +50,13 @@ export function runEvolutionCommand(command: string | undefined, args: readonly 
       const sha = freeze(root, revision);
       process.stdout.write(`spec/${revision} is released (sha256 ${sha.slice(0, 12)}…) in ${RELEASED_FILE}.\n`);
       return 0;
+    }
+    if (command === "changeset" && args.includes("--check") && positional.length === 0) {
+      const revisions = listRevisions(root);
+      const { problems, note } = checkPendingChangeset(root, revisions, (a, b) => diffRevisions(loadRevisionArg(root, a), loadRevisionArg(root, b)));
+      for (const p of problems) process.stderr.write(`${p}\n`);
+      if (note) process.stdout.write(`${note}\n`);
+      return problems.length === 0 ? 0 : 1;
     }
     if (command === "diff" || command === "changeset") {
       const [a, b] = positional;

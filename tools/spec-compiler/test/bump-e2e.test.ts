@@ -105,7 +105,10 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(Object.keys(manifest.exports).filter((k) => /^\.\/\d/.test(k))).toEqual(["./2.3.0", "./2.4.0"]);
   }, 120_000);
 
-  it("changeset status fails the branch before the changeset is written", () => {
+  it("changeset status and changeset --check fail the branch before the changeset is written", () => {
+    const pending = spec("changeset", "--check");
+    expect(pending.status).toBe(1);
+    expect(pending.stderr).toContain("spec/2.4.0 is newer than the packages (2.3.0) and .changeset/spec-2.4.0.md is missing");
     git(root, "add", "-A");
     git(root, "commit", "-q", "-m", "spec 2.4.0");
     const status = run(root, [changeset, "status", "--since=main"]);
@@ -134,6 +137,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(text).toContain("- additive: tools-begin/client/channel-request: new tag 9 (McpListPrompts).");
     git(root, "add", "-A");
     git(root, "commit", "-q", "-m", "changeset");
+    expect(spec("changeset", "--check").stdout).toContain(".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor).");
     const status = run(root, [changeset, "status", "--since=main", "--verbose"]);
     expect(status.status, status.out).toBe(0);
     expect(status.out).toContain("@diverge/codec");

@@ -4,8 +4,8 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { publicPackages, renderChangeset, writeChangeset } from "../src/changeset.js";
-import { diffRevisions, loadRevisionArg } from "../src/diff.js";
+import { checkPendingChangeset, publicPackages, renderChangeset, writeChangeset } from "../src/changeset.js";
+import { diffRevisions, loadRevisionArg, type Evolution } from "../src/diff.js";
 import { materialize, repoRoot } from "./fixtures/materialize.js";
 
 const additive = () => diffRevisions(loadRevisionArg(repoRoot, "2.3.0"), loadRevisionArg(repoRoot, materialize("add-tag")));
@@ -68,5 +68,50 @@ describe("the changeset of a spec bump", () => {
     const text = readFileSync(join(root, path), "utf8");
     expect(text.startsWith('---\n"@diverge/codec": minor\n"@diverge/late": minor\n"@diverge/spec-compiler": minor\n---\n')).toBe(true);
     expect(warnings).toEqual(["@diverge/late is at 2.2.0, not 2.3.0: after `changeset version` it will not be at 2.4.0."]);
+  });
+});
+
+describe("changeset --check: a revision newer than the packages has its changeset", () => {
+  function workspace(version: string): string {
+    const root = mkdtempSync(join(tmpdir(), "diverge-pending-"));
+    writeFileSync(join(root, "pnpm-workspace.yaml"), 'packages:\n  - "packages/*"\n');
+    for (const name of ["codec", "server"]) {
+      mkdirSync(join(root, "packages", name), { recursive: true });
+      writeFileSync(join(root, "packages", name, "package.json"), JSON.stringify({ name: `@diverge/${name}`, version }));
+    }
+    mkdirSync(join(root, ".changeset"));
+    return root;
+  }
+  const minor = (a: string, b: string): Evolution => ({ from: a, to: b, changes: [], level: "additive", needs: "minor", step: "minor", bump: "minor", problems: [], ok: true });
+
+  it("has nothing to say when the packages implement the newest revision", () => {
+    expect(checkPendingChangeset(workspace("2.3.0"), ["2.3.0"], minor)).toEqual({ problems: [], note: "the packages (2.3.0) implement the newest revision, 2.3.0; no spec changeset is pending." });
+  });
+
+  it("asks for the changeset of a new revision, then checks its bumps", () => {
+    const root = workspace("2.3.0");
+    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor).problems).toEqual([
+      "spec/2.4.0 is newer than the packages (2.3.0) and .changeset/spec-2.4.0.md is missing: run `pnpm spec diff 2.3.0 2.4.0 --changeset`.",
+    ]);
+    writeFileSync(join(root, ".changeset", "spec-2.4.0.md"), '---\n"@diverge/codec": minor\n"@diverge/server": patch\n---\n\nText.\n');
+    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor).problems).toEqual([
+      ".changeset/spec-2.4.0.md gives @diverge/server a patch bump; 2.3.0 → 2.4.0 needs minor: rerun `pnpm spec diff 2.3.0 2.4.0 --changeset`.",
+    ]);
+    writeChangeset(root, minor("2.3.0", "2.4.0"));
+    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor)).toEqual({ problems: [], note: ".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor)." });
+  });
+
+  it("refuses a changeset that would land the packages on another version than the revision", () => {
+    const root = workspace("2.3.0");
+    writeChangeset(root, minor("2.3.0", "2.5.0"));
+    expect(checkPendingChangeset(root, ["2.3.0", "2.5.0"], minor).problems).toEqual([
+      ".changeset/spec-2.5.0.md takes the packages from 2.3.0 to 2.4.0, not to 2.5.0: versions follow the spec revision, so name the revision 2.4.0 or release the packages at 2.3.0 first.",
+    ]);
+  });
+
+  it("says so when the fixed group is not at one version", () => {
+    const root = workspace("2.3.0");
+    writeFileSync(join(root, "packages", "server", "package.json"), JSON.stringify({ name: "@diverge/server", version: "2.3.1" }));
+    expect(checkPendingChangeset(root, ["2.3.0"], minor).problems[0]).toMatch(/^the @diverge\/\* packages are released together but are at 2\.3\.0, 2\.3\.1/);
   });
 });
