@@ -2,3 +2,4 @@ export { startProxy, resolveOptions, PROXY_PORT, type ProxyOptions, type Running
 export { Gate } from "./gate.js";
 export { RouteListener, DEFAULT_MAX_MESSAGE_BYTES, type UpgradeRoute, type RequestRoute, type UpgradeDecision } from "./listener.js";
 export { McpAsks, McpExchangeError, AskBoard, ProgramMcpServer, ANSWER_SEGMENT, type PathsPart, type McpExchangeErrorDetail, type NotificationStreamEvent, type McpKind, type PathEnding, type BoardEvent } from "./paths/index.js";
+export { ProxyConnection, parseDivergeMarkdown, readDivergeInfo, type MultiplexedPart, type PairStats, type DivergeInfo } from "./multiplexed/index.js";
