@@ -73,6 +73,39 @@ describe("the generated site's links", () => {
     expect(orphans).toEqual([]);
   });
 
+  it("keeps the stable paths the docs URL scheme promises", () => {
+    const stable = [
+      "/",
+      "/2.3.0/",
+      "/2.3.0/mcp-types/",
+      "/2.3.0/proxy/mcp/",
+      "/2.3.0/proxy/mcp/list-tools/",
+      "/2.3.0/proxy/mcp/list-resources/",
+      "/2.3.0/proxy/mcp/call-tool/",
+      "/2.3.0/proxy/mcp/read-resource/",
+      "/2.3.0/proxy/mcp/notifications/",
+      "/2.3.0/container-proxy-endpoints/",
+      "/2.3.0/container-proxy-endpoints/frames/",
+      "/2.3.0/container-proxy-endpoints/frames/client/",
+      "/2.3.0/container-proxy-endpoints/frames/channel-request/client/",
+      "/2.3.0/container-proxy-endpoints/tools-begin/channels/",
+      "/2.3.0/container-proxy-endpoints/tools-begin/client/channel-request/",
+      "/2.3.0/container-proxy-endpoints/tools-begin/client/channel-request/error/",
+      "/2.3.0/container-proxy-endpoints/tools-begin/client/postgres/request/",
+      "/2.3.0/container-proxy-endpoints/tools-begin/client/mcp-list-tools/request/",
+      "/2.3.0/container-proxy-endpoints/proxy/requests/ask/",
+      "/2.3.0/container-proxy-endpoints/proxy/requests/mcp-call-tool/ask/",
+      "/2.3.0/container-proxy-endpoints/mcp/list-tools/answer/",
+      "/2.3.0/container-proxy-endpoints/mcp/list-tools/result/answer/",
+      "/2.3.0/container-proxy-endpoints/mcp/answer/error/",
+      "/2.3.0/container-proxy-endpoints/postgres/request/",
+    ];
+    for (const url of stable) {
+      expect(fileOfUrl(url), `site page ${url}`).toBeDefined();
+      expect(existsSync(join(docsDir, url, "index.md")), `Markdown page ${url}`).toBe(true);
+    }
+  });
+
   it("resolves every relative link of the Markdown reference", () => {
     const broken: string[] = [];
     for (const file of walk(docsDir).filter((f) => f.endsWith(".md"))) {

@@ -629,7 +629,7 @@ function errorTypePage(cx: Context, error: IrErrorType): SitePage {
   const url = errorUrl(cx, error);
   const rows = error.variants.map((v) => {
     const fields = v.fields.map((f) => {
-      const type = f.type === "error" ? `[${code(cx.errorById.get(f.errorTypeId!)!.name)}](${href(url, errorUrl(cx, cx.errorById.get(f.errorTypeId!)!))})` : code(f.type);
+      const type = f.type === "error" ? `[${code(cx.errorById.get(f.errorTypeId!)!.name)}](${href(url, errorUrl(cx, cx.errorById.get(f.errorTypeId!)!))})` : f.type === "reason" ? "text" : f.type === "usize" ? "a count" : code(f.type);
       return `${code(f.name)}: ${type}${f.redacted ? " (redacted)" : ""}: ${f.doc}`;
     });
     return [code(v.name), code(v.message), v.doc, fields.join("<br>") || "—"];
