@@ -415,6 +415,40 @@ describe("the provider's channels (seed 004)", () => {
     expect((await raw.next(onChannel(1, 4))).type).toBe("ChannelResponseFinish");
   });
 
+  it("tag 0 Postgres: a driver that reads slowly pushes back on the provider instead of filling the proxy", async () => {
+    const { proxy: running, raw } = await begun();
+    const { connect } = await import("node:net");
+    const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
+    await new Promise((resolve) => driver.once("connect", resolve));
+    driver.pause();
+    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const chunk = new Uint8Array(64 * 1024);
+    const chunks = 320; // 20 MiB
+    for (let i = 0; i < chunks; i++) {
+      chunk.fill(i % 251);
+      raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: chunk });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const stalled = running.multiplexed.postgresStats();
+    console.log(`slow driver: ${JSON.stringify({ carriedWhileStalled: stalled.toProgramBytes, maxProgramBuffered: stalled.maxProgramBuffered, providerBuffered: raw.socket.bufferedAmount })}`);
+    // The driver reads nothing, so most of the 20 MiB must still be on the provider's side.
+    expect(stalled.toProgramBytes).toBeLessThan(chunks * chunk.length / 2);
+    expect(stalled.maxProgramBuffered).toBeLessThan(4 * 1024 * 1024);
+    expect(raw.socket.bufferedAmount).toBeGreaterThan(0);
+    // Once the driver reads, everything arrives, in order.
+    let received = 0;
+    let inOrder = true;
+    driver.on("data", (data: Buffer) => {
+      for (let k = 0; k < data.length; k += 4096) if (data[k] !== Math.floor((received + k) / chunk.length) % 251) inOrder = false;
+      received += data.length;
+    });
+    driver.resume();
+    await waitUntil(() => received === chunks * chunk.length, 20_000);
+    expect(inOrder).toBe(true);
+    expect(running.multiplexed.postgresStats().maxProgramBuffered).toBeLessThan(4 * 1024 * 1024);
+    driver.destroy();
+  }, 30_000);
+
   it("tag 2 Daemon: the program's frames reach the provider's half once it opens, the provider's reach the program", async () => {
     const { proxy: running, raw } = await begun();
     const program = new WebSocket(`ws://127.0.0.1:${running.programPort}/daemon`);
