@@ -2,10 +2,12 @@
 // revision's decoder reads tag 9, the old one still refuses it with the 2.3.0 error text, and both
 // are reachable as `@diverge/codec/<revision>` subpaths while the package root speaks the newest.
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { emitCodecPackageJson } from "../src/emit/root.js";
+import type { IrRevision } from "../src/ir.js";
 import { materialize, repoRoot } from "./fixtures/materialize.js";
 
 const cli = join(repoRoot, "tools", "spec-compiler", "dist", "cli.js");
@@ -72,6 +74,22 @@ describe("an additive revision beside the one it grows from", () => {
     expect(check.status, check.stdout).toBe(0);
   });
 
+  it("the drift check catches an exports map out of step with the revisions", () => {
+    const path = join(root, "packages", "codec", "package.json");
+    const text = readFileSync(path, "utf8");
+    const manifest = JSON.parse(text) as { exports: Record<string, unknown> };
+    delete manifest.exports["./2.4.0"];
+    writeFileSync(path, JSON.stringify(manifest, null, 2) + "\n");
+    try {
+      const check = spawnSync(process.execPath, [cli, "generate", "--check", "--root", root], { encoding: "utf8" });
+      expect(check.status).toBe(1);
+      expect(check.stdout).toContain("--- packages/codec/package.json (on disk)");
+      expect(check.stdout).toContain('+    "./2.4.0": {');
+    } finally {
+      writeFileSync(path, text);
+    }
+  });
+
   it("the 2.4.0 decoder accepts tag 9", () => {
     const r = results["@diverge/codec/2.4.0"]!;
     expect(r.revision).toBe("2.4.0");
@@ -93,5 +111,38 @@ describe("an additive revision beside the one it grows from", () => {
     const rootExport = results["@diverge/codec"]!;
     expect(rootExport.revision).toBe("2.4.0");
     expect(rootExport.revisions).toEqual(["2.3.0", "2.4.0"]);
+  });
+});
+
+describe("the exports map is rewritten in place", () => {
+  const ir = (revision: string) => ({ revision }) as unknown as IrRevision;
+  const manifest = [
+    "{",
+    '  "name": "@diverge/codec",',
+    '  "files": ["dist", "README.md"],',
+    '  "exports": {',
+    '    ".": { "types": "./dist/index.d.ts", "default": "./dist/index.js" },',
+    '    "./2.2.0": { "types": "./dist/gen/2.2.0/index.d.ts", "default": "./dist/gen/2.2.0/index.js" },',
+    '    "./mcp": "./dist/mcp.js"',
+    "  },",
+    '  "peerDependenciesMeta": { "x": { "optional": true } }',
+    "}",
+    "",
+  ].join("\n");
+
+  it("replaces the revision subpaths, keeps every other key where it was, and touches nothing else", () => {
+    const out = emitCodecPackageJson(manifest, [ir("2.3.0"), ir("2.4.0")]).text;
+    const parsed = JSON.parse(out) as { exports: Record<string, unknown> };
+    expect(Object.keys(parsed.exports)).toEqual([".", "./2.3.0", "./2.4.0", "./mcp"]);
+    expect(out.startsWith('{\n  "name": "@diverge/codec",\n  "files": ["dist", "README.md"],\n  "exports": {\n    ".": {\n')).toBe(true);
+    expect(out.endsWith('  },\n  "peerDependenciesMeta": { "x": { "optional": true } }\n}\n')).toBe(true);
+  });
+
+  it("leaves the text as it is when the map already is right", () => {
+    const once = emitCodecPackageJson(manifest, [ir("2.3.0")]).text;
+    expect(emitCodecPackageJson(once, [ir("2.3.0")]).text).toBe(once);
+    const current = readFileSync(join(repoRoot, "packages", "codec", "package.json"), "utf8");
+    const revisions = readdirSync(join(repoRoot, "spec")).filter((n) => /^\d+\.\d+\.\d+$/.test(n)).sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+    expect(emitCodecPackageJson(current, revisions.map(ir)).text).toBe(current);
   });
 });
