@@ -169,7 +169,9 @@ describe("diverge tools", () => {
     const listProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot });
     const callProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot });
     const infoProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot });
-    proxies.push(listProxy, callProxy, infoProxy);
+    const resourcesProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false });
+    const readProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false });
+    proxies.push(listProxy, callProxy, infoProxy, resourcesProxy, readProxy);
     const common = ["--arguments", '{"greeting":"Hey"}', "--secret", "API_KEY=k"];
     const list = await run("node", [cli, "tools", "list", "--proxy", `ws://127.0.0.1:${listProxy.port}/`, ...common]);
     expect(JSON.parse(list.stdout).tools.map((tool: { name: string }) => tool.name).sort()).toEqual(["greet", "notify", "query"]);
@@ -177,9 +179,15 @@ describe("diverge tools", () => {
     expect(JSON.parse(call.stdout)).toEqual({ content: [{ type: "text", text: "Hey, Cy!" }] });
     const info = await run("node", [cli, "tools", "info", "--proxy", `ws://127.0.0.1:${infoProxy.port}/`, "--arguments", '{"greeting":"Hey"}']);
     expect(JSON.parse(info.stdout).frontMatter.title).toBe("Greeter");
-  });
+    const resources = await run("node", [cli, "tools", "resources", "--proxy", `ws://127.0.0.1:${resourcesProxy.port}/`, "--arguments", '{"greeting":"Hey"}']);
+    expect(JSON.parse(resources.stdout).resources.map((r: { uri: string }) => r.uri)).toEqual(["example://readme"]);
+    const read = await run("node", [cli, "tools", "read", "example://readme", "--proxy", `ws://127.0.0.1:${readProxy.port}/`, "--arguments", '{"greeting":"Hey"}']);
+    expect(JSON.parse(read.stdout).contents[0].text).toBe("The example greeter.");
+    // A proxy takes one connection in its life: a second run against it is refused.
+    await expect(run("node", [cli, "tools", "list", "--proxy", `ws://127.0.0.1:${listProxy.port}/`])).rejects.toMatchObject({ code: 1 });
+  }, 30_000);
 
-  it("prints its usage and refuses an unknown command", async () => {
+  it("prints its usage and refuses an unknown command", { timeout: 15_000 }, async () => {
     const help = await run("node", [cli, "tools", "--help"]);
     expect(help.stdout).toContain("--proxy");
     await expect(run("node", [cli, "tools", "frobnicate"])).rejects.toMatchObject({ code: 2 });
