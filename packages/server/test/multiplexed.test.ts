@@ -471,6 +471,26 @@ describe("the provider's channels (seed 004)", () => {
     expect((await raw.next(onChannel(1, 2))).type).toBe("ChannelResponseFinish");
   });
 
+  it("holds a driver that connects before the provider, unread, and announces it after Begun", async () => {
+    const running = await proxy();
+    const { connect } = await import("node:net");
+    const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
+    await new Promise((resolve) => driver.once("connect", resolve));
+    driver.write("early");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const raw = await rawConnect(running.port);
+    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    const first = await raw.next();
+    // Nothing is opened before Begun: the begin's answer comes first, then the announcement.
+    expect(first.type).toBe("Response");
+    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Postgres", connection_id: 1 });
+    ask(raw, 0, { variant: "Postgres", connection_id: 1 });
+    const carried = await raw.next(onChannel(1, 0));
+    expect(new TextDecoder().decode((carried as { payload: Uint8Array }).payload)).toBe("early");
+    driver.destroy();
+  });
+
   it("refuses a daemon dial before the provider has connected", async () => {
     const running = await proxy();
     const program = new WebSocket(`ws://127.0.0.1:${running.programPort}/daemon`);
