@@ -62,7 +62,9 @@ export async function startUpstreamMcp(port = 0): Promise<UpstreamMcp> {
         }
         const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (sessionId) => sessions.set(sessionId, session!),
+          onsessioninitialized: (sessionId) => {
+            sessions.set(sessionId, session!);
+          },
         });
         const server = buildMcpServer(runs);
         session = { server, transport };
