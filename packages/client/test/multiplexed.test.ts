@@ -64,6 +64,24 @@ describe("openContainer", () => {
     expect(missing.detail.variant === "Mcp" && missing.detail.error.code).toBe(-32602);
   });
 
+  it("works with any WHATWG-shaped WebSocket implementation (ArrayBuffer messages, no pause)", async () => {
+    const made: string[] = [];
+    class PlainWebSocket extends WebSocket {
+      constructor(url: string) {
+        super(url);
+        made.push(url);
+        this.binaryType = "blob";
+      }
+      override pause = undefined as never;
+      override resume = undefined as never;
+    }
+    const { connection } = await container({ WebSocket: PlainWebSocket as never }, { secretsGate: false });
+    expect(made).toHaveLength(1);
+    expect(connection.frames.socket.binaryType).toBe("arraybuffer");
+    await connection.beginTools({ arguments: { greeting: "Hej" } });
+    expect(await connection.mcp.callTool({ name: "greet", arguments: { name: "Liv" } })).toEqual({ content: [{ type: "text", text: "Hej, Liv!" }] });
+  });
+
   it("delivers notifications in order while the stream is open", async () => {
     const { connection } = await container({}, { secretsGate: false });
     await connection.beginTools({ arguments: { greeting: "Hi" } });
