@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { extname, join } from "node:path";
-import { build } from "esbuild";
+import { build, stop } from "esbuild";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { noNodeBuiltins } from "../scripts/no-node-builtins.mjs";
@@ -66,7 +66,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  server?.closeAllConnections();
   await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  // esbuild's service process would otherwise keep this worker alive.
+  await stop();
 });
 
 describe("@diverge/codec in headless Chromium", () => {

@@ -2,7 +2,8 @@
 // `sideEffects: false` and the generated modules' shape), the codec stays within its budget, no
 // browser bundle pulls in a Node built-in, and SIZES.md is the table this build measures.
 import { readFileSync } from "node:fs";
-import { beforeAll, describe, expect, it } from "vitest";
+import { stop } from "esbuild";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundle, measure, sizesFile, staleness, type Measured } from "../scripts/size.mjs";
 
 let measured: Measured[];
@@ -10,6 +11,11 @@ const row = (id: string): Measured => measured.find((m) => m.id === id)!;
 
 beforeAll(async () => {
   measured = await measure();
+});
+
+afterAll(async () => {
+  // esbuild's service process would otherwise keep this worker alive.
+  await stop();
 });
 
 describe("tree-shaking", () => {
