@@ -24,8 +24,7 @@ export function readJson(bytes: Uint8Array, start: number, end: number): unknown
 
 const encoder = new TextEncoder();
 
-/** The compact JSON of `value` as UTF-8. Object keys keep the order they were given in. */
-export function encodeJson(frame: string, field: string, value: unknown): Uint8Array {
+function stringify(frame: string, field: string, value: unknown): string {
   let text: string | undefined;
   try {
     text = JSON.stringify(value);
@@ -33,7 +32,28 @@ export function encodeJson(frame: string, field: string, value: unknown): Uint8A
     throw new EncodeError(frame, field, `${field} did not serialize: ${(problem as Error).message}`);
   }
   if (text === undefined) throw new EncodeError(frame, field, `${field} is not a JSON value`);
-  return encoder.encode(text);
+  return text;
+}
+
+/** The compact JSON of `value` as UTF-8. Object keys keep the order they were given in. */
+export function encodeJson(frame: string, field: string, value: unknown): Uint8Array {
+  return encoder.encode(stringify(frame, field, value));
+}
+
+const PADS = ["", " ", "  ", "   ", "    ", "     ", "      ", "       ", "        ", "         "];
+
+/**
+ * A whole frame whose last field is JSON to its end: `prefix` bytes for the caller to fill in (the
+ * frame's header and fixed fields), then the compact JSON of `value` as UTF-8.
+ *
+ * One allocation and no copy: the text is encoded after `prefix` ASCII spaces, each exactly one
+ * byte, which the caller then overwrites. Encoding the JSON on its own and copying it behind the
+ * header costs a second allocation and a copy of every byte, which on small frames is a third of the
+ * whole encode and on a megabyte a tenth (see packages/bench).
+ */
+export function encodeJsonAfter(prefix: number, frame: string, field: string, value: unknown): Uint8Array {
+  const text = stringify(frame, field, value);
+  return encoder.encode((PADS[prefix] ?? " ".repeat(prefix)) + text);
 }
 
 /** `undefined` when `value` is a JSON object whose every member is a string, else why not. */

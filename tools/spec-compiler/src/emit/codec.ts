@@ -278,16 +278,20 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
               w.write(`case ${lit(v.name)}:`).block(() => {
                 const headerInts = h.fields.filter((f) => f.name !== sw.on);
                 for (const f of headerInts) w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
-                const size = emitBodyPrepare(w, imports, v.body, frameLit);
-                w.writeLine(`const $out = new Uint8Array(${[String(headerSize), ...size].join(" + ")});`);
+                const tail = emitJsonTailPrepare(w, imports, v.body, frameLit, headerSize);
+                if (!tail) {
+                  const size = emitBodyPrepare(w, imports, v.body, frameLit);
+                  w.writeLine(`const $out = new Uint8Array(${[String(headerSize), ...size].join(" + ")});`);
+                }
                 let at = 0;
                 for (const f of h.fields) {
                   const expr = f.name === sw.on ? String(v.tag) : `$${f.name}`;
                   w.writeLine(writeInt(imports, f.type, String(at), expr));
                   at += INT_SIZE[f.type];
                 }
-                if (v.body.fields.length > 0) w.writeLine(`let $at = ${at};`);
-                emitBodyWrite(w, imports, v.body);
+                const written = tail ?? v.body;
+                if (written.fields.length > 0) w.writeLine(`let $at = ${at};`);
+                emitBodyWrite(w, imports, written);
                 w.writeLine("return $out;");
               });
             }
@@ -299,10 +303,14 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
             );
           });
         } else {
-          const size = emitBodyPrepare(w, imports, frame.body!, frameLit);
-          w.writeLine(`const $out = new Uint8Array(${size.length ? size.join(" + ") : "0"});`);
-          if (frame.body!.fields.length > 0) w.writeLine("let $at = 0;");
-          emitBodyWrite(w, imports, frame.body!);
+          const tail = emitJsonTailPrepare(w, imports, frame.body!, frameLit, 0);
+          if (!tail) {
+            const size = emitBodyPrepare(w, imports, frame.body!, frameLit);
+            w.writeLine(`const $out = new Uint8Array(${size.length ? size.join(" + ") : "0"});`);
+          }
+          const written = tail ?? frame.body!;
+          if (written.fields.length > 0) w.writeLine("let $at = 0;");
+          emitBodyWrite(w, imports, written);
           w.writeLine("return $out;");
         }
       },
@@ -389,6 +397,28 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
       }
     }
     return body.fields.map((f) => f.name);
+  }
+
+  /**
+   * A body whose fields are fixed-size integers and then one JSON field to the end of the frame
+   * (every MCP payload) is encoded into its final buffer at once: `encodeJsonAfter` leaves room for
+   * the header and the integers in front of the JSON, so the JSON is neither allocated twice nor
+   * copied. Emits the checks and that call, and returns the fields still to write (the integers);
+   * returns undefined, emitting nothing, for any other body.
+   */
+  function emitJsonTailPrepare(w: CodeBlockWriter, imports: Imports, body: IrBody, frameLit: string, headerSize: number): IrBody | undefined {
+    const last = body.fields[body.fields.length - 1];
+    if (!last || last.type !== "json" || last.length !== "rest") return undefined;
+    const ints = body.fields.slice(0, -1);
+    if (!ints.every((f) => f.length === "fixed")) return undefined;
+    let prefix = headerSize;
+    for (const f of ints) {
+      w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
+      prefix += INT_SIZE[f.type as keyof typeof INT_SIZE];
+    }
+    const nullable = last.schema?.kind === "mcp" && last.schema.nullable;
+    w.writeLine(`const $out = ${imports.value(RUNTIME, "encodeJsonAfter")}(${prefix}, ${frameLit}, ${lit(last.name)}, value.${last.name}${nullable ? " ?? null" : ""});`);
+    return { ...body, fields: ints };
   }
 
   /** Checks and serializes every field; returns the size terms of the body. */

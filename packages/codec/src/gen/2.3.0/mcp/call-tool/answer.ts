@@ -3,7 +3,7 @@
 
 import { type CallToolResult, type ErrorData } from "../../mcp-types.js";
 import { McpAnswerError } from "../answer/error.js";
-import { EncodeError, JsonFailure, checkObject, encodeJson, readJson, type DecodeOptions } from "../../../../runtime/index.js";
+import { EncodeError, JsonFailure, checkObject, encodeJsonAfter, readJson, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link McpCallToolAnswer}, as the `tag` byte carries it. */
 export const McpCallToolAnswerTag = {
@@ -104,19 +104,13 @@ export function decodeMcpCallToolAnswer(bytes: Uint8Array, options?: DecodeOptio
 export function encodeMcpCallToolAnswer(value: McpCallToolAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $result = encodeJson("mcp/call-tool/answer", "result", value.result);
-      const $out = new Uint8Array(1 + $result.length);
+      const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "result", value.result);
       $out[0] = 0;
-      let $at = 1;
-      $out.set($result, $at);
       return $out;
     }
     case "Error": {
-      const $error = encodeJson("mcp/call-tool/answer", "error", value.error);
-      const $out = new Uint8Array(1 + $error.length);
+      const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "error", value.error);
       $out[0] = 1;
-      let $at = 1;
-      $out.set($error, $at);
       return $out;
     }
     default:

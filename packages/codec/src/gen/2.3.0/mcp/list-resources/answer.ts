@@ -3,7 +3,7 @@
 
 import { type ErrorData, type ListResourcesResult } from "../../mcp-types.js";
 import { McpAnswerError } from "../answer/error.js";
-import { EncodeError, JsonFailure, checkObject, encodeJson, readJson, type DecodeOptions } from "../../../../runtime/index.js";
+import { EncodeError, JsonFailure, checkObject, encodeJsonAfter, readJson, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link McpListResourcesAnswer}, as the `tag` byte carries it. */
 export const McpListResourcesAnswerTag = {
@@ -104,19 +104,13 @@ export function decodeMcpListResourcesAnswer(bytes: Uint8Array, options?: Decode
 export function encodeMcpListResourcesAnswer(value: McpListResourcesAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $result = encodeJson("mcp/list-resources/answer", "result", value.result);
-      const $out = new Uint8Array(1 + $result.length);
+      const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "result", value.result);
       $out[0] = 0;
-      let $at = 1;
-      $out.set($result, $at);
       return $out;
     }
     case "Error": {
-      const $error = encodeJson("mcp/list-resources/answer", "error", value.error);
-      const $out = new Uint8Array(1 + $error.length);
+      const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "error", value.error);
       $out[0] = 1;
-      let $at = 1;
-      $out.set($error, $at);
       return $out;
     }
     default:

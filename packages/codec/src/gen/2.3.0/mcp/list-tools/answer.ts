@@ -3,7 +3,7 @@
 
 import { type ErrorData, type ListToolsResult } from "../../mcp-types.js";
 import { McpAnswerError } from "../answer/error.js";
-import { EncodeError, JsonFailure, checkObject, encodeJson, readJson, type DecodeOptions } from "../../../../runtime/index.js";
+import { EncodeError, JsonFailure, checkObject, encodeJsonAfter, readJson, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link McpListToolsAnswer}, as the `tag` byte carries it. */
 export const McpListToolsAnswerTag = {
@@ -104,19 +104,13 @@ export function decodeMcpListToolsAnswer(bytes: Uint8Array, options?: DecodeOpti
 export function encodeMcpListToolsAnswer(value: McpListToolsAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $result = encodeJson("mcp/list-tools/answer", "result", value.result);
-      const $out = new Uint8Array(1 + $result.length);
+      const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "result", value.result);
       $out[0] = 0;
-      let $at = 1;
-      $out.set($result, $at);
       return $out;
     }
     case "Error": {
-      const $error = encodeJson("mcp/list-tools/answer", "error", value.error);
-      const $out = new Uint8Array(1 + $error.length);
+      const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "error", value.error);
       $out[0] = 1;
-      let $at = 1;
-      $out.set($error, $at);
       return $out;
     }
     default:

@@ -3,7 +3,7 @@
 
 import { type ErrorData, type ServerNotification } from "../../mcp-types.js";
 import { McpAnswerError } from "../answer/error.js";
-import { EncodeError, JsonFailure, checkObject, encodeJson, readJson, type DecodeOptions } from "../../../../runtime/index.js";
+import { EncodeError, JsonFailure, checkObject, encodeJsonAfter, readJson, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link McpNotificationsAnswer}, as the `tag` byte carries it. */
 export const McpNotificationsAnswerTag = {
@@ -104,19 +104,13 @@ export function decodeMcpNotificationsAnswer(bytes: Uint8Array, options?: Decode
 export function encodeMcpNotificationsAnswer(value: McpNotificationsAnswer): Uint8Array {
   switch (value.variant) {
     case "Notification": {
-      const $notification = encodeJson("mcp/notifications/answer", "notification", value.notification);
-      const $out = new Uint8Array(1 + $notification.length);
+      const $out = encodeJsonAfter(1, "mcp/notifications/answer", "notification", value.notification);
       $out[0] = 0;
-      let $at = 1;
-      $out.set($notification, $at);
       return $out;
     }
     case "Error": {
-      const $error = encodeJson("mcp/notifications/answer", "error", value.error);
-      const $out = new Uint8Array(1 + $error.length);
+      const $out = encodeJsonAfter(1, "mcp/notifications/answer", "error", value.error);
       $out[0] = 1;
-      let $at = 1;
-      $out.set($error, $at);
       return $out;
     }
     default:

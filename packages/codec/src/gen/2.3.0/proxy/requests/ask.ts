@@ -4,7 +4,7 @@
 import { FuseRequestError } from "../../fuse/request/error.js";
 import { type CallToolRequestParams, type PaginatedRequestParams, type ReadResourceRequestParams } from "../../mcp-types.js";
 import { VaultRequestError } from "../../vault/request/error.js";
-import { DecodeError, EncodeError, JsonFailure, checkBytes, checkInt, checkObject, checkU16Length, encodeJson, encodeUtf8, readJson, readU16, readU32, readUtf8, writeU16, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
+import { DecodeError, EncodeError, JsonFailure, checkBytes, checkInt, checkObject, checkU16Length, encodeJsonAfter, encodeUtf8, readJson, readU16, readU32, readUtf8, writeU16, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link RequestsAsk}, as the `kind` byte carries it. */
 export const RequestsAskTag = {
@@ -574,42 +574,30 @@ export function encodeRequestsAsk(value: RequestsAsk): Uint8Array {
   switch (value.kind) {
     case "McpListTools": {
       const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $params = encodeJson("proxy/requests/ask", "params", value.params ?? null);
-      const $out = new Uint8Array(5 + $params.length);
+      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
       writeU32($out, 0, $channel);
       $out[4] = 0;
-      let $at = 5;
-      $out.set($params, $at);
       return $out;
     }
     case "McpListResources": {
       const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $params = encodeJson("proxy/requests/ask", "params", value.params ?? null);
-      const $out = new Uint8Array(5 + $params.length);
+      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
       writeU32($out, 0, $channel);
       $out[4] = 1;
-      let $at = 5;
-      $out.set($params, $at);
       return $out;
     }
     case "McpCallTool": {
       const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $params = encodeJson("proxy/requests/ask", "params", value.params);
-      const $out = new Uint8Array(5 + $params.length);
+      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
       writeU32($out, 0, $channel);
       $out[4] = 2;
-      let $at = 5;
-      $out.set($params, $at);
       return $out;
     }
     case "McpReadResource": {
       const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $params = encodeJson("proxy/requests/ask", "params", value.params);
-      const $out = new Uint8Array(5 + $params.length);
+      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
       writeU32($out, 0, $channel);
       $out[4] = 3;
-      let $at = 5;
-      $out.set($params, $at);
       return $out;
     }
     case "McpNotifications": {

@@ -4,7 +4,7 @@
 import { DaemonRequestError } from "../../daemon/request.js";
 import { type CallToolRequestParams, type PaginatedRequestParams, type ReadResourceRequestParams } from "../../mcp-types.js";
 import { PostgresRequestError } from "../../postgres/request.js";
-import { DecodeError, EncodeError, JsonFailure, checkInt, checkObject, checkStringMap, encodeJson, readJson, readU32, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
+import { DecodeError, EncodeError, JsonFailure, checkInt, checkObject, checkStringMap, encodeJsonAfter, readJson, readU32, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link ToolsBeginChannelRequest}, as the `tag` byte carries it. */
 export const ToolsBeginChannelRequestTag = {
@@ -281,35 +281,23 @@ export function encodeToolsBeginChannelRequest(value: ToolsBeginChannelRequest):
       return $out;
     }
     case "McpListTools": {
-      const $params = encodeJson("tools-begin/client/channel-request", "params", value.params ?? null);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
       $out[0] = 3;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpListResources": {
-      const $params = encodeJson("tools-begin/client/channel-request", "params", value.params ?? null);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
       $out[0] = 4;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpCallTool": {
-      const $params = encodeJson("tools-begin/client/channel-request", "params", value.params);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
       $out[0] = 5;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpReadResource": {
-      const $params = encodeJson("tools-begin/client/channel-request", "params", value.params);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
       $out[0] = 6;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpNotifications": {
@@ -318,11 +306,8 @@ export function encodeToolsBeginChannelRequest(value: ToolsBeginChannelRequest):
       return $out;
     }
     case "Secrets": {
-      const $values = encodeJson("tools-begin/client/channel-request", "values", value.values);
-      const $out = new Uint8Array(1 + $values.length);
+      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "values", value.values);
       $out[0] = 8;
-      let $at = 1;
-      $out.set($values, $at);
       return $out;
     }
     default:

@@ -5,7 +5,7 @@ import { DaemonRequestError } from "../../daemon/request.js";
 import { type CallToolRequestParams, type PaginatedRequestParams, type ReadResourceRequestParams } from "../../mcp-types.js";
 import { PostgresRequestError } from "../../postgres/request.js";
 import { VaultRequestError } from "../../vault/request/error.js";
-import { DecodeError, EncodeError, JsonFailure, checkBytes, checkInt, checkObject, checkU16Length, encodeJson, encodeUtf8, readJson, readU16, readU32, readUtf8, writeU16, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
+import { DecodeError, EncodeError, JsonFailure, checkBytes, checkInt, checkObject, checkU16Length, encodeJsonAfter, encodeUtf8, readJson, readU16, readU32, readUtf8, writeU16, writeU32, type DecodeOptions } from "../../../../runtime/index.js";
 
 /** The tag of each variant of {@link ToolsBeginServerChannelRequest}, as the `tag` byte carries it. */
 export const ToolsBeginServerChannelRequestTag = {
@@ -393,35 +393,23 @@ export function encodeToolsBeginServerChannelRequest(value: ToolsBeginServerChan
       return $out;
     }
     case "McpListTools": {
-      const $params = encodeJson("tools-begin/server/channel-request", "params", value.params ?? null);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
       $out[0] = 7;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpListResources": {
-      const $params = encodeJson("tools-begin/server/channel-request", "params", value.params ?? null);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
       $out[0] = 8;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpCallTool": {
-      const $params = encodeJson("tools-begin/server/channel-request", "params", value.params);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
       $out[0] = 9;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpReadResource": {
-      const $params = encodeJson("tools-begin/server/channel-request", "params", value.params);
-      const $out = new Uint8Array(1 + $params.length);
+      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
       $out[0] = 10;
-      let $at = 1;
-      $out.set($params, $at);
       return $out;
     }
     case "McpNotifications": {
