@@ -5,7 +5,6 @@
 // both ways (the program's socket pauses while the provider connection's send buffer is high, and
 // the provider connection pauses while the program's socket cannot take more).
 import type { Socket } from "node:net";
-import type { WebSocket } from "ws";
 import { FrameError, decodeClientFrame, encodeToolsBeginServerChannelRequest } from "@diverge/codec";
 import type { AnswerHandlers, OpenedChannel, Responder } from "@diverge/multiplexer";
 
@@ -167,9 +166,20 @@ export class PostgresPairs {
   }
 }
 
+/** The part of the program's WebSocket (a `ws` socket) a daemon pair uses. */
+export interface ProgramSocket {
+  on(event: "message", listener: (data: Buffer, isBinary: boolean) => void): unknown;
+  once(event: "close", listener: () => void): unknown;
+  send(data: Uint8Array): void;
+  close(code?: number): void;
+  terminate(): void;
+  pause(): void;
+  resume(): void;
+}
+
 interface DaemonPair {
   readonly id: number;
-  readonly socket: WebSocket;
+  readonly socket: ProgramSocket;
   providerHalf?: Responder;
   /** Program frames that arrived before the provider's half opened, in order. */
   readonly held: Uint8Array[];
@@ -187,7 +197,7 @@ export class DaemonPairs {
   ) {}
 
   /** A program dialled the proxy's `/daemon`. */
-  async programConnected(socket: WebSocket): Promise<void> {
+  async programConnected(socket: ProgramSocket): Promise<void> {
     const held: Uint8Array[] = [];
     let pair: DaemonPair | undefined;
     socket.on("message", (data: Buffer, isBinary: boolean) => {
