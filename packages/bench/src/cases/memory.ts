@@ -1,0 +1,241 @@
+// Case 5: the proxy's memory, read from its own process (see child.ts).
+//   - idle RSS, beside a Node process that loaded the same modules and serves nothing;
+//   - bytes per open channel: notification channels on the tools::begin scope (a channel each,
+//     held open by the proxy until the provider goes);
+//   - bytes per pending ask: tools/calls of the program that a provider on /requests receives and
+//     never answers (each holds the program's HTTP request and the ask in the proxy);
+//   - the postgres pair streaming 100 MB from the provider to a program's socket that reads slowly
+//     at times: the proxy's RSS is sampled throughout and must stay flat.
+// Only 127.0.0.1 is dialled; every wait is bounded in time.
+import { connect, type Socket } from "node:net";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { openContainer, type AnnouncedConnection, type ContainerConnection } from "@diverge/client";
+import { WebSocket } from "ws";
+import type { ChildMemory } from "../child.js";
+import { startChild, type Child } from "../processes.js";
+import type { SuiteReport, Target } from "../run.js";
+
+const MB = 1024 * 1024;
+
+export interface MemoryResult {
+  readonly idle: { readonly proxyRss: number; readonly proxyHeap: number; readonly bareNodeRss: number };
+  readonly perChannel: { readonly channels: number; readonly bytes: number; readonly rssBytes: number };
+  readonly perAsk: { readonly asks: number; readonly bytes: number; readonly rssBytes: number };
+  readonly stream: {
+    readonly bytes: number;
+    readonly seconds: number;
+    readonly rssBefore: number;
+    readonly rssPeak: number;
+    readonly rssAfter: number;
+    readonly samples: number;
+  };
+}
+
+const used = (m: ChildMemory) => m.heapUsed + m.external;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(what: string, done: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+async function perChannel(proxy: Child, connection: ContainerConnection, count: number): Promise<MemoryResult["perChannel"]> {
+  // One stream first, so the proxy's upstream MCP session exists before the baseline.
+  const first = connection.mcp.notifications();
+  await connection.mcp.callTool({ name: "greet", arguments: { name: "warm" } });
+  const before = await proxy.memory();
+  const streams = Array.from({ length: count }, () => connection.mcp.notifications());
+  // Frames are handled in order: once a later call is answered, every channel before it is open.
+  await connection.mcp.callTool({ name: "greet", arguments: { name: "after" } });
+  await sleep(200);
+  const after = await proxy.memory();
+  for (const s of streams) s.close();
+  first.close();
+  return { channels: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count };
+}
+
+async function perAsk(proxy: Child, port: number, programPort: number, count: number): Promise<MemoryResult["perAsk"]> {
+  // A provider that holds /requests and answers nothing.
+  let asks = 0;
+  const provider = new WebSocket(`ws://127.0.0.1:${port}/requests`);
+  provider.on("message", () => asks++);
+  await new Promise<void>((resolve, reject) => {
+    provider.once("open", () => resolve());
+    provider.once("error", reject);
+  });
+  const program = new Client({ name: "bench-memory-program", version: "1.0.0" });
+  await program.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)));
+  try {
+    await sleep(100);
+    const baseAsks = asks;
+    const before = await proxy.memory();
+    const pending = Array.from({ length: count }, (_, i) =>
+      program.callTool({ name: "greet", arguments: { name: `pending ${i}` } }, undefined, { timeout: 60_000 }).catch(() => undefined),
+    );
+    await until(`${count} asks on /requests`, () => asks - baseAsks >= count, 30_000);
+    await sleep(200);
+    const after = await proxy.memory();
+    provider.terminate();
+    await program.close().catch(() => {});
+    await Promise.race([Promise.all(pending), sleep(5_000)]);
+    return { asks: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count };
+  } finally {
+    provider.terminate();
+    await program.close().catch(() => {});
+  }
+}
+
+/**
+ * The provider answers the program's first bytes with `total` bytes in 64 KB pieces, waiting on the
+ * connection's send buffer; the program's socket stops reading for 50 ms after every 8 MB.
+ */
+async function stream(proxy: Child, pgPort: number, announced: Promise<AnnouncedConnection>, total: number): Promise<MemoryResult["stream"]> {
+  const before = await proxy.memory();
+  const chunk = new Uint8Array(64 * 1024).fill(0x44);
+  let peak = before.rss;
+  let samples = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const m = await proxy.memory(false);
+      peak = Math.max(peak, m.rss);
+      samples++;
+      await sleep(50);
+    }
+  })();
+  const start = performance.now();
+  const socket: Socket = connect(pgPort, "127.0.0.1");
+  let received = 0;
+  let nextPause = 8 * MB;
+  const finished = new Promise<void>((resolve, reject) => {
+    socket.on("data", (data: Buffer) => {
+      received += data.length;
+      if (received >= nextPause) {
+        nextPause += 8 * MB;
+        socket.pause();
+        setTimeout(() => socket.resume(), 50);
+      }
+      if (received >= total) resolve();
+    });
+    socket.on("error", reject);
+    socket.on("close", () => (received >= total ? resolve() : reject(new Error(`socket closed after ${received} bytes`))));
+  });
+  socket.write(Buffer.from("hello database"));
+  const connection = await announced;
+  let firstBytes!: () => void;
+  const asked = new Promise<void>((resolve) => (firstBytes = resolve));
+  const half = connection.accept({ data: () => firstBytes(), end: () => {} });
+  await asked;
+  for (let sent = 0; sent < total; sent += chunk.length) {
+    if (half.bufferedAmount > 1 * MB) await half.drained(256 * 1024);
+    half.send(chunk);
+  }
+  const timeout = setTimeout(() => socket.destroy(new Error("the stream took more than 120 s")), 120_000);
+  try {
+    await finished;
+  } finally {
+    clearTimeout(timeout);
+    sampling = false;
+    await sampler;
+  }
+  const seconds = (performance.now() - start) / 1000;
+  half.end();
+  socket.destroy();
+  const after = await proxy.memory();
+  return { bytes: received, seconds, rssBefore: before.rss, rssPeak: peak, rssAfter: after.rss, samples };
+}
+
+export async function memorySuite(quick: boolean, log: (line: string) => void): Promise<SuiteReport> {
+  const channels = quick ? 50 : 1000;
+  const asks = quick ? 20 : 500;
+  const streamBytes = quick ? 8 * MB : 100 * MB;
+  const idleNode = await startChild(["idle"]);
+  const bareNodeRss = (await idleNode.memory()).rss;
+  await idleNode.close();
+  const container = await startChild(["container"]);
+  const proxy = await startChild(["proxy", String(container.ready.port)]);
+  let connection: ContainerConnection | undefined;
+  try {
+    await sleep(quick ? 100 : 1000);
+    const idleMem = await proxy.memory();
+    let announce!: (a: AnnouncedConnection) => void;
+    const announced = new Promise<AnnouncedConnection>((resolve) => (announce = resolve));
+    connection = await openContainer(`ws://127.0.0.1:${proxy.ready.port}/`, { onPostgres: (a) => announce(a) });
+    await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } });
+    await connection.feedSecrets({ API_KEY: "bench-key" });
+    log(`  memory: ${channels} open channels`);
+    const channel = await perChannel(proxy, connection, channels);
+    log(`  memory: ${asks} pending asks`);
+    const ask = await perAsk(proxy, proxy.ready.port, proxy.ready.programPort!, asks);
+    log(`  memory: the postgres pair streaming ${streamBytes / MB} MB`);
+    const streamed = await stream(proxy, proxy.ready.pgPort!, announced, streamBytes);
+    const result: MemoryResult = {
+      idle: { proxyRss: idleMem.rss, proxyHeap: idleMem.heapUsed, bareNodeRss },
+      perChannel: channel,
+      perAsk: ask,
+      stream: streamed,
+    };
+    const growth = streamed.rssPeak - streamed.rssBefore;
+    // Flat: the peak stays within a few of the pair's 1 MB high-water marks of where it started,
+    // far below the size of the stream.
+    const flatLimit = 48 * MB;
+    const targets: Target[] = [
+      {
+        case: 5,
+        what: "idle proxy RSS",
+        goal: "reported",
+        value: `${(idleMem.rss / MB).toFixed(1)} MB (a Node process that loaded the same modules and serves nothing: ${(bareNodeRss / MB).toFixed(1)} MB)`,
+        met: null,
+      },
+      {
+        case: 5,
+        what: "bytes per open channel (begin scope)",
+        goal: "reported",
+        value: `${(channel.bytes / 1024).toFixed(1)} KB heap + external (${channels} notification channels)`,
+        met: null,
+      },
+      {
+        case: 5,
+        what: "bytes per pending ask (/requests)",
+        goal: "reported",
+        value: `${(ask.bytes / 1024).toFixed(1)} KB heap + external, with the program's HTTP request it holds (${asks} asks)`,
+        met: null,
+      },
+      {
+        case: 5,
+        what: `postgres pair streaming ${(streamed.bytes / MB).toFixed(0)} MB`,
+        goal: `proxy RSS flat (peak within ${flatLimit / MB} MB of the start)`,
+        value: `+${(growth / MB).toFixed(1)} MB at the peak (${(streamed.rssBefore / MB).toFixed(1)} → ${(streamed.rssPeak / MB).toFixed(1)} MB, ${streamed.samples} samples), ${(streamed.bytes / MB / streamed.seconds).toFixed(0)} MB/s`,
+        met: growth <= flatLimit,
+      },
+    ];
+    return {
+      result,
+      targets,
+      tables: [
+        {
+          title: "Case 5: proxy memory",
+          columns: ["what", "measured"],
+          rows: [
+            ["idle proxy RSS", `${(idleMem.rss / MB).toFixed(1)} MB (heap ${(idleMem.heapUsed / MB).toFixed(1)} MB)`],
+            ["Node process, same modules loaded, serving nothing", `${(bareNodeRss / MB).toFixed(1)} MB`],
+            [`per open channel (${channels})`, `${(channel.bytes / 1024).toFixed(2)} KB heap+external, ${(channel.rssBytes / 1024).toFixed(2)} KB RSS`],
+            [`per pending ask (${asks})`, `${(ask.bytes / 1024).toFixed(2)} KB heap+external, ${(ask.rssBytes / 1024).toFixed(2)} KB RSS`],
+            [
+              `postgres pair, ${(streamed.bytes / MB).toFixed(0)} MB to the program`,
+              `RSS ${(streamed.rssBefore / MB).toFixed(1)} → peak ${(streamed.rssPeak / MB).toFixed(1)} → ${(streamed.rssAfter / MB).toFixed(1)} MB after; ${(streamed.bytes / MB / streamed.seconds).toFixed(0)} MB/s`,
+            ],
+          ],
+        },
+      ],
+    };
+  } finally {
+    connection?.close();
+    await proxy.close();
+    await container.close();
+  }
+}

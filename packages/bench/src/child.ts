@@ -1,0 +1,70 @@
+// A process of its own for the proxy or the example container, so the relay benchmarks measure
+// three processes talking over loopback (as they run for real) and the memory benchmarks can read the
+// proxy's RSS alone. Started by `fork` with an IPC channel; answers `{ type: "memory" }` with its
+// memory after a full GC, and `{ type: "close" }` by closing and exiting.
+//
+//   node child.js container
+//   node child.js proxy <appPort>
+//   node child.js idle
+import { exampleRoot, startExampleContainer } from "@diverge/example-container";
+import { startProxy } from "@diverge/server";
+
+export interface ChildReady {
+  readonly type: "ready";
+  readonly port: number;
+  readonly programPort?: number;
+  readonly pgPort?: number;
+}
+
+export interface ChildMemory {
+  readonly type: "memory";
+  readonly rss: number;
+  readonly heapUsed: number;
+  readonly external: number;
+  readonly arrayBuffers: number;
+}
+
+function gc(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+}
+
+async function main(): Promise<void> {
+  const [mode, arg] = process.argv.slice(2);
+  let close: () => Promise<void>;
+  let ready: ChildReady;
+  if (mode === "container") {
+    const container = await startExampleContainer({ host: "127.0.0.1" });
+    close = () => container.close();
+    ready = { type: "ready", port: container.port };
+  } else if (mode === "proxy") {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: Number(arg), root: exampleRoot, secretsGate: false });
+    close = () => proxy.close();
+    ready = { type: "ready", port: proxy.port, programPort: proxy.programPort, pgPort: proxy.multiplexed.pgPort };
+  } else if (mode === "idle") {
+    // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
+    close = async () => {};
+    ready = { type: "ready", port: 0 };
+  } else {
+    throw new Error(`unknown mode ${mode}`);
+  }
+  process.on("message", (message: { type: string; gc?: boolean }) => {
+    if (message.type === "memory") {
+      if (message.gc !== false) {
+        gc();
+        gc();
+      }
+      const m = process.memoryUsage();
+      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers } satisfies ChildMemory);
+    } else if (message.type === "close") {
+      close().finally(() => process.exit(0));
+    }
+  });
+  // The parent going away ends the child: nothing is left running.
+  process.on("disconnect", () => process.exit(0));
+  process.send!(ready);
+}
+
+main().catch((problem) => {
+  console.error(problem);
+  process.exit(1);
+});

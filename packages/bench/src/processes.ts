@@ -1,0 +1,105 @@
+// Starting and stopping the child processes of the relay and memory suites, and a bounded load loop.
+import { fork, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ChildMemory, ChildReady } from "./child.js";
+
+// Always the built script (dist/child.js), also when this module runs from src/ under vitest: the
+// child is a plain Node process. `pnpm test` builds first (turbo's test depends on build).
+const childScript = join(dirname(fileURLToPath(import.meta.url)), "..", "dist", "child.js");
+
+export interface Child {
+  readonly ready: ChildReady;
+  /** The child's memory; after two full GCs unless `gc` is false (for sampling while it works). */
+  memory(gc?: boolean): Promise<ChildMemory>;
+  close(): Promise<void>;
+}
+
+/** Forks `child.js <args>` and resolves once it says it is listening (at most 30 s). */
+export function startChild(args: readonly string[]): Promise<Child> {
+  if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
+  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill();
+      reject(new Error(`child ${args.join(" ")} did not start within 30 s`));
+    }, 30_000);
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`child ${args.join(" ")} exited with ${code}`));
+    });
+    proc.once("message", (ready: ChildReady) => {
+      clearTimeout(timer);
+      resolve({
+        ready,
+        memory: (gc = true) =>
+          new Promise<ChildMemory>((done) => {
+            const onMessage = (m: ChildMemory) => {
+              if (m.type === "memory") {
+                proc.off("message", onMessage);
+                done(m);
+              }
+            };
+            proc.on("message", onMessage);
+            proc.send({ type: "memory", gc });
+          }),
+        close: () =>
+          new Promise<void>((done) => {
+            if (proc.exitCode !== null) return done();
+            const kill = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+            proc.once("exit", () => {
+              clearTimeout(kill);
+              done();
+            });
+            proc.send({ type: "close" });
+          }),
+      });
+    });
+  });
+}
+
+export interface LoadResult {
+  readonly concurrency: number;
+  readonly calls: number;
+  readonly seconds: number;
+  readonly callsPerSecond: number;
+  /** Latency of one call in milliseconds. */
+  readonly p50: number;
+  readonly p99: number;
+}
+
+function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/**
+ * `concurrency` workers call `call` back to back until `seconds` have passed or `maxCalls` calls
+ * have started, whichever is first. Any failed call fails the run.
+ */
+export async function load(call: () => Promise<unknown>, concurrency: number, seconds: number, maxCalls: number): Promise<LoadResult> {
+  const latencies: number[] = [];
+  let started = 0;
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < deadline && started < maxCalls) {
+      started++;
+      const t = performance.now();
+      await call();
+      latencies.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    concurrency,
+    calls: latencies.length,
+    seconds: elapsed,
+    callsPerSecond: latencies.length / elapsed,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+  };
+}

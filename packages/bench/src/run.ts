@@ -1,0 +1,206 @@
+// Runs the suites and judges each target. The CLI (bench.ts) and the CI test both call `runBench`.
+import { fixedFrames, jsonFrames, protobufPeer } from "./cases/codec.js";
+import { generation, type GenerationResult } from "./cases/generation.js";
+import { machine, type Machine } from "./machine.js";
+import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
+
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation"] as const;
+export type Suite = (typeof SUITES)[number];
+
+/** The issue's numbering of the cases. */
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6 };
+
+export interface BenchOptions {
+  readonly quick: boolean;
+  readonly repoRoot: string;
+  readonly suites?: readonly Suite[];
+  readonly log?: (line: string) => void;
+}
+
+export interface SuiteGroup extends GroupResult {
+  readonly suite: Suite;
+}
+
+export interface Target {
+  readonly case: number;
+  readonly what: string;
+  readonly goal: string;
+  /** The measured value, as text. */
+  readonly value: string;
+  /** true met, false missed, null reported only (no target). */
+  readonly met: boolean | null;
+  readonly note?: string;
+}
+
+export interface SuiteOutcome {
+  readonly suite: Suite;
+  readonly ran: boolean;
+  /** Why a suite did not run or failed. */
+  readonly reason?: string;
+  readonly seconds: number;
+}
+
+export interface Results {
+  readonly version: 1;
+  readonly quick: boolean;
+  readonly machine: Machine;
+  readonly timing: Timing;
+  readonly suites: readonly SuiteOutcome[];
+  readonly groups: readonly SuiteGroup[];
+  readonly generation?: GenerationResult;
+  readonly relay?: unknown;
+  readonly memory?: unknown;
+  /** Tables of the relay and memory suites. */
+  readonly tables: readonly Table[];
+  readonly targets: readonly Target[];
+}
+
+/** A table of results for the printed and the Markdown report. */
+export interface Table {
+  readonly title: string;
+  readonly columns: readonly string[];
+  readonly rows: readonly (readonly string[])[];
+  readonly notes?: readonly string[];
+}
+
+/** What the relay and memory suites hand back. */
+export interface SuiteReport {
+  readonly result: unknown;
+  readonly tables: readonly Table[];
+  readonly targets: readonly Target[];
+}
+
+/** Optional suites that live in their own modules and may be missing their dependencies. */
+export interface ExtraSuites {
+  relay?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  memory?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+}
+
+const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
+const times = (x: number) => `${x.toFixed(2)}×`;
+const range = (r: readonly [number, number]) => `${r[0].toFixed(2)}–${r[1].toFixed(2)}`;
+
+function judgeGroups(groups: readonly SuiteGroup[]): Target[] {
+  const targets: Target[] = [];
+  for (const g of groups) {
+    const find = (name: string) => g.cases.find((c) => c.name === name);
+    if (g.suite === "fixed") {
+      // The limit is the faster of the two hand-written versions.
+      const gen = find("generated")!;
+      const dv = find("DataView")!;
+      const shifts = find("hand-written shifts")!;
+      const limit = shifts.opsPerSecond > dv.opsPerSecond ? shifts : dv;
+      const ratio = gen.opsPerSecond / limit.opsPerSecond;
+      targets.push({
+        case: 1,
+        what: g.group.replace(/^fixed: /, ""),
+        goal: "≥ 0.80× hand-written (the faster of DataView and shifts)",
+        value: `${times(ratio)} ${limit.name} (${times(gen.ratio)} DataView; median of rounds ${times(gen.medianRatio / limit.medianRatio)})`,
+        met: ratio >= 0.8,
+      });
+    } else if (g.suite === "json") {
+      const gen = find("generated")!;
+      const overhead = 1 / gen.ratio - 1;
+      targets.push({
+        case: 2,
+        what: g.group.replace(/^json: /, ""),
+        goal: "codec overhead ≤ 10% (unchecked)",
+        value: `${pct(overhead)} time (${times(gen.ratio)} throughput; median of rounds ${times(gen.medianRatio)}, range ${range(gen.ratioRange)})`,
+        met: overhead <= 0.1,
+      });
+      const checked = find("generated + checkMcp");
+      if (checked) {
+        targets.push({
+          case: 2,
+          what: `${g.group.replace(/^json: /, "")}: cost of checkMcp`,
+          goal: "reported (make it cheap)",
+          value: `${times(gen.opsPerSecond / checked.opsPerSecond)} the unchecked decode's time (${(checked.nsPerOp / 1000).toFixed(1)} µs vs ${(gen.nsPerOp / 1000).toFixed(1)} µs)`,
+          met: null,
+        });
+      }
+    } else if (g.suite === "protobuf") {
+      const pb = find("protobuf-es")!;
+      const isFixedDecode = /decode/.test(g.group) && !/call-tool/.test(g.group);
+      targets.push({
+        case: 3,
+        what: g.group.replace(/^protobuf: /, ""),
+        goal: isFixedDecode ? "ours faster than protobuf-es" : "reported",
+        value: `ours ${times(1 / pb.ratio)} as fast as protobuf-es (median of rounds ${times(1 / pb.medianRatio)})`,
+        met: isFixedDecode ? pb.ratio < 1 : null,
+      });
+    }
+  }
+  return targets;
+}
+
+export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): Promise<Results> {
+  const log = options.log ?? (() => {});
+  const timing = options.quick ? QUICK_TIMING : FULL_TIMING;
+  const wanted = new Set(options.suites ?? SUITES);
+  const info = machine();
+  const suites: SuiteOutcome[] = [];
+  const groups: SuiteGroup[] = [];
+  const targets: Target[] = [];
+  let generationResult: GenerationResult | undefined;
+  let relay: unknown;
+  let memory: unknown;
+  const tables: Table[] = [];
+
+  const codec: [Suite, (t: Timing) => Promise<GroupResult[]>][] = [
+    ["fixed", fixedFrames],
+    ["json", jsonFrames],
+    ["protobuf", protobufPeer],
+  ];
+  for (const [suite, run] of codec) {
+    if (!wanted.has(suite)) continue;
+    const start = performance.now();
+    log(`case ${CASE_OF[suite]} (${suite}) …`);
+    const result = await run(timing);
+    for (const g of result) groups.push({ suite, ...g });
+    suites.push({ suite, ran: true, seconds: (performance.now() - start) / 1000 });
+  }
+  targets.push(...judgeGroups(groups));
+
+  for (const suite of ["relay", "memory"] as const) {
+    if (!wanted.has(suite)) continue;
+    const start = performance.now();
+    const run = extra[suite];
+    if (!run) {
+      suites.push({ suite, ran: false, reason: "not available in this build", seconds: 0 });
+      continue;
+    }
+    log(`case ${CASE_OF[suite]} (${suite}) …`);
+    try {
+      const out = await run(options.quick, log);
+      if (suite === "relay") relay = out.result;
+      else memory = out.result;
+      targets.push(...out.targets);
+      tables.push(...out.tables);
+      suites.push({ suite, ran: true, seconds: (performance.now() - start) / 1000 });
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      log(`case ${CASE_OF[suite]} (${suite}) failed: ${reason}`);
+      suites.push({ suite, ran: false, reason, seconds: (performance.now() - start) / 1000 });
+    }
+  }
+
+  if (wanted.has("generation")) {
+    const start = performance.now();
+    log("case 6 (generation) …");
+    const g = options.quick ? generation(options.repoRoot, "2.3.0", 1, 2, false) : generation(options.repoRoot, "2.3.0", 3, 10, true);
+    generationResult = g;
+    const copies = options.quick ? 2 : 10;
+    // Linear means the tenfold spec takes at most ten times as long; allow a quarter for noise.
+    targets.push({
+      case: 6,
+      what: `generateAll, ${g.runs[1]!.spec} vs ${g.runs[0]!.spec}`,
+      goal: `grows linearly (≤ ${copies * 1.25}× for ${copies}× the spec)`,
+      value: `${times(g.growth)} the time (${g.runs[0]!.medianMs.toFixed(0)} ms → ${g.runs[1]!.medianMs.toFixed(0)} ms) for ${times(g.runs[1]!.bytes / g.runs[0]!.bytes)} the output`,
+      met: g.growth <= copies * 1.25,
+    });
+    suites.push({ suite: "generation", ran: true, seconds: (performance.now() - start) / 1000 });
+  }
+  // Keep the sink observable so no measured work is ever dead code.
+  if (sunk() === 0.5) log("");
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, tables, targets };
+}
