@@ -152,11 +152,18 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(registry).toContain('from "@diverge/codec/2.4.0"');
   }, 120_000);
 
-  it("the generated tests of both revisions pass", () => {
+  it("the generated tests and the conformance vectors of both revisions pass", () => {
     const tests = run(join(root, "packages", "codec"), [vitest, "run", "test/gen/2.3.0", "test/gen/2.4.0"]);
     expect(tests.status, tests.out.slice(-3000)).toBe(0);
     expect(tests.out).toContain("test/gen/2.4.0/tools-begin/client/channel-request.test.ts");
     expect(tests.out).toContain("test/gen/2.3.0/tools-begin/client/channel-request.test.ts");
+    // The conformance testee answers both revisions' vectors, 2.4.0's tag 9 and 2.3.0's refusal of it.
+    const vectors = readFileSync(join(root, "packages", "conformance", "vectors", "2.4.0.jsonl"), "utf8");
+    expect(vectors).toContain('"name":"tools-begin/client/channel-request: decodes list prompts without params"');
+    expect(readFileSync(join(root, "packages", "conformance", "vectors", "2.3.0.jsonl"), "utf8")).toContain("unknown tools begin channel request tag 9");
+    const conformance = run(join(root, "packages", "conformance"), [vitest, "run", "--reporter=verbose"]);
+    expect(conformance.status, conformance.out.slice(-3000)).toBe(0);
+    expect(conformance.out).toContain("diverge-conformance over vectors/2.4.0.jsonl > tools-begin/client/channel-request: decodes list prompts without params");
   }, 120_000);
 
   it("a forbidden edit fails the diff with the frame, the tag and both meanings", () => {
