@@ -85,6 +85,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const proxy = await startProxy(options);
+  const { log: _log, ...shown } = proxy.options;
+  options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   process.stdout.write(
     `diverge-proxy listening: provider ws://${proxy.options.host}:${proxy.port} (/, /requests), program http://127.0.0.1:${proxy.programPort}/mcp` +
       `${proxy.options.secretsGate ? " (MCP held until the program takes its secrets)" : ""}\n`,

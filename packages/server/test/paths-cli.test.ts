@@ -26,7 +26,12 @@ function run(args: string[]): { child: ChildProcess; output: Promise<{ code: num
     if (stdout.includes("\n")) gotLine(stdout.split("\n")[0]!);
   });
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const output = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("exit", (code) => resolve({ code, stdout, stderr })));
+  const output = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("exit", (code) => {
+      gotLine("");
+      resolve({ code, stdout, stderr });
+    }),
+  );
   return { child, output, firstLine };
 }
 
@@ -64,9 +69,22 @@ describe("diverge-proxy (built: run `pnpm build` first)", () => {
     expect((await output).code).toBe(0);
   });
 
-  it("holds MCP asks behind the secrets gate by default", async () => {
-    const { firstLine } = run(["--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0"]);
+  it("maps every flag onto the proxy's options, and holds MCP behind the secrets gate by default", async () => {
+    const { firstLine, child, output } = run(["--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", "8123", "--root", "/tmp/container-root", "--max-message-bytes", "4096"]);
     const line = await firstLine;
     expect(line).toContain("held until the program takes its secrets");
+    child.kill("SIGTERM");
+    const { stderr, code } = await output;
+    expect(code).toBe(0);
+    const shown = JSON.parse(/diverge-proxy options (\{.*\})/.exec(stderr)![1]!);
+    expect(shown).toMatchObject({ host: "127.0.0.1", port: 0, programPort: 0, pgPort: 0, appPort: 8123, root: "/tmp/container-root", secretsGate: true, maxMessageBytes: 4096 });
+  });
+
+  it("binds every interface by default", async () => {
+    const { firstLine, child, output } = run(["--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate"]);
+    expect(await firstLine).toMatch(/^diverge-proxy listening: provider ws:\/\/0\.0\.0\.0:\d+/);
+    child.kill("SIGTERM");
+    const shown = JSON.parse(/diverge-proxy options (\{.*\})/.exec((await output).stderr)![1]!);
+    expect(shown).toMatchObject({ host: "0.0.0.0", secretsGate: false });
   });
 });

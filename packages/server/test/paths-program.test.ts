@@ -153,4 +153,12 @@ describe("the program's MCP endpoint", () => {
     const notJson = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
     expect(notJson.status).toBe(400);
   });
+
+  it("refuses a request body over the message limit with 413", async () => {
+    proxy = await testProxy({ maxMessageBytes: 2048 });
+    const url = `http://127.0.0.1:${proxy.programPort}/mcp`;
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { padding: "x".repeat(4096) } });
+    const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body });
+    expect(response.status).toBe(413);
+  });
 });

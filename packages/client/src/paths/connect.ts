@@ -278,7 +278,11 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       return;
     }
     emit({ type: "ask", ask });
-    void dispatch(ask);
+    dispatch(ask).catch((problem: unknown) => {
+      // Nothing in answering is expected to throw; if something does, it is reported, never fatal.
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`, reason }) });
+    });
   };
 
   const run = async () => {
