@@ -4,10 +4,10 @@
 // `changeset status` judge the branch. Then the two ways a bump goes wrong: a forbidden edit and an
 // edit of the frozen revision.
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyEdits, readFixture, repoRoot } from "./fixtures/materialize.js";
 
 const node = process.execPath;
@@ -22,8 +22,7 @@ const changeset = join(repoRoot, "node_modules", "@changesets", "cli", "bin.js")
  */
 function copyRepository(): string {
   const dest = mkdtempSync(join(tmpdir(), "diverge-bump-e2e-"));
-  const tracked = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: repoRoot, encoding: "utf8" }).split("\0").filter(Boolean);
-  for (const file of tracked) {
+  for (const file of filesOfRepository()) {
     const from = join(repoRoot, file);
     if (!existsSync(from)) continue; // deleted in the working tree
     mkdirSync(dirname(join(dest, file)), { recursive: true });
@@ -37,6 +36,24 @@ function copyRepository(): string {
     }
   }
   return dest;
+}
+
+/** The files git sees; without git (an exported tree), every file but installs and build output. */
+function filesOfRepository(): string[] {
+  try {
+    return execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: repoRoot, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+      .split("\0")
+      .filter(Boolean);
+  } catch {
+    const skip = new Set(["node_modules", "dist", ".git", ".turbo", "coverage"]);
+    const walk = (dir: string): string[] =>
+      readdirSync(join(repoRoot, dir), { withFileTypes: true }).flatMap((entry) => {
+        if (skip.has(entry.name)) return [];
+        const rel = dir ? `${dir}/${entry.name}` : entry.name;
+        return entry.isDirectory() ? walk(rel) : entry.isFile() ? [rel] : [];
+      });
+    return walk("");
+  }
 }
 
 /** Workspace links (@diverge/*) point into the copy; every other package at the real one. */
@@ -79,6 +96,14 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     const built = run(join(root, "tools", "spec-compiler"), [tsc, "-p", "tsconfig.build.json"]);
     expect(built.out).toBe("");
   }, 60_000);
+
+  // The copy is removed afterwards (its node_modules are links, and only the links go);
+  // DIVERGE_KEEP_E2E=1 keeps it, and says where, to look at.
+  afterAll(() => {
+    if (!root) return;
+    if (process.env.DIVERGE_KEEP_E2E) process.stdout.write(`kept the copy at ${root}\n`);
+    else rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+  }, 120_000);
 
   it("bump 2.3.0 2.4.0 copies the revision, freezes 2.3.0 and regenerates", () => {
     const bumped = spec("bump", "2.3.0", "2.4.0");

@@ -2,10 +2,10 @@
 // revision's decoder reads tag 9, the old one still refuses it with the 2.3.0 error text, and both
 // are reachable as `@diverge/codec/<revision>` subpaths while the package root speaks the newest.
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emitCodecPackageJson } from "../src/emit/root.js";
 import type { IrRevision } from "../src/ir.js";
 import { materialize, repoRoot } from "./fixtures/materialize.js";
@@ -63,6 +63,10 @@ describe("an additive revision beside the one it grows from", () => {
     writeFileSync(join(codec, "probe.mjs"), probe);
     results = JSON.parse(execFileSync(process.execPath, ["probe.mjs"], { cwd: codec, encoding: "utf8" }));
   }, 120_000);
+
+  afterAll(() => {
+    if (root) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+  }, 60_000);
 
   it("generates both revisions side by side and exports each as a subpath", () => {
     const manifest = JSON.parse(readFileSync(join(root, "packages", "codec", "package.json"), "utf8")) as { exports: Record<string, unknown> };
