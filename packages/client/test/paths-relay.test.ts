@@ -120,6 +120,14 @@ describe("relayToMcp end to end over Streamable HTTP", () => {
     expect(((await rejection(program.callTool({ name: "add", arguments: { a: 2, b: 2 } }))) as McpError).code).toBe(-32603);
     expect((await program.callTool({ name: "add", arguments: { a: 3, b: 3 } })).content).toEqual([{ type: "text", text: "6" }]);
     expect(restarted.runs.get("add")).toBe(1);
+    // The notification stream carried on through the restart: the relay dialled a fresh session.
+    const heard: unknown[] = [];
+    program.fallbackNotificationHandler = async (notification) => void heard.push(notification.params);
+    for (let n = 0; heard.length === 0 && n < 200; n++) {
+      await restarted.notify({ method: "notifications/message", params: { level: "info", data: "after restart" } });
+      await delay(15);
+    }
+    expect(heard[0]).toEqual({ level: "info", data: "after restart" });
   });
 });
 

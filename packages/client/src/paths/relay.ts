@@ -36,6 +36,9 @@ export interface McpRelay extends ProxyHandlers {
 /** The SDK's own timeout is 60 s; the protocol has none, so a long tool call must not be cut here. */
 const NO_TIMEOUT = { timeout: 2_147_483_647 } as const;
 
+/** How long the relay waits before dialling the MCP server again for open notification streams. */
+const REDIAL_MS = 100;
+
 export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRelay {
   const clientInfo = options.clientInfo ?? { name: "diverge-relay", version: "2.3.0" };
   const sinks = new Set<NotificationSink>();
@@ -55,13 +58,24 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       mcp.fallbackNotificationHandler = async (notification) => {
         for (const sink of sinks) sink.send(notification as ServerNotification);
       };
+      let connected = false;
       mcp.onclose = () => {
         if (connecting === attempt) connecting = undefined;
-        // Without a connection there are no notifications to relay: end the streams with an error, so
-        // the proxy asks for them again on its next /requests connection.
-        if (!closed) for (const sink of [...sinks]) sink.fail({ code: ErrorCode.InternalError, message: "the connection to the MCP server ended" });
+        // A connection that never opened has nothing to re-dial; the caller sees its failure.
+        if (!connected || closed || sinks.size === 0) return;
+        // Open notification streams need a connection to hear anything: dial again (after a breath,
+        // so a server that closes every session at once is not dialled in a tight loop). Only if
+        // that fails do the streams end, with the error, so the proxy asks for them again later.
+        setTimeout(() => {
+          if (closed || sinks.size === 0 || connecting) return;
+          client().catch((problem: unknown) => {
+            const error = errorDataOf(problem, options.onError);
+            for (const sink of [...sinks]) sink.fail(error);
+          });
+        }, REDIAL_MS);
       };
       await mcp.connect(makeTransport());
+      connected = true;
       return mcp;
     })();
     connecting = attempt;
