@@ -131,6 +131,27 @@ describe("relayToMcp end to end over Streamable HTTP", () => {
   });
 });
 
+describe("relayToMcp when the MCP server restarts", () => {
+  it("keeps the notification stream going with no exchange in between: it dials a fresh session", async () => {
+    const { upstream, program } = await chain();
+    const heard: unknown[] = [];
+    program.fallbackNotificationHandler = async (notification) => void heard.push(notification.params);
+    await program.listTools();
+    const port = Number(new URL(upstream.url).port);
+    await upstream.close();
+    const restarted = await startUpstreamMcp(port);
+    cleanups.push(() => restarted.close());
+    // The SDK retries the old session's stream after about a second, learns it is gone, and the
+    // relay dials again; until then notifications have nowhere to go.
+    for (let n = 0; heard.length === 0 && n < 400; n++) {
+      await restarted.notify({ method: "notifications/message", params: { level: "info", data: "restarted" } });
+      await delay(20);
+    }
+    expect(heard[0]).toEqual({ level: "info", data: "restarted" });
+    expect(restarted.runs.size).toBe(0);
+  });
+});
+
 describe("relayToMcp end to end over stdio", () => {
   it("spawns the command, relays its tools, resources and notifications", async () => {
     const script = fileURLToPath(new URL("./paths-stdio-server.mjs", import.meta.url));

@@ -74,6 +74,14 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
           });
         }, REDIAL_MS);
       };
+      mcp.onerror = (error) => {
+        // The server's notification stream (the SDK's GET stream) could not be reopened: a restarted
+        // server forgot the session. With streams open, drop this connection; onclose dials anew.
+        if (connected && !closed && sinks.size > 0 && connecting === attempt && /SSE stream|reconnection attempts/.test(error.message)) {
+          connecting = undefined;
+          void mcp.close().catch(() => {});
+        }
+      };
       await mcp.connect(makeTransport());
       connected = true;
       return mcp;
