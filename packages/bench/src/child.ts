@@ -1,7 +1,8 @@
 // A process of its own for the proxy or the example container, so the relay benchmarks measure
 // three processes talking over loopback (as they run for real) and the memory benchmarks can read the
 // proxy's RSS alone. Started by `fork` with an IPC channel; answers `{ type: "memory" }` with its
-// memory after a full GC, and `{ type: "close" }` by closing and exiting.
+// memory after a full GC, `{ type: "stats" }` with the proxy's postgres pair statistics, and
+// `{ type: "close" }` by closing and exiting.
 //
 //   node child.js container
 //   node child.js proxy <appPort>
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
   const [mode, arg] = process.argv.slice(2);
   let close: () => Promise<void>;
   let ready: ChildReady;
+  let stats: () => unknown = () => undefined;
   if (mode === "container") {
     const container = await startExampleContainer({ host: "127.0.0.1" });
     close = () => container.close();
@@ -39,6 +41,7 @@ async function main(): Promise<void> {
   } else if (mode === "proxy") {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: Number(arg), root: exampleRoot, secretsGate: false });
     close = () => proxy.close();
+    stats = () => proxy.multiplexed.postgresStats();
     ready = { type: "ready", port: proxy.port, programPort: proxy.programPort, pgPort: proxy.multiplexed.pgPort };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
@@ -55,6 +58,8 @@ async function main(): Promise<void> {
       }
       const m = process.memoryUsage();
       process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers } satisfies ChildMemory);
+    } else if (message.type === "stats") {
+      process.send!({ type: "stats", stats: stats() });
     } else if (message.type === "close") {
       close().finally(() => process.exit(0));
     }

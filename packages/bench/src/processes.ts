@@ -13,6 +13,8 @@ export interface Child {
   readonly ready: ChildReady;
   /** The child's memory; after two full GCs unless `gc` is false (for sampling while it works). */
   memory(gc?: boolean): Promise<ChildMemory>;
+  /** The proxy's postgres pair statistics (`PairStats` of @diverge/server). */
+  stats(): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -43,6 +45,17 @@ export function startChild(args: readonly string[]): Promise<Child> {
             };
             proc.on("message", onMessage);
             proc.send({ type: "memory", gc });
+          }),
+        stats: () =>
+          new Promise<Record<string, number>>((done) => {
+            const onMessage = (m: { type: string; stats: Record<string, number> }) => {
+              if (m.type === "stats") {
+                proc.off("message", onMessage);
+                done(m.stats);
+              }
+            };
+            proc.on("message", onMessage);
+            proc.send({ type: "stats" });
           }),
         close: () =>
           new Promise<void>((done) => {
