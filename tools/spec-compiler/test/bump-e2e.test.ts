@@ -191,6 +191,21 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(conformance.out).toContain("diverge-conformance over vectors/2.4.0.jsonl > tools-begin/client/channel-request: decodes list prompts without params");
   }, 120_000);
 
+  it("changeset version lands every public package on 2.4.0, and the spec is in step again", () => {
+    const versioned = run(root, [changeset, "version"]);
+    expect(versioned.status, versioned.out).toBe(0);
+    expect(existsSync(join(root, ".changeset", "spec-2.4.0.md"))).toBe(false);
+    const codec = JSON.parse(readFileSync(join(root, "packages", "codec", "package.json"), "utf8")) as { version: string };
+    expect(codec.version).toBe("2.4.0");
+    expect(readFileSync(join(root, "packages", "codec", "CHANGELOG.md"), "utf8")).toContain("new tag 9 (McpListPrompts)");
+    const pending = spec("changeset", "--check");
+    expect(pending.stderr).toBe("");
+    expect(pending.stdout).toContain("the packages (2.4.0) implement the newest revision, 2.4.0");
+    // Generated banners quote the compiler's version, which moved with the group: regenerate.
+    expect(spec("generate").status).toBe(0);
+    expect(spec("generate", "--check").status).toBe(0);
+  }, 120_000);
+
   it("a forbidden edit fails the diff with the frame, the tag and both meanings", () => {
     applyEdits(join(root, "spec", "2.4.0"), readFixture("reuse-tag"));
     const diff = spec("diff", "2.3.0", "2.4.0", "--changeset");
