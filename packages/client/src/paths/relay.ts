@@ -43,6 +43,8 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
   const clientInfo = options.clientInfo ?? { name: "diverge-relay", version: "2.3.0" };
   const sinks = new Set<NotificationSink>();
   let connecting: Promise<Client> | undefined;
+  /** The client `connecting` resolved to, once it has. */
+  let live: Client | undefined;
   let closed = false;
 
   const makeTransport = (): Transport =>
@@ -61,6 +63,7 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       let connected = false;
       mcp.onclose = () => {
         if (connecting === attempt) connecting = undefined;
+        if (live === mcp) live = undefined;
         // A connection that never opened has nothing to re-dial; the caller sees its failure.
         if (!connected || closed || sinks.size === 0) return;
         // Open notification streams need a connection to hear anything: dial again (after a breath,
@@ -79,6 +82,7 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
         // server forgot the session. With streams open, drop this connection; onclose dials anew.
         if (connected && !closed && sinks.size > 0 && connecting === attempt && /SSE stream|reconnection attempts/.test(error.message)) {
           connecting = undefined;
+          live = undefined;
           void mcp.close().catch(() => {});
         }
       };
@@ -87,9 +91,14 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       return mcp;
     })();
     connecting = attempt;
-    attempt.catch(() => {
-      if (connecting === attempt) connecting = undefined;
-    });
+    attempt.then(
+      (mcp) => {
+        if (connecting === attempt) live = mcp;
+      },
+      () => {
+        if (connecting === attempt) connecting = undefined;
+      },
+    );
     return attempt;
   };
 
@@ -102,10 +111,12 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       const error = errorDataOf(problem, options.onError);
       // Not the server's own answer: the connection may be stale (a restarted server forgets its
       // sessions), so the next exchange dials afresh.
-      if (mcp && !isServerError(problem) && connecting) {
-        const stale = connecting;
-        connecting = undefined;
-        void stale.then((old) => old.close()).catch(() => {});
+      if (mcp && !isServerError(problem)) {
+        if (live === mcp) {
+          live = undefined;
+          connecting = undefined;
+        }
+        void mcp.close().catch(() => {});
       }
       return { variant: "Error", error };
     }
