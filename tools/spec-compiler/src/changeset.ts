@@ -78,9 +78,11 @@ export function renderChangeset(e: Evolution, packages: readonly WorkspacePackag
 export function writeChangeset(root: string, e: Evolution): { path: string; warnings: string[] } {
   const packages = publicPackages(root);
   const text = renderChangeset(e, packages);
+  const majorMinor = (v: string) => v.split(".").slice(0, 2).join(".");
   const warnings = packages
-    .filter((p) => p.version !== e.from)
-    .map((p) => `${p.name} is at ${p.version}, not ${e.from}: after \`changeset version\` it will not be at ${e.to}.`);
+    .map((p) => ({ p, landing: bumped(p.version, e.bump!) }))
+    .filter(({ landing }) => majorMinor(landing) !== majorMinor(e.to) || landing.localeCompare(e.to, "en", { numeric: true }) < 0)
+    .map(({ p, landing }) => `${p.name} is at ${p.version}: after \`changeset version\` it will be at ${landing}, not ${e.to}.`);
   const dir = join(root, ".changeset");
   mkdirSync(dir, { recursive: true });
   const path = `.changeset/${changesetName(e)}.md`;
@@ -138,9 +140,12 @@ export function checkPendingChangeset(root: string, revisions: readonly string[]
       problems.push(`${path} gives ${p.name} ${said[p.name] ? `a ${said[p.name]} bump` : "no bump"}; ${previous} → ${newest} needs ${e.bump}: rerun \`pnpm spec diff ${previous} ${newest} --changeset\`.`);
     }
   }
+  // Versions follow the revision: the same major.minor, and a patch number at least the revision's
+  // (the patch number also counts fixes released without a spec change).
   const landing = bumped(version, e.bump);
-  if (problems.length === 0 && landing !== newest) {
+  const majorMinor = (v: string) => v.split(".").slice(0, 2).join(".");
+  if (problems.length === 0 && (majorMinor(landing) !== majorMinor(newest) || order(landing, newest) < 0)) {
     problems.push(`${path} takes the packages from ${version} to ${landing}, not to ${newest}: versions follow the spec revision, so name the revision ${landing} or release the packages at ${previous} first.`);
   }
-  return { problems, note: problems.length === 0 ? `${path} takes the packages from ${version} to ${newest} (${e.bump}).` : "" };
+  return { problems, note: problems.length === 0 ? `${path} takes the packages from ${version} to ${landing} (${e.bump}), implementing ${newest}.` : "" };
 }

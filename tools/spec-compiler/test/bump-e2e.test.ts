@@ -162,7 +162,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(text).toContain("- additive: tools-begin/client/channel-request: new tag 9 (McpListPrompts).");
     git(root, "add", "-A");
     git(root, "commit", "-q", "-m", "changeset");
-    expect(spec("changeset", "--check").stdout).toContain(".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor).");
+    expect(spec("changeset", "--check").stdout).toContain(".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor), implementing 2.4.0.");
     const status = run(root, [changeset, "status", "--since=main", "--verbose"]);
     expect(status.status, status.out).toBe(0);
     expect(status.out).toContain("@diverge/codec");

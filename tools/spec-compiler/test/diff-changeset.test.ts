@@ -67,7 +67,7 @@ describe("the changeset of a spec bump", () => {
     expect(path).toBe(".changeset/spec-2.4.0.md");
     const text = readFileSync(join(root, path), "utf8");
     expect(text.startsWith('---\n"@diverge/codec": minor\n"@diverge/late": minor\n"@diverge/spec-compiler": minor\n---\n')).toBe(true);
-    expect(warnings).toEqual(["@diverge/late is at 2.2.0, not 2.3.0: after `changeset version` it will not be at 2.4.0."]);
+    expect(warnings).toEqual(["@diverge/late is at 2.2.0: after `changeset version` it will be at 2.3.0, not 2.4.0."]);
   });
 });
 
@@ -98,7 +98,14 @@ describe("changeset --check: a revision newer than the packages has its changese
       ".changeset/spec-2.4.0.md gives @diverge/server a patch bump; 2.3.0 → 2.4.0 needs minor: rerun `pnpm spec diff 2.3.0 2.4.0 --changeset`.",
     ]);
     writeChangeset(root, minor("2.3.0", "2.4.0"));
-    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor)).toEqual({ problems: [], note: ".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor)." });
+    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor)).toEqual({ problems: [], note: ".changeset/spec-2.4.0.md takes the packages from 2.3.0 to 2.4.0 (minor), implementing 2.4.0." });
+  });
+
+  it("lets the patch number run ahead of the revision, for fixes released without a spec change", () => {
+    const root = workspace("2.3.2");
+    writeChangeset(root, minor("2.3.0", "2.4.0"));
+    expect(checkPendingChangeset(root, ["2.3.0", "2.4.0"], minor).problems).toEqual([]);
+    expect(checkPendingChangeset(workspace("2.3.2"), ["2.3.0"], minor).problems).toEqual([]);
   });
 
   it("refuses a changeset that would land the packages on another version than the revision", () => {
