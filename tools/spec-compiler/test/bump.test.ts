@@ -1,20 +1,21 @@
 // diverge-spec bump and the frozen revisions: what a bump writes, what it refuses, and the check that
 // fails when a released revision's YAML changes (against this repository, and on a temp copy).
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { bump, BumpError, checkReleased, freeze, hashSpecDir, readReleased } from "../src/bump.js";
 import { buildIr } from "../src/ir.js";
 import { loadSpecDir } from "../src/load.js";
-import { repoRoot } from "./fixtures/materialize.js";
+import { repoRoot, removeTempDirs, tempDir } from "./fixtures/materialize.js";
+
+afterAll(removeTempDirs);
 
 const cli = join(repoRoot, "tools", "spec-compiler", "dist", "cli.js");
 
 /** A temp root with spec/ as this repository has it. */
 function specCopy(): string {
-  const root = mkdtempSync(join(tmpdir(), "diverge-bump-"));
+  const root = tempDir("diverge-bump-");
   cpSync(join(repoRoot, "spec"), join(root, "spec"), { recursive: true });
   return root;
 }

@@ -1,12 +1,13 @@
 // The changeset written from a diff: every public @diverge/* package with the bump the changes need,
 // and a summary grouped by tags and kinds, exchanges, frames and errors.
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { checkPendingChangeset, publicPackages, renderChangeset, writeChangeset } from "../src/changeset.js";
 import { diffRevisions, loadRevisionArg, type Evolution } from "../src/diff.js";
-import { materialize, repoRoot } from "./fixtures/materialize.js";
+import { materialize, repoRoot, removeTempDirs, tempDir } from "./fixtures/materialize.js";
+
+afterAll(removeTempDirs);
 
 const additive = () => diffRevisions(loadRevisionArg(repoRoot, "2.3.0"), loadRevisionArg(repoRoot, materialize("add-tag")));
 
@@ -52,7 +53,7 @@ describe("the changeset of a spec bump", () => {
   });
 
   it("is written to .changeset/spec-<to>.md, with a warning for a package not at the old revision", () => {
-    const root = mkdtempSync(join(tmpdir(), "diverge-changeset-"));
+    const root = tempDir("diverge-changeset-");
     cpSync(join(repoRoot, "pnpm-workspace.yaml"), join(root, "pnpm-workspace.yaml"));
     const manifest = (dir: string, body: object) => {
       mkdirSync(join(root, dir), { recursive: true });
@@ -73,7 +74,7 @@ describe("the changeset of a spec bump", () => {
 
 describe("changeset --check: a revision newer than the packages has its changeset", () => {
   function workspace(version: string): string {
-    const root = mkdtempSync(join(tmpdir(), "diverge-pending-"));
+    const root = tempDir("diverge-pending-");
     writeFileSync(join(root, "pnpm-workspace.yaml"), 'packages:\n  - "packages/*"\n');
     for (const name of ["codec", "server"]) {
       mkdirSync(join(root, "packages", name), { recursive: true });

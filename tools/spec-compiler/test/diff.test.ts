@@ -1,11 +1,12 @@
 // The evolution checker on the three fixture revisions, through the library and through the CLI.
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { diffRevisions, formatEvolution, loadRevisionArg } from "../src/diff.js";
-import { materialize, repoRoot } from "./fixtures/materialize.js";
+import { materialize, repoRoot, removeTempDirs, tempDir } from "./fixtures/materialize.js";
+
+afterAll(removeTempDirs);
 
 const cli = join(repoRoot, "tools", "spec-compiler", "dist", "cli.js");
 const base = () => loadRevisionArg(repoRoot, "2.3.0");
@@ -77,7 +78,7 @@ describe("diverge-spec diff on the fixture revisions", () => {
 describe("the classes of the other changes", () => {
   /** spec/2.3.0 with edits, as revision `to`. */
   function edited(to: string, edits: [file: string, find: string, replace: string][]) {
-    const dir = join(mkdtempSync(join(tmpdir(), "diverge-diff-")), to);
+    const dir = join(tempDir("diverge-diff-"), to);
     cpSync(join(repoRoot, "spec", "2.3.0"), dir, { recursive: true });
     edits.push(["revision.yaml", "revision: 2.3.0\n", `revision: ${to}\n`]);
     for (const [file, find, replace] of edits) {
@@ -188,7 +189,7 @@ describe("the exports map of @diverge/codec is generated", () => {
   });
 
   it("passes a revision's name or a folder to the CLI alike", () => {
-    const dir = join(mkdtempSync(join(tmpdir(), "diverge-diff-")), "2.3.1");
+    const dir = join(tempDir("diverge-diff-"), "2.3.1");
     cpSync(join(repoRoot, "spec", "2.3.0"), dir, { recursive: true });
     const revision = join(dir, "revision.yaml");
     writeFileSync(revision, readFileSync(revision, "utf8").replace("revision: 2.3.0\n", "revision: 2.3.1\n"));
