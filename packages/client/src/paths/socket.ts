@@ -1,5 +1,6 @@
 // The one WebSocket shape the provider side needs: the WHATWG API (what browsers, Deno, Bun and the
 // `ws` package all offer), so a caller may bring its own implementation. The default is `ws`.
+import { binaryOf } from "@diverge/multiplexer";
 import WebSocket from "ws";
 
 /** The part of the WHATWG WebSocket API the provider side uses. */
@@ -64,7 +65,7 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       lastError = event.message ?? (event.error instanceof Error ? event.error.message : "connection failed");
     }) as (event: never) => void);
     socket.addEventListener("message", ((event: { data: unknown }) => {
-      const bytes = toBytes(event.data);
+      const bytes = binaryOf(event.data); // undefined for a text message: ignored
       if (!bytes) return;
       if (listeners.length === 0) early.push(bytes);
       for (const listener of listeners) listener(bytes);
@@ -95,20 +96,4 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       });
     }) as (event: never) => void);
   });
-}
-
-function toBytes(data: unknown): Uint8Array | undefined {
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (data instanceof Uint8Array) return data;
-  if (Array.isArray(data)) {
-    const parts = data as Uint8Array[];
-    const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-    let at = 0;
-    for (const part of parts) {
-      out.set(part, at);
-      at += part.length;
-    }
-    return out;
-  }
-  return undefined; // a text message: ignored
 }
