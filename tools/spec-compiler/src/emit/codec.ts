@@ -237,8 +237,51 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
           const sw = frame.switch;
           if (sw.variants.some((v) => v.body.fields.length > 0)) w.writeLine(`let $at = ${at};`);
           const headerFields = h.fields.filter((f) => f.name !== sw.on).map((f) => f.name);
+          // The variants that read text or JSON, if any, are read by a second function: see readsOutOfLine.
+          const outOfLine = sw.variants.some((v) => readsOutOfLine(v.body));
           w.write(`switch (${sw.on})`).block(() => {
             for (const v of sw.variants) {
+              if (outOfLine && readsOutOfLine(v.body)) continue;
+              w.write(`case ${v.tag}:`).block(() => {
+                const names = emitBodyDecode(w, imports, v.body, errorClass);
+                const props = [`${sw.property}: ${lit(v.name)}`, ...headerFields, ...names];
+                w.writeLine(`return { ${props.join(", ")} };`);
+              });
+            }
+            w.writeLine("default:");
+            w.indent(() =>
+              w.writeLine(
+                outOfLine
+                  ? `return ${restDecodeName(frame)}(bytes, $at, $end, ${[sw.on, ...headerFields, "options"].join(", ")});`
+                  : `throw new ${errorClass}({ variant: ${lit(sw.unknown)}, ${sw.on} });`,
+              ),
+            );
+          });
+        } else {
+          w.writeLine(frame.body!.fields.length > 0 ? "let $at = 0;" : "");
+          const names = emitBodyDecode(w, imports, frame.body!, errorClass);
+          w.writeLine(`return { ${names.join(", ")} };`);
+        }
+      },
+    });
+    // The variants that read text or JSON, out of line: see readsOutOfLine.
+    if (frame.switch && frame.switch.variants.some((v) => readsOutOfLine(v.body))) {
+      const sw = frame.switch;
+      const headerFields = frame.header!.fields.filter((f) => f.name !== sw.on).map((f) => f.name);
+      file.addFunction({
+        name: restDecodeName(frame),
+        parameters: [
+          { name: "bytes", type: "Uint8Array" },
+          { name: "$at", type: "number" },
+          { name: "$end", type: "number" },
+          ...[sw.on, ...headerFields].map((name) => ({ name, type: "number" })),
+          { name: "options", type: "DecodeOptions | undefined" },
+        ],
+        returnType: frame.name,
+        docs: [`The variants of {@link ${decodeName(frame)}} that read text or JSON, and unknown ones; from \`$at\` on.`],
+        statements: (w) => {
+          w.write(`switch (${sw.on})`).block(() => {
+            for (const v of sw.variants.filter((variant) => readsOutOfLine(variant.body))) {
               w.write(`case ${v.tag}:`).block(() => {
                 const names = emitBodyDecode(w, imports, v.body, errorClass);
                 const props = [`${sw.property}: ${lit(v.name)}`, ...headerFields, ...names];
@@ -248,13 +291,9 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
             w.writeLine("default:");
             w.indent(() => w.writeLine(`throw new ${errorClass}({ variant: ${lit(sw.unknown)}, ${sw.on} });`));
           });
-        } else {
-          w.writeLine(frame.body!.fields.length > 0 ? "let $at = 0;" : "");
-          const names = emitBodyDecode(w, imports, frame.body!, errorClass);
-          w.writeLine(`return { ${names.join(", ")} };`);
-        }
-      },
-    });
+        },
+      });
+    }
 
     // Encoder.
     const frameLit = lit(frame.id);
@@ -397,6 +436,23 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
       }
     }
     return body.fields.map((f) => f.name);
+  }
+
+  /**
+   * The variants whose bodies read text or JSON (or a length-prefixed field) are decoded by a second
+   * function, `$decode<Frame>Rest`, which the frame's decoder calls from its `default`. Those bodies
+   * carry most of a decoder's code (bounds, UTF-8 and JSON failures, type checks); kept inline, a
+   * frame with many variants compiles to a decoder too big for V8 to inline into its caller (over
+   * 460 bytes of bytecode: the /requests ask decoder was 5 KB), so every call of it, the fixed-size
+   * variants' too, pays a full call. Split, the fixed-size variants are read by a small function,
+   * and the others pay one more call next to the text or JSON they read.
+   */
+  function readsOutOfLine(body: IrBody): boolean {
+    return body.fields.some((f) => f.type === "json" || f.type === "utf8" || f.length === "u16");
+  }
+
+  function restDecodeName(frame: IrFrame): string {
+    return `$${decodeName(frame)}Rest`;
   }
 
   /**

@@ -49,6 +49,14 @@ export function decodeContainerProxyRequest(bytes: Uint8Array, options?: DecodeO
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeContainerProxyRequestRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeContainerProxyRequest} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): ContainerProxyRequest {
+  switch (tag) {
     case 1: {
       let begin: Record<string, unknown>;
       try {

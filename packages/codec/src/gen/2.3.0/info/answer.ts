@@ -59,6 +59,17 @@ export function decodeInfoAnswer(bytes: Uint8Array, options?: DecodeOptions): In
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    case 1: {
+      return { variant: "None" };
+    }
+    default:
+      return $decodeInfoAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeInfoAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeInfoAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): InfoAnswer {
+  switch (tag) {
     case 0: {
       let info: Record<string, unknown>;
       try {
@@ -70,9 +81,6 @@ export function decodeInfoAnswer(bytes: Uint8Array, options?: DecodeOptions): In
       const $infoProblem = checkObject(info);
       if ($infoProblem !== undefined) throw new InfoAnswerError({ variant: "Body", reason: $infoProblem });
       return { variant: "Info", info };
-    }
-    case 1: {
-      return { variant: "None" };
     }
     default:
       throw new InfoAnswerError({ variant: "UnknownTag", tag });

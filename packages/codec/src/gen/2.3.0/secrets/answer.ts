@@ -62,6 +62,14 @@ export function decodeSecretsAnswer(bytes: Uint8Array, options?: DecodeOptions):
     case 0: {
       return { variant: "Fed" };
     }
+    default:
+      return $decodeSecretsAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeSecretsAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeSecretsAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): SecretsAnswer {
+  switch (tag) {
     case 1: {
       let refusal: unknown;
       try {

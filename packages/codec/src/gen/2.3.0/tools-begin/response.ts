@@ -64,6 +64,14 @@ export function decodeToolsBeginResponse(bytes: Uint8Array, options?: DecodeOpti
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeToolsBeginResponseRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeToolsBeginResponse} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeToolsBeginResponseRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): ToolsBeginResponse {
+  switch (tag) {
     case 0: {
       let tools: unknown;
       try {

@@ -63,6 +63,14 @@ export function decodeMcpCallToolAnswer(bytes: Uint8Array, options?: DecodeOptio
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeMcpCallToolAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeMcpCallToolAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeMcpCallToolAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): McpCallToolAnswer {
+  switch (tag) {
     case 0: {
       let result: CallToolResult;
       try {

@@ -63,6 +63,14 @@ export function decodeMcpListResourcesAnswer(bytes: Uint8Array, options?: Decode
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeMcpListResourcesAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeMcpListResourcesAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeMcpListResourcesAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): McpListResourcesAnswer {
+  switch (tag) {
     case 0: {
       let result: ListResourcesResult;
       try {

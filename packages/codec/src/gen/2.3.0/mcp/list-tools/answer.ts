@@ -63,6 +63,14 @@ export function decodeMcpListToolsAnswer(bytes: Uint8Array, options?: DecodeOpti
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeMcpListToolsAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeMcpListToolsAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeMcpListToolsAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): McpListToolsAnswer {
+  switch (tag) {
     case 0: {
       let result: ListToolsResult;
       try {

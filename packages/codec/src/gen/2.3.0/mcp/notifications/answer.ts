@@ -63,6 +63,14 @@ export function decodeMcpNotificationsAnswer(bytes: Uint8Array, options?: Decode
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeMcpNotificationsAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeMcpNotificationsAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeMcpNotificationsAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): McpNotificationsAnswer {
+  switch (tag) {
     case 0: {
       let notification: ServerNotification;
       try {

@@ -63,6 +63,14 @@ export function decodeMcpReadResourceAnswer(bytes: Uint8Array, options?: DecodeO
   const tag = bytes[0]!;
   let $at = 1;
   switch (tag) {
+    default:
+      return $decodeMcpReadResourceAnswerRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeMcpReadResourceAnswer} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeMcpReadResourceAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): McpReadResourceAnswer {
+  switch (tag) {
     case 0: {
       let result: ReadResourceResult;
       try {

@@ -363,6 +363,24 @@ export function decodeRequestsAsk(bytes: Uint8Array, options?: DecodeOptions): R
   const kind = bytes[4]!;
   let $at = 5;
   switch (kind) {
+    case 4: {
+      return { kind: "McpNotifications", channel };
+    }
+    case 10: {
+      const command = bytes.subarray($at, $end);
+      return { kind: "Command", channel, command };
+    }
+    case 11: {
+      return { kind: "Postgres", channel };
+    }
+    default:
+      return $decodeRequestsAskRest(bytes, $at, $end, kind, channel, options);
+  }
+}
+
+/** The variants of {@link decodeRequestsAsk} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, kind: number, channel: number, options: DecodeOptions | undefined): RequestsAsk {
+  switch (kind) {
     case 0: {
       let params: PaginatedRequestParams | null;
       try {
@@ -419,9 +437,6 @@ export function decodeRequestsAsk(bytes: Uint8Array, options?: DecodeOptions): R
       }
       return { kind: "McpReadResource", channel, params };
     }
-    case 4: {
-      return { kind: "McpNotifications", channel };
-    }
     case 5: {
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
@@ -455,13 +470,6 @@ export function decodeRequestsAsk(bytes: Uint8Array, options?: DecodeOptions): R
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
       return { kind: "VaultUnlock", channel, key };
-    }
-    case 10: {
-      const command = bytes.subarray($at, $end);
-      return { kind: "Command", channel, command };
-    }
-    case 11: {
-      return { kind: "Postgres", channel };
     }
     case 12: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });

@@ -176,6 +176,17 @@ export function decodeToolsBeginChannelRequest(bytes: Uint8Array, options?: Deco
       const connection_id = readU32(bytes, $at);
       return { variant: "Daemon", connection_id };
     }
+    case 7: {
+      return { variant: "McpNotifications" };
+    }
+    default:
+      return $decodeToolsBeginChannelRequestRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeToolsBeginChannelRequest} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeToolsBeginChannelRequestRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): ToolsBeginChannelRequest {
+  switch (tag) {
     case 3: {
       let params: PaginatedRequestParams | null;
       try {
@@ -231,9 +242,6 @@ export function decodeToolsBeginChannelRequest(bytes: Uint8Array, options?: Deco
         if ($problem !== undefined) throw new ToolsBeginChannelRequestError({ variant: "McpParams", reason: $problem });
       }
       return { variant: "McpReadResource", params };
-    }
-    case 7: {
-      return { variant: "McpNotifications" };
     }
     case 8: {
       let values: Record<string, string>;

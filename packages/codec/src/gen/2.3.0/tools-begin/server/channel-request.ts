@@ -222,6 +222,17 @@ export function decodeToolsBeginServerChannelRequest(bytes: Uint8Array, options?
       const connection_id = readU32(bytes, $at);
       return { variant: "Daemon", connection_id };
     }
+    case 11: {
+      return { variant: "McpNotifications" };
+    }
+    default:
+      return $decodeToolsBeginServerChannelRequestRest(bytes, $at, $end, tag, options);
+  }
+}
+
+/** The variants of {@link decodeToolsBeginServerChannelRequest} that read text or JSON, and unknown ones; from `$at` on. */
+function $decodeToolsBeginServerChannelRequestRest(bytes: Uint8Array, $at: number, $end: number, tag: number, options: DecodeOptions | undefined): ToolsBeginServerChannelRequest {
+  switch (tag) {
     case 2: {
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new ToolsBeginServerChannelRequestError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
@@ -311,9 +322,6 @@ export function decodeToolsBeginServerChannelRequest(bytes: Uint8Array, options?
         if ($problem !== undefined) throw new ToolsBeginServerChannelRequestError({ variant: "McpParams", reason: $problem });
       }
       return { variant: "McpReadResource", params };
-    }
-    case 11: {
-      return { variant: "McpNotifications" };
     }
     default:
       throw new ToolsBeginServerChannelRequestError({ variant: "UnknownTag", tag });
