@@ -71,6 +71,8 @@ export interface MultiplexerEvents {
   disregarded?(what: Disregard): void;
   /** A scope ended (the server's finish was sent or received); its channels are gone with it. */
   scopeEnded?(scope: number): void;
+  /** A scope or channel request over the caps was answered with a bare finish at once. */
+  overCap?(what: { readonly kind: "scope"; readonly scope: number } | { readonly kind: "channel"; readonly scope: number; readonly channel: number }): void;
 }
 
 export interface MultiplexerOptions {
@@ -78,6 +80,10 @@ export interface MultiplexerOptions {
   /** Writes one frame as one binary message. */
   readonly send: (frame: Uint8Array) => void;
   readonly events?: MultiplexerEvents;
+  /** Server only: scopes the client may hold open at once; a request beyond it gets a bare finish. Default unlimited. */
+  readonly maxOpenScopes?: number;
+  /** Channels the other party may hold open at once on this connection (every scope together); a channel request beyond it gets a bare finish. Default unlimited. */
+  readonly maxOpenChannels?: number;
 }
 
 interface ScopeState {
@@ -124,11 +130,22 @@ export class Multiplexer {
   private readonly scopes = new Map<number, ScopeState>();
   private nextScope = 1;
   private over = false;
+  private readonly maxOpenScopes: number;
+  private readonly maxOpenChannels: number;
+  /** Channels the other party has open now, every scope together. */
+  private theirChannels = 0;
 
   constructor(options: MultiplexerOptions) {
     this.role = options.role;
     this.sendBytes = options.send;
     this.events = options.events ?? {};
+    this.maxOpenScopes = options.maxOpenScopes ?? Infinity;
+    this.maxOpenChannels = options.maxOpenChannels ?? Infinity;
+  }
+
+  /** Channels the other party has open now (requested, not yet finished), every scope together. */
+  get openTheirChannels(): number {
+    return this.theirChannels;
   }
 
   /** Whether the connection has ended. */
@@ -205,6 +222,7 @@ export class Multiplexer {
     this.over = true;
     const scopes = [...this.scopes.values()];
     this.scopes.clear();
+    this.theirChannels = 0;
     for (const state of scopes) {
       state.finished = true;
       if (state.responder) state.responder.finished = true;
@@ -219,6 +237,12 @@ export class Multiplexer {
 
   private onRequest(scope: number, payload: Uint8Array): void {
     if (this.scopes.has(scope)) return this.disregard({ reason: "scope-open", scope });
+    if (this.scopes.size >= this.maxOpenScopes) {
+      // Over the cap: "received and could not be served", and nothing is kept for it.
+      this.send({ type: "ResponseFinish", scope, channel: 0 });
+      this.events.overCap?.({ kind: "scope", scope });
+      return;
+    }
     const state: ScopeState = { mine: new Map(), theirs: new Map(), nextChannel: 0, answered: false, finished: false };
     const responder = this.responder(scope, undefined);
     state.responder = responder;
@@ -246,8 +270,14 @@ export class Multiplexer {
     const state = this.scopes.get(scope);
     if (!state) return this.disregard({ reason: "unknown-scope", scope, type: "ChannelRequest" });
     if (state.theirs.has(channel)) return this.disregard({ reason: "channel-open", scope, channel });
+    if (this.theirChannels >= this.maxOpenChannels) {
+      this.send({ type: "ChannelResponseFinish", scope, channel });
+      this.events.overCap?.({ kind: "channel", scope, channel });
+      return;
+    }
     const responder = this.responder(scope, channel);
     state.theirs.set(channel, responder);
+    this.theirChannels++;
     this.events.channel?.(responder, payload);
   }
 
@@ -293,7 +323,10 @@ export class Multiplexer {
           }
         } else {
           mux.send({ type: "ChannelResponseFinish", scope, channel: channel! });
-          if (scopeState?.theirs.get(channel!) === state) scopeState.theirs.delete(channel!);
+          if (scopeState?.theirs.get(channel!) === state) {
+            scopeState.theirs.delete(channel!);
+            mux.theirChannels--;
+          }
         }
       },
     };
@@ -307,6 +340,7 @@ export class Multiplexer {
       own.finished = true;
       own.handlers.lost?.();
     }
+    this.theirChannels -= state.theirs.size;
     state.theirs.clear();
     state.mine.clear();
   }

@@ -20,6 +20,10 @@ const OPEN = 1;
 export interface FrameSocketOptions {
   readonly role: Role;
   readonly events?: MultiplexerEvents;
+  /** Server only: open scopes the client may hold at once (see `MultiplexerOptions`). */
+  readonly maxOpenScopes?: number;
+  /** Channels the other party may hold open at once (see `MultiplexerOptions`). */
+  readonly maxOpenChannels?: number;
   /** Called once when the WebSocket closes, after every open stream has been told. */
   readonly closed?: (code: number) => void;
 }
@@ -37,6 +41,8 @@ export class FrameSocket {
     this.mux = new Multiplexer({
       role: options.role,
       events: options.events,
+      maxOpenScopes: options.maxOpenScopes,
+      maxOpenChannels: options.maxOpenChannels,
       send: (frame) => {
         if (socket.readyState === OPEN) socket.send(frame);
       },

@@ -20,6 +20,10 @@ Flags:
   --pg-port <n>            loopback port for the program's database driver (default 14981)
   --no-secrets-gate        serve MCP exchanges before the program has taken its secrets
   --max-message-bytes <n>  largest message accepted on any path (default ${DEFAULT_MAX_MESSAGE_BYTES})
+  --max-pending-asks <n>   outward MCP exchanges waiting for answers at once; more fail (default 10000)
+  --max-open-channels <n>  channels the provider may hold open on / at once; more get a bare
+                           finish (default 4096)
+  --max-open-scopes <n>    scopes the provider may hold open on / at once (default 64)
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
 
@@ -30,6 +34,13 @@ function port(name: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
   if (!/^[0-9]+$/.test(text) || value > 65535) throw new Error(`--${name} must be a port number from 0 to 65535, not ${JSON.stringify(text)}`);
+  return value;
+}
+
+function positive(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || value < 1 || !Number.isSafeInteger(value)) throw new Error(`--${name} must be a positive whole number, not ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -46,6 +57,9 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "secrets-gate": { type: "boolean" },
       "no-secrets-gate": { type: "boolean" },
       "max-message-bytes": { type: "string" },
+      "max-pending-asks": { type: "string" },
+      "max-open-channels": { type: "string" },
+      "max-open-scopes": { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -53,12 +67,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     allowPositionals: false,
   });
   if (values.help) return "help";
-  const maxText = values["max-message-bytes"];
-  let maxMessageBytes: number | undefined;
-  if (maxText !== undefined) {
-    maxMessageBytes = Number(maxText);
-    if (!/^[0-9]+$/.test(maxText) || maxMessageBytes < 1 || !Number.isSafeInteger(maxMessageBytes)) throw new Error(`--max-message-bytes must be a positive whole number, not ${JSON.stringify(maxText)}`);
-  }
+  const maxMessageBytes = positive("max-message-bytes", values["max-message-bytes"]);
   return {
     host: values.host ?? "0.0.0.0",
     port: port("port", values.port),
@@ -68,6 +77,9 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     pgPort: port("pg-port", values["pg-port"]),
     secretsGate: values["no-secrets-gate"] ? false : true,
     maxMessageBytes,
+    maxPendingAsks: positive("max-pending-asks", values["max-pending-asks"]),
+    maxOpenChannels: positive("max-open-channels", values["max-open-channels"]),
+    maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
   };
 }
@@ -87,14 +99,16 @@ async function main(argv: string[]): Promise<number> {
   const proxy = await startProxy(options);
   const { log: _log, ...shown } = proxy.options;
   options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
+  // Listening for the stop signals before saying "listening": whoever reads that line may stop us at once.
+  const stopped = new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
   process.stdout.write(
     `diverge-proxy listening: provider ws://${proxy.options.host}:${proxy.port} (/, /requests), program http://127.0.0.1:${proxy.programPort}/mcp` +
       `${proxy.options.secretsGate ? " (MCP held until the program takes its secrets)" : ""}\n`,
   );
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopped;
   await proxy.close();
   return 0;
 }

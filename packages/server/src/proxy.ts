@@ -2,7 +2,8 @@
 // loopback listener for the program beside it, and the secrets gate they share.
 import { Gate } from "./gate.js";
 import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
-import { attachPaths, type PathsPart } from "./paths/index.js";
+import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
+import type { PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
 
 export const PROXY_PORT = 14979;
@@ -24,6 +25,12 @@ export interface ProxyOptions {
   readonly secretsGate?: boolean;
   /** Largest message accepted on any path, in bytes. Default 16 MiB. */
   readonly maxMessageBytes?: number;
+  /** MCP exchanges the proxy may have waiting for the provider's answers at once; more fail with `TooManyPending`. Default 10 000. */
+  readonly maxPendingAsks?: number;
+  /** Channels the provider may hold open at once on the multiplexed connection; a channel request beyond it gets a bare finish. Default 4096. */
+  readonly maxOpenChannels?: number;
+  /** Scopes the provider may hold open at once on the multiplexed connection; a request beyond it gets a bare finish. Default 64. */
+  readonly maxOpenScopes?: number;
   /** Where the proxy reports what happens; never given a secret value. Default: silent. */
   readonly log?: (line: string) => void;
 }
@@ -46,6 +53,30 @@ export interface ProxyPart {
   close(): Promise<void>;
 }
 
+export const DEFAULT_MAX_OPEN_CHANNELS = 4096;
+export const DEFAULT_MAX_OPEN_SCOPES = 64;
+
+/** Counters of a running proxy: what its bounded queues dropped or refused, and what is open now. */
+export interface ProxyStats {
+  /** Notifications dropped because whoever they were for could not keep pace. */
+  readonly droppedNotifications: {
+    readonly total: number;
+    /** Per stream: `"/ channel <n>"` for a tag-7 channel of the multiplexed connection (dropped while the connection's send buffer was full, or larger than the message limit); `"iterators"` for `proxy.mcp.notifications()` loops that did not pull. */
+    readonly byStream: Readonly<Record<string, number>>;
+  };
+  /** Outward MCP exchanges waiting for the provider's answers now, and how many were refused over `maxPendingAsks`. */
+  readonly pendingAsks: number;
+  readonly refusedAsks: number;
+  /** Channels the provider holds open on `/` now, and requests refused over `maxOpenChannels` / `maxOpenScopes`. */
+  readonly openChannels: number;
+  readonly refusedChannels: number;
+  readonly refusedScopes: number;
+  /** Answers on `/` that were larger than the message limit and were replaced by an MCP error. */
+  readonly oversizedAnswers: number;
+  /** Traffic of the postgres pairs, with the peaks of their buffers. */
+  readonly postgres: PairStats;
+}
+
 export interface RunningProxy {
   readonly options: ResolvedProxyOptions;
   /** The port the provider-facing listener is bound to. */
@@ -59,6 +90,8 @@ export interface RunningProxy {
   readonly mcp: PathsPart["mcp"];
   /** The multiplexed connection on `/` and its tools::begin scope. */
   readonly multiplexed: MultiplexedPart;
+  /** The counters of the proxy's bounded queues, now. */
+  stats(): ProxyStats;
   close(): Promise<void>;
 }
 
@@ -73,6 +106,9 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     pgPort: options.pgPort ?? 14981,
     secretsGate: options.secretsGate ?? true,
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    maxPendingAsks: options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS,
+    maxOpenChannels: options.maxOpenChannels ?? DEFAULT_MAX_OPEN_CHANNELS,
+    maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
     log: options.log ?? (() => {}),
   };
 }
@@ -96,6 +132,22 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     paths,
     mcp: paths.mcp,
     multiplexed,
+    stats() {
+      const asks = paths.mcp.stats();
+      const connection = multiplexed.connection?.stats();
+      const byStream: Record<string, number> = { ...(connection?.droppedNotifications ?? {}) };
+      if (asks.droppedByIterators > 0) byStream.iterators = asks.droppedByIterators;
+      return {
+        droppedNotifications: { total: Object.values(byStream).reduce((sum, n) => sum + n, 0), byStream },
+        pendingAsks: asks.pending,
+        refusedAsks: asks.refusedPending,
+        openChannels: connection?.openChannels ?? 0,
+        refusedChannels: connection?.refusedChannels ?? 0,
+        refusedScopes: connection?.refusedScopes ?? 0,
+        oversizedAnswers: connection?.oversizedAnswers ?? 0,
+        postgres: multiplexed.postgresStats(),
+      };
+    },
     async close() {
       await Promise.allSettled([paths.close(), multiplexed.close()]);
       await Promise.allSettled([provider.close(), program.close()]);

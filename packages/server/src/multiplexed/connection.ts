@@ -25,7 +25,9 @@ import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 
 /** A notification channel whose provider connection has this much unsent drops notifications. */
-const NOTIFICATION_DROP_LEVEL = 8 * 1024 * 1024;
+export const NOTIFICATION_DROP_LEVEL = 8 * 1024 * 1024;
+/** The Frames-layer header in front of every payload. */
+const FRAME_HEADER = 9;
 
 export interface BeginState {
   /** The begin's scope number, once a readable begin arrived. */
@@ -48,6 +50,11 @@ export class ProxyConnection {
   private readonly begunPromise: Promise<void>;
   private readonly notificationChannels = new Set<Responder>();
   private ended = false;
+  /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
+  private readonly dropped: Record<string, number> = {};
+  private refusedChannels = 0;
+  private refusedScopes = 0;
+  private oversizedAnswers = 0;
 
   constructor(
     socket: WebSocketLike,
@@ -64,7 +71,14 @@ export class ProxyConnection {
     this.mcp = new InwardMcp(new URL(`http://127.0.0.1:${options.appPort}/mcp`), options.log);
     this.frames = new FrameSocket(socket, {
       role: "server",
+      maxOpenScopes: options.maxOpenScopes,
+      maxOpenChannels: options.maxOpenChannels,
       events: {
+        overCap: (what) => {
+          if (what.kind === "scope") this.refusedScopes++;
+          else this.refusedChannels++;
+          this.options.log(`refused a ${what.kind} request on scope ${what.scope}: too many open`);
+        },
         scope: (responder, payload) => void this.onScope(responder, payload),
         channel: (responder, payload) => this.onChannel(responder, payload),
         authorization: () => {
@@ -94,6 +108,17 @@ export class ProxyConnection {
     };
     this.postgres = new PostgresPairs(link, options.log);
     this.daemons = new DaemonPairs(link, options.log);
+  }
+
+  /** Counters of this connection's bounded queues and caps. */
+  stats(): { droppedNotifications: Record<string, number>; openChannels: number; refusedChannels: number; refusedScopes: number; oversizedAnswers: number } {
+    return {
+      droppedNotifications: { ...this.dropped },
+      openChannels: this.frames.mux.openTheirChannels,
+      refusedChannels: this.refusedChannels,
+      refusedScopes: this.refusedScopes,
+      oversizedAnswers: this.oversizedAnswers,
+    };
   }
 
   /** The proxy is ending: the begin scope gets its finish, then the connection closes. */
@@ -212,18 +237,31 @@ export class ProxyConnection {
     await this.gate.pass();
     if (responder.finished) return;
     const outcome = await this.mcp.exchange(exchange);
-    responder.respond(encode(outcome));
+    let answer = encode(outcome);
+    if (answer.length + FRAME_HEADER > this.options.maxMessageBytes) {
+      // The provider could not take it: the container's answer becomes an MCP error that says why.
+      this.oversizedAnswers++;
+      this.options.log(`the container's ${exchange.method} answer is ${answer.length} bytes, larger than the limit; answering with an error`);
+      answer = encode({ error: { code: -32603, message: `the container's answer is ${answer.length} bytes, larger than the message limit of ${this.options.maxMessageBytes}` } });
+    }
+    responder.respond(answer);
     responder.finish();
   }
 
   private async subscribe(responder: Responder): Promise<void> {
     await this.gate.pass();
     if (responder.finished) return;
+    const stream = `/ channel ${responder.channel}`;
+    const drop = () => {
+      this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
+    };
     const subscription = await this.mcp.subscribe((notification) => {
       if (responder.finished) return;
-      // A channel that cannot keep pace loses notifications silently.
-      if (this.frames.bufferedAmount > NOTIFICATION_DROP_LEVEL) return;
-      responder.respond(encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never }));
+      // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
+      if (this.frames.bufferedAmount > NOTIFICATION_DROP_LEVEL) return drop();
+      const bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+      if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
+      responder.respond(bytes);
     });
     if ("error" in subscription) {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));

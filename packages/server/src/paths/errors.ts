@@ -32,6 +32,11 @@ export type McpExchangeErrorDetail =
       readonly limit: number;
     }
   | {
+      /** Too many exchanges were waiting for their answers already; this one was never asked. */
+      readonly variant: "TooManyPending";
+      readonly limit: number;
+    }
+  | {
       /** The proxy closed before the exchange was answered. */
       readonly variant: "ProxyClosed";
     };
@@ -48,6 +53,8 @@ function describe(detail: McpExchangeErrorDetail): string {
       return `the provider's answer on channel ${detail.channel} is larger than ${detail.limit} bytes`;
     case "AskTooLarge":
       return `the ask is ${detail.bytes} bytes, larger than the limit of ${detail.limit}`;
+    case "TooManyPending":
+      return `${detail.limit} exchanges are already waiting for their answers; this one was not asked`;
     case "ProxyClosed":
       return "the proxy closed before the exchange was answered";
   }

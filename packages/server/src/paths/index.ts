@@ -6,7 +6,7 @@ import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
 
 export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, type NotificationStreamEvent } from "./mcp.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
 
@@ -22,7 +22,7 @@ export interface PathsPart extends ProxyPart {
 export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
-  const mcp = new McpAsks({ board, gate, log: options.log });
+  const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log);
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);

@@ -204,6 +204,23 @@ export interface McpAsksOptions {
   readonly board: AskBoard;
   readonly gate: Gate;
   readonly log?: (line: string) => void;
+  /** Exchanges that may wait for their answers at once (held by the gate, queued, or asked); more fail with TooManyPending. Default 10 000. */
+  readonly maxPendingAsks?: number;
+  /** Notifications one `notifications()` iterator holds for a loop that does not pull; older ones beyond it are dropped and counted. Default 1024. */
+  readonly iteratorBuffer?: number;
+}
+
+/** Exchanges that may wait for their answers at once, unless the options say otherwise. */
+export const DEFAULT_MAX_PENDING_ASKS = 10_000;
+
+/** Counters of the MCP exchanges the proxy asks. */
+export interface McpAskStats {
+  /** Exchanges waiting for their answers now. */
+  readonly pending: number;
+  /** Exchanges refused with TooManyPending so far. */
+  readonly refusedPending: number;
+  /** Notifications dropped by `notifications()` iterators whose loops did not keep pace, in total. */
+  readonly droppedByIterators: number;
 }
 
 /** The MCP exchanges the proxy asks of its provider. */
@@ -216,11 +233,17 @@ export class McpAsks {
   private readonly streamListeners = new Set<(event: NotificationStreamEvent) => void>();
   private readonly iteratorEnders = new Set<() => void>();
   private closed = false;
+  private readonly maxPending: number;
+  private readonly iteratorBuffer: number;
+  private refusedPending = 0;
+  private droppedByIterators = 0;
 
   constructor(options: McpAsksOptions) {
     this.board = options.board;
     this.gate = options.gate;
     this.log = options.log ?? (() => {});
+    this.maxPending = options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS;
+    this.iteratorBuffer = options.iteratorBuffer ?? 1024;
     new NotificationStream(
       this.board,
       (notification) => {
@@ -230,6 +253,10 @@ export class McpAsks {
         for (const listener of this.streamListeners) listener(event);
       },
     );
+  }
+
+  stats(): McpAskStats {
+    return { pending: this.pending.size, refusedPending: this.refusedPending, droppedByIterators: this.droppedByIterators };
   }
 
   /** `tools/list` of the provider. `null` (or nothing) asks for the first page with no params. */
@@ -275,7 +302,14 @@ export class McpAsks {
     const unsubscribe = this.onNotification((notification) => {
       const resume = waiting.shift();
       if (resume) resume({ value: notification, done: false });
-      else buffered.push(notification);
+      else {
+        // A loop that does not pull loses the oldest notifications rather than growing memory.
+        if (buffered.length >= this.iteratorBuffer) {
+          buffered.shift();
+          this.droppedByIterators++;
+        }
+        buffered.push(notification);
+      }
     });
     this.iteratorEnders.add(finish);
     const iterator: AsyncIterableIterator<ServerNotification> = {
@@ -304,6 +338,10 @@ export class McpAsks {
 
   private async exchange<K extends ExchangeKind>(kind: K, params: ExchangeTypes[K]["params"]): Promise<ExchangeTypes[K]["result"]> {
     if (this.closed) throw new McpExchangeError({ variant: "ProxyClosed" });
+    if (this.pending.size >= this.maxPending) {
+      this.refusedPending++;
+      throw new McpExchangeError({ variant: "TooManyPending", limit: this.maxPending });
+    }
     return new Promise((resolve, reject) => {
       let settled = false;
       const fail = (error: McpExchangeError) => {
