@@ -24,6 +24,9 @@ Flags:
   --max-open-channels <n>  channels the provider may hold open on / at once; more get a bare
                            finish (default 4096)
   --max-open-scopes <n>    scopes the provider may hold open on / at once (default 64)
+  --max-notification-backlog-bytes <n>
+                           bytes waiting toward the provider on / before notifications are
+                           dropped (counted) (default 8388608)
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
 
@@ -60,6 +63,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-pending-asks": { type: "string" },
       "max-open-channels": { type: "string" },
       "max-open-scopes": { type: "string" },
+      "max-notification-backlog-bytes": { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -80,6 +84,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxPendingAsks: positive("max-pending-asks", values["max-pending-asks"]),
     maxOpenChannels: positive("max-open-channels", values["max-open-channels"]),
     maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
+    maxNotificationBacklogBytes: positive("max-notification-backlog-bytes", values["max-notification-backlog-bytes"]),
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
   };
 }

@@ -32,7 +32,9 @@ export class RouteListener {
 
   constructor(readonly options: ListenerOptions = {}) {
     // permessage-deflate stays off: small binary frames, and compression costs memory per socket.
-    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    // UTF-8 of text messages goes unchecked: text carries no meaning on any path and is ignored, so
+    // invalid UTF-8 in one must not end the connection (ws would close it with 1007).
+    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, skipUTF8Validation: true, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
     this.server = createServer((request, response) => this.onRequest(request, response));
     this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
   }
@@ -81,6 +83,9 @@ export class RouteListener {
       if ("refuse" in decision) return refuse(socket, decision.refuse);
       this.wss.handleUpgrade(request, socket, head, (ws) => {
         ws.binaryType = "nodebuffer";
+        // A socket error (a message over the limit, a protocol violation, a reset) ends that socket
+        // with its close event; without a listener it would be thrown and end the whole process.
+        ws.on("error", () => {});
         decision.accept(ws, request);
       });
       return;

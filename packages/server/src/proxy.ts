@@ -31,6 +31,8 @@ export interface ProxyOptions {
   readonly maxOpenChannels?: number;
   /** Scopes the provider may hold open at once on the multiplexed connection; a request beyond it gets a bare finish. Default 64. */
   readonly maxOpenScopes?: number;
+  /** Bytes that may wait in the multiplexed connection's send buffer before a tag-7 channel drops notifications (counted in `stats()`). Default 8 MiB. */
+  readonly maxNotificationBacklogBytes?: number;
   /** Where the proxy reports what happens; never given a secret value. Default: silent. */
   readonly log?: (line: string) => void;
 }
@@ -55,13 +57,14 @@ export interface ProxyPart {
 
 export const DEFAULT_MAX_OPEN_CHANNELS = 4096;
 export const DEFAULT_MAX_OPEN_SCOPES = 64;
+export const DEFAULT_NOTIFICATION_BACKLOG_BYTES = 8 * 1024 * 1024;
 
 /** Counters of a running proxy: what its bounded queues dropped or refused, and what is open now. */
 export interface ProxyStats {
   /** Notifications dropped because whoever they were for could not keep pace. */
   readonly droppedNotifications: {
     readonly total: number;
-    /** Per stream: `"/ channel <n>"` for a tag-7 channel of the multiplexed connection (dropped while the connection's send buffer was full, or larger than the message limit); `"iterators"` for `proxy.mcp.notifications()` loops that did not pull. */
+    /** Per stream: `"/ channel <n>"` for a tag-7 channel of the multiplexed connection (dropped while the connection's send buffer was full, or larger than the message limit); `"/mcp/notifications"` for the provider's messages larger than the limit on the paths transport; `"iterators"` for `proxy.mcp.notifications()` loops that did not pull. */
     readonly byStream: Readonly<Record<string, number>>;
   };
   /** Outward MCP exchanges waiting for the provider's answers now, and how many were refused over `maxPendingAsks`. */
@@ -109,6 +112,7 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     maxPendingAsks: options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS,
     maxOpenChannels: options.maxOpenChannels ?? DEFAULT_MAX_OPEN_CHANNELS,
     maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
+    maxNotificationBacklogBytes: options.maxNotificationBacklogBytes ?? DEFAULT_NOTIFICATION_BACKLOG_BYTES,
     log: options.log ?? (() => {}),
   };
 }
@@ -137,6 +141,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
       const connection = multiplexed.connection?.stats();
       const byStream: Record<string, number> = { ...(connection?.droppedNotifications ?? {}) };
       if (asks.droppedByIterators > 0) byStream.iterators = asks.droppedByIterators;
+      if (asks.droppedOversized > 0) byStream["/mcp/notifications"] = asks.droppedOversized;
       return {
         droppedNotifications: { total: Object.values(byStream).reduce((sum, n) => sum + n, 0), byStream },
         pendingAsks: asks.pending,

@@ -24,8 +24,7 @@ import { InwardMcp, type McpOutcome } from "./mcp.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 
-/** A notification channel whose provider connection has this much unsent drops notifications. */
-export const NOTIFICATION_DROP_LEVEL = 8 * 1024 * 1024;
+const DISREGARDED_KEPT = 1000;
 /** The Frames-layer header in front of every payload. */
 const FRAME_HEADER = 9;
 
@@ -41,8 +40,9 @@ export class ProxyConnection {
   readonly postgres: PostgresPairs;
   readonly daemons: DaemonPairs;
   readonly begin: BeginState = { begun: false };
-  /** Frames disregarded so far, for logs and tests. */
+  /** The last frames disregarded (at most 1000), for logs and tests; `disregardedCount` counts them all. */
   readonly disregarded: Disregard[] = [];
+  disregardedCount = 0;
   private readonly mcp: InwardMcp;
   private beginScope: Responder | undefined;
   private markBegun!: () => void;
@@ -79,7 +79,7 @@ export class ProxyConnection {
           else this.refusedChannels++;
           this.options.log(`refused a ${what.kind} request on scope ${what.scope}: too many open`);
         },
-        scope: (responder, payload) => void this.onScope(responder, payload),
+        scope: (responder, payload) => this.guard(responder, `scope ${responder.scope}`, this.onScope(responder, payload)),
         channel: (responder, payload) => this.onChannel(responder, payload),
         authorization: () => {
           // No authorization on this connection: a type-0 frame ends it, and nothing more is sent.
@@ -88,6 +88,9 @@ export class ProxyConnection {
           this.frames.close(1008);
         },
         disregarded: (what) => {
+          // Kept for logs and tests, but bounded: a flood of bad frames must not grow memory.
+          this.disregardedCount++;
+          if (this.disregarded.length >= DISREGARDED_KEPT) this.disregarded.shift();
           this.disregarded.push(what);
           this.options.log(`disregarded a frame: ${what.reason}`);
         },
@@ -145,7 +148,8 @@ export class ProxyConnection {
     try {
       begin = decodeContainerProxyRequest(payload).begin;
     } catch (error) {
-      if (!(error instanceof ContainerProxyRequestError)) throw error;
+      // A RangeError: JSON nested too deeply for the type check; unreadable all the same.
+      if (!(error instanceof ContainerProxyRequestError) && !(error instanceof RangeError)) throw error;
       this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
       return responder.finish();
     }
@@ -185,7 +189,7 @@ export class ProxyConnection {
     try {
       request = decodeToolsBeginChannelRequest(payload, { check: checkMcp });
     } catch (error) {
-      if (!(error instanceof ToolsBeginChannelRequestError)) throw error;
+      if (!(error instanceof ToolsBeginChannelRequestError) && !(error instanceof RangeError)) throw error;
       this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
       return responder.finish();
     }
@@ -195,20 +199,28 @@ export class ProxyConnection {
       case "Daemon":
         return this.daemons.providerHalf(request.connection_id, responder);
       case "Info":
-        return void this.answerInfo(responder);
+        return this.guard(responder, `channel ${responder.channel}`, this.answerInfo(responder));
       case "Secrets":
-        return void this.feedSecrets(responder, request.values);
+        return this.guard(responder, `channel ${responder.channel}`, this.feedSecrets(responder, request.values));
       case "McpListTools":
-        return void this.relay(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never));
+        return this.relayGuarded(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never));
       case "McpListResources":
-        return void this.relay(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never));
+        return this.relayGuarded(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never));
       case "McpCallTool":
-        return void this.relay(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never));
+        return this.relayGuarded(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never));
       case "McpReadResource":
-        return void this.relay(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never));
+        return this.relayGuarded(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never));
       case "McpNotifications":
-        return void this.subscribe(responder);
+        return this.guard(responder, `channel ${responder.channel}`, this.subscribe(responder));
     }
+  }
+
+  /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
+  private guard(responder: Responder, what: string, work: Promise<void>): void {
+    work.catch((problem: unknown) => {
+      this.options.log(`${what} failed: ${problem instanceof Error ? problem.name : "error"}; finishing it`);
+      responder.finish();
+    });
   }
 
   private async answerInfo(responder: Responder): Promise<void> {
@@ -232,12 +244,23 @@ export class ProxyConnection {
     responder.finish();
   }
 
+  private relayGuarded(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): void {
+    this.guard(responder, `channel ${responder.channel}`, this.relay(responder, exchange, encode));
+  }
+
   private async relay(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await this.gate.pass();
     if (responder.finished) return;
     const outcome = await this.mcp.exchange(exchange);
-    let answer = encode(outcome);
+    let answer: Uint8Array;
+    try {
+      answer = encode(outcome);
+    } catch (problem) {
+      // The container's answer cannot be written as JSON (nested too deeply, say): say so instead.
+      this.options.log(`the container's ${exchange.method} answer could not be encoded`);
+      answer = encode({ error: { code: -32603, message: `the container's answer could not be encoded: ${problem instanceof Error ? problem.name : "error"}` } });
+    }
     if (answer.length + FRAME_HEADER > this.options.maxMessageBytes) {
       // The provider could not take it: the container's answer becomes an MCP error that says why.
       this.oversizedAnswers++;
@@ -258,8 +281,13 @@ export class ProxyConnection {
     const subscription = await this.mcp.subscribe((notification) => {
       if (responder.finished) return;
       // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
-      if (this.frames.bufferedAmount > NOTIFICATION_DROP_LEVEL) return drop();
-      const bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+      if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
+      let bytes: Uint8Array;
+      try {
+        bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+      } catch {
+        return drop();
+      }
       if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
       responder.respond(bytes);
     });

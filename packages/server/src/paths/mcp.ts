@@ -26,6 +26,16 @@ import { McpExchangeError } from "./errors.js";
 
 type ExchangeKind = Exclude<McpKind, "McpNotifications">;
 
+/**
+ * The decoders' typed error, or the same for JSON nested so deeply that checking its type overflows
+ * the stack (a RangeError from the type check, not a typed error): that answer cannot be read either.
+ */
+export function asMcpAnswerError(problem: unknown): McpAnswerError | undefined {
+  if (problem instanceof McpAnswerError) return problem;
+  if (problem instanceof RangeError) return new McpAnswerError({ variant: "Body", reason: "the JSON is nested too deeply to read" });
+  return undefined;
+}
+
 interface ExchangeTypes {
   McpListTools: { params: PaginatedRequestParams | null; result: ListToolsResult };
   McpListResources: { params: PaginatedRequestParams | null; result: ListResourcesResult };
@@ -98,8 +108,9 @@ class OneAnswerExchange<K extends ExchangeKind> implements AskOwner {
         try {
           decoded = DECODERS[this.kind](answer) as Decoded<ExchangeTypes[K]["result"]>;
         } catch (problem) {
-          if (!(problem instanceof McpAnswerError)) throw problem;
-          this.settle({ error: new McpExchangeError({ variant: "UnreadableAnswer", channel, source: problem }) });
+          const source = asMcpAnswerError(problem);
+          if (!source) throw problem;
+          this.settle({ error: new McpExchangeError({ variant: "UnreadableAnswer", channel, source }) });
           return;
         }
         if (decoded.variant === "Result") this.settle({ result: decoded.result });
@@ -167,9 +178,10 @@ class NotificationStream implements AskOwner {
         try {
           decoded = decodeMcpNotificationsAnswer(bytes, { check: checkMcp });
         } catch (problem) {
-          if (!(problem instanceof McpAnswerError)) throw problem;
+          const source = asMcpAnswerError(problem);
+          if (!source) throw problem;
           finished = "unreadable";
-          this.report({ type: "unreadable", channel, source: problem });
+          this.report({ type: "unreadable", channel, source });
           path.close();
           return;
         }
@@ -221,6 +233,8 @@ export interface McpAskStats {
   readonly refusedPending: number;
   /** Notifications dropped by `notifications()` iterators whose loops did not keep pace, in total. */
   readonly droppedByIterators: number;
+  /** Messages on the notification path larger than the message limit (each ended its path). */
+  readonly droppedOversized: number;
 }
 
 /** The MCP exchanges the proxy asks of its provider. */
@@ -237,6 +251,7 @@ export class McpAsks {
   private readonly iteratorBuffer: number;
   private refusedPending = 0;
   private droppedByIterators = 0;
+  private droppedOversized = 0;
 
   constructor(options: McpAsksOptions) {
     this.board = options.board;
@@ -250,13 +265,14 @@ export class McpAsks {
         for (const listener of this.notificationListeners) listener(notification);
       },
       (event) => {
+        if (event.type === "ended" && event.ending.how === "tooLarge") this.droppedOversized++;
         for (const listener of this.streamListeners) listener(event);
       },
     );
   }
 
   stats(): McpAskStats {
-    return { pending: this.pending.size, refusedPending: this.refusedPending, droppedByIterators: this.droppedByIterators };
+    return { pending: this.pending.size, refusedPending: this.refusedPending, droppedByIterators: this.droppedByIterators, droppedOversized: this.droppedOversized };
   }
 
   /** `tools/list` of the provider. `null` (or nothing) asks for the first page with no params. */
