@@ -1,0 +1,20 @@
+// The soak's short version: a few thousand exchanges over both transports with seeded faults.
+// `pnpm soak --exchanges 100000 --seed N` runs the long one. DIVERGE_SOAK_SEED replays a run.
+import { describe, expect, it } from "vitest";
+import { runSoak } from "../src/index.js";
+
+const SEED = Number(process.env.DIVERGE_SOAK_SEED ?? 2026);
+const EXCHANGES = Number(process.env.DIVERGE_SOAK_EXCHANGES ?? 3000);
+
+describe(`soak (seed ${SEED}, ${EXCHANGES} exchanges)`, () => {
+  it("ends every exchange exactly once with the outcome its faults imply, nothing hangs, RSS stays under its bound", { timeout: 60_000 }, async () => {
+    const report = await runSoak({ exchanges: EXCHANGES, seed: SEED, concurrency: 48, watchdogMs: 20_000, rssBoundMiB: 512, abruptCloseRate: 1 / 400 });
+    process.stdout.write(`soak: ${JSON.stringify(report)}\n`);
+    expect(report.failures).toEqual([]);
+    expect(report.pathsExchanges + report.multiplexedExchanges).toBe(EXCHANGES);
+    expect(report.faultTotal).toBeGreaterThan(EXCHANGES / 10);
+    expect(report.faults["multiplexed.abruptClose"]).toBeGreaterThan(0);
+    expect(report.reasked).toBeGreaterThan(0);
+    expect(report.peakRssMiB).toBeLessThan(report.rssBoundMiB);
+  });
+});
