@@ -263,6 +263,57 @@ describe("bad peers", () => {
     expect(uncaught).toEqual([]);
   }, 30_000);
 
+  it("JSON nested 100k and 1M deep against diverge-proxy as a process (plain node, where checking it overflows the stack): it answers and lives on", async () => {
+    const { spawn } = await import("node:child_process");
+    const { fileURLToPath } = await import("node:url");
+    const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+    const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+    const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate", "--app-port", String(program.port)], { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    try {
+      const line = await new Promise<string>((resolve) => child.stdout.on("data", (chunk: Buffer) => resolve(chunk.toString())));
+      const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(line)![1]);
+      const programPort = Number(/http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(line)![1]);
+      const deep = "[".repeat(1_000_000) + "]".repeat(1_000_000);
+      const conn = await rawConnect(port);
+      conn.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+      expect(decodeToolsBeginResponse(payloadOf(await conn.next(onScope(1)))).variant).toBe("Begun");
+      conn.send({ type: "ChannelRequest", scope: 1, channel: 1, payload: concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${deep}}}`)) });
+      // Unreadable (a bare finish), or read and then not relayable to the program (one [1] -32603, then the finish).
+      const first = await conn.next(onChannel(1, 1), 15_000);
+      if (first.type === "ChannelResponse") {
+        expect(decodeMcpCallToolAnswer(payloadOf(first), { check: checkMcp })).toMatchObject({ variant: "Error", error: { code: -32603 } });
+        expect((await conn.next(onChannel(1, 1), 15_000)).type).toBe("ChannelResponseFinish");
+      } else expect(first.type).toBe("ChannelResponseFinish");
+      conn.send({ type: "Request", scope: 2, channel: 0, payload: concat(new Uint8Array([1]), text(`{"arguments":${deep}}`)) });
+      // A second begin: one error and the finish (or a bare finish when it cannot be read).
+      const scope2 = await conn.next(onScope(2), 15_000);
+      if (scope2.type === "Response") expect((await conn.next(onScope(2), 15_000)).type).toBe("ResponseFinish");
+      // The outward side: the program asks, the provider answers 100k deep; the program gets an error.
+      const line2 = await RequestsLine.open(port);
+      const client = new Client({ name: "program", version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)));
+      const call = client.callTool({ name: "deep" }).catch((error: unknown) => error);
+      const ask = await line2.nextExchange();
+      await answerPath(port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)));
+      expect(await call).toMatchObject({ code: -32603, data: { diverge: expect.stringMatching(/^(UnreadableAnswer|Unwritable)$/) } });
+      // Still alive: the begin scope answers an ordinary exchange.
+      conn.send({ type: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
+      expect((await conn.next(onChannel(1, 2), 15_000)).type).toBe("ChannelResponse");
+      expect(child.exitCode).toBeNull();
+      await client.close();
+      await line2.close();
+      conn.socket.terminate();
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+    expect(stderr).not.toMatch(/RangeError|Maximum call stack/);
+  }, 40_000);
+
   it("invalid UTF-8: in JSON on the begin scope, on answer paths and in text messages on every path", async () => {
     const bad = Buffer.from([0xc3, 0x28, 0xff, 0xfe, 0xed, 0xa0, 0x80]);
     const channel = nextChannel++;

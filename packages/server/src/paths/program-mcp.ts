@@ -130,11 +130,21 @@ export class ProgramMcpServer {
       instructions: "Tools and resources of the provider beside this container, reached through its Diverge proxy.",
     });
     const relay = async <T>(ask: () => Promise<T>): Promise<T> => {
+      let result: T;
       try {
-        return await ask();
+        result = await ask();
       } catch (problem) {
         throw programErrorOf(problem);
       }
+      // An answer the SDK cannot write as JSON (nested too deeply, say) it drops without a word,
+      // which would leave the program waiting forever: answer with an error instead.
+      try {
+        JSON.stringify(result);
+      } catch {
+        this.log("program /mcp: the provider's answer could not be written as JSON; answering with an error");
+        throw new ProgramFacingError(ErrorCode.InternalError, "the provider's answer could not be written as JSON", { diverge: "Unwritable" });
+      }
+      return result;
     };
     server.setRequestHandler(ListToolsRequestSchema, (request) => relay(() => this.mcp.listTools(request.params ?? null)));
     server.setRequestHandler(ListResourcesRequestSchema, (request) => relay(() => this.mcp.listResources(request.params ?? null)));
