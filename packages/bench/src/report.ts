@@ -71,10 +71,11 @@ export function textReport(results: Results): string {
 
 const cell = (s: string) => s.replace(/\|/g, "\\|");
 
-function mdTable(columns: readonly string[], rows: readonly (readonly string[])[]): string[] {
+/** A Markdown table; `numeric` right-aligns every column but the first (for tables of numbers). */
+function mdTable(columns: readonly string[], rows: readonly (readonly string[])[], numeric = true): string[] {
   return [
     `| ${columns.map(cell).join(" | ")} |`,
-    `| ${columns.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`,
+    `| ${columns.map((_, i) => (i === 0 || !numeric ? "---" : "---:")).join(" | ")} |`,
     ...rows.map((r) => `| ${r.map(cell).join(" | ")} |`),
   ];
 }
@@ -91,7 +92,7 @@ export function markdownReport(results: Results, commentary: readonly string[] =
     "## Machine",
     "",
     ...mdTable(
-      ["", ""],
+      ["", "this run"],
       [
         ["CPU", m.cpu],
         ["cores", String(m.cores)],
@@ -102,6 +103,7 @@ export function markdownReport(results: Results, commentary: readonly string[] =
         ["load average at start (1, 5, 15 min)", m.loadAverage.join(", ")],
         ["mode", results.quick ? "quick (numbers not meaningful)" : "full"],
       ],
+      false,
     ),
     "",
     "## How to read it",
@@ -121,6 +123,7 @@ export function markdownReport(results: Results, commentary: readonly string[] =
     ...mdTable(
       ["case", "what", "target", "measured", "result"],
       results.targets.map((t) => [String(t.case), t.what, t.goal, t.value, t.met === null ? "reported" : t.met ? "met" : "**missed**"]),
+      false,
     ),
     "",
   ];
@@ -132,7 +135,7 @@ export function markdownReport(results: Results, commentary: readonly string[] =
   }
   lines.push("## Tables", "");
   for (const t of tablesOf(results)) {
-    lines.push(`### ${t.title}`, "", ...mdTable(t.columns, t.rows), "");
+    lines.push(`### ${t.title}`, "", ...mdTable(t.columns, t.rows, !t.title.startsWith("Case 5")), "");
     for (const n of t.notes ?? []) lines.push(n, "");
   }
   if (commentary.length) lines.push("## Notes", "", ...commentary, "");
