@@ -358,6 +358,15 @@ describe("bad peers", () => {
     expect(await result).toEqual({ tools: [] });
   });
 
+  it("a decoder's stack overflow (JSON too deep for its type check) counts as an unreadable answer, not a crash", async () => {
+    const { asMcpAnswerError } = await import("../src/paths/index.js");
+    const { McpAnswerError } = await import("@diverge/codec");
+    const typed = asMcpAnswerError(new RangeError("Maximum call stack size exceeded"));
+    expect(typed).toBeInstanceOf(McpAnswerError);
+    expect(typed!.message).toBe("mcp answer did not parse: the JSON is nested too deeply to read");
+    expect(asMcpAnswerError(new TypeError("a bug"))).toBeUndefined();
+  });
+
   it("nothing crashed, and memory is back near its baseline", async () => {
     expect(uncaught).toEqual([]);
     const after = await settledMemory();

@@ -6,7 +6,7 @@ import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
 
 export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
 
