@@ -14,6 +14,8 @@ import { ContainerError, openContainer, type ContainerConnection } from "@diverg
 import { McpExchangeError, startProxy, type RunningProxy } from "@diverge/server";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { encodeToolsBeginChannelRequest } from "@diverge/codec";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { errorCodeOf, FaultyProvider, TERMINAL_PATH_FAULTS, type PathFault } from "./paths.js";
 
 export interface SoakOptions {
@@ -46,13 +48,29 @@ export interface SoakReport {
   readonly faultTotal: number;
   /** Asks the proxy made again after a cut or a lost `/requests`. */
   readonly reasked: number;
+  /** Answer paths the provider tried to open for asks lost with a dropped `/requests` (404s). */
+  readonly refusedPaths: number;
   readonly requestsConnections: number;
   readonly multiplexedConnections: number;
   readonly outcomes: Record<string, number>;
   readonly baselineRssMiB: number;
   readonly peakRssMiB: number;
+  /** Heap in use after a full collection before the run, and after it with everything closed. */
+  readonly baselineHeapMiB: number;
+  readonly finalHeapMiB: number;
   readonly rssBoundMiB: number;
   readonly failures: readonly string[];
+}
+
+/** A full collection, whether or not node runs with --expose-gc. */
+function collect(): void {
+  let gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) {
+    setFlagsFromString("--expose-gc");
+    gc = runInNewContext("gc") as () => void;
+  }
+  gc();
+  gc();
 }
 
 /** mulberry32: small, seeded, good enough to pick faults. */
@@ -190,6 +208,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     if (failures.length < 50) failures.push(text);
   };
 
+  collect();
+  const baselineHeap = process.memoryUsage().heapUsed;
   const baselineRss = process.memoryUsage().rss;
   let peakRss = baselineRss;
   const sampler = setInterval(() => {
@@ -237,11 +257,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const started = performance.now();
 
   let watchdogFired = false;
+  let fireWatchdog!: () => void;
+  /** Resolves when the watchdog fires, so a hung exchange ends the run instead of hanging it. */
+  const hung = new Promise<"hung">((resolve) => (fireWatchdog = () => resolve("hung")));
   const watchdog = setInterval(() => {
     const now = performance.now();
     for (const [id, since] of open) {
       if (now - since > watchdogMs) {
         watchdogFired = true;
+        fireWatchdog();
         fail(`watchdog: exchange ${id} open for more than ${watchdogMs} ms`);
       }
     }
@@ -269,7 +293,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         pathsCount++;
         const id = `p${i}`;
         open.set(id, performance.now());
-        const outcome = await pathsExchange(pathsProxy, i);
+        const outcome = await Promise.race([pathsExchange(pathsProxy, i), hung]);
+        if (outcome === "hung") return;
         pathsOutcome.set(id, outcome);
         settle(id, outcome);
       } else {
@@ -287,7 +312,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         open.set(id, performance.now());
         const pending = muxExchange(which, fault, id);
         if (cutAfter) cutCycle(which);
-        const outcome = await pending;
+        const outcome = await Promise.race([pending, hung]);
+        if (outcome === "hung") return;
         if (fault === "unknownTool" || fault === "malformed") muxFaults[fault] = (muxFaults[fault] ?? 0) + 1;
         // An exchange whose connection was cut may have been answered before the cut, or lost.
         const allowed = which.cut ? [...muxExpected(fault, id), "Lost", "NotServed"] : muxExpected(fault, id);
@@ -316,7 +342,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const expected = pathsExpected(terminal[0]!.outcome as PathFault, id);
     if (outcome !== expected) fail(`${id}: got ${outcome}, expected ${expected}`);
   }
-  for (let i = 0; i < options.exchanges; i++) {
+  for (let i = 0; i < options.exchanges && !watchdogFired; i++) {
     const id = pathsOutcome.has(`p${i}`) ? `p${i}` : `m${i}`;
     if ((settledCount.get(id) ?? 0) !== 1) fail(`${id} ended ${settledCount.get(id) ?? 0} times`);
   }
@@ -332,9 +358,20 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   await pathsProxy.close();
   await app.close();
   clearInterval(sampler);
+  // With every proxy closed and the run's own records dropped, the heap is back near where it began.
+  const refusedPaths = provider.faults.refused ?? 0;
+  provider.byId.clear();
+  pathsOutcome.clear();
+  settledCount.clear();
+  retired.length = 0;
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  collect();
+  const finalHeap = process.memoryUsage().heapUsed;
 
   const faults: Record<string, number> = {};
-  for (const [name, count] of Object.entries(provider.faults)) if (name !== "answer") faults[`paths.${name}`] = count;
+  // "refused": answer paths the proxy had already forgotten (their /requests was dropped) are a
+  // consequence of a fault, not one of their own; they are reported apart.
+  for (const [name, count] of Object.entries(provider.faults)) if (name !== "answer" && name !== "refused") faults[`paths.${name}`] = count;
   for (const [name, count] of Object.entries(muxFaults)) faults[`multiplexed.${name}`] = count;
   return {
     seed: options.seed,
@@ -346,11 +383,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     faults,
     faultTotal: Object.values(faults).reduce((sum, n) => sum + n, 0),
     reasked,
+    refusedPaths,
     requestsConnections: provider.requestsConnections,
     multiplexedConnections: cycles,
     outcomes,
     baselineRssMiB: Math.round(baselineRss / 2 ** 20),
     peakRssMiB: Math.round(peakRss / 2 ** 20),
+    baselineHeapMiB: Math.round(baselineHeap / 2 ** 20),
+    finalHeapMiB: Math.round(finalHeap / 2 ** 20),
     rssBoundMiB: rssBound,
     failures,
   };

@@ -16,5 +16,7 @@ describe(`soak (seed ${SEED}, ${EXCHANGES} exchanges)`, () => {
     expect(report.faults["multiplexed.abruptClose"]).toBeGreaterThan(0);
     expect(report.reasked).toBeGreaterThan(0);
     expect(report.peakRssMiB).toBeLessThan(report.rssBoundMiB);
+    // Nothing the run made outlives it: the heap returns to within 32 MiB of where it began.
+    expect(report.finalHeapMiB - report.baselineHeapMiB).toBeLessThan(32);
   });
 });
