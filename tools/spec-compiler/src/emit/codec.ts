@@ -310,29 +310,11 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         imports.value(RUNTIME, "EncodeError");
         if (frame.switch) {
           const sw = frame.switch;
-          const h = frame.header!;
-          const headerSize = h.fields.reduce((n, f) => n + INT_SIZE[f.type], 0);
+          // Each variant is written by a function of its own, so the dispatch stays small enough for V8
+          // to inline into its caller, and each variant's writer into the dispatch (see readsOutOfLine).
           w.write(`switch (value.${sw.property})`).block(() => {
             for (const v of sw.variants) {
-              w.write(`case ${lit(v.name)}:`).block(() => {
-                const headerInts = h.fields.filter((f) => f.name !== sw.on);
-                for (const f of headerInts) w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
-                const tail = emitJsonTailPrepare(w, imports, v.body, frameLit, headerSize);
-                if (!tail) {
-                  const size = emitBodyPrepare(w, imports, v.body, frameLit);
-                  w.writeLine(`const $out = new Uint8Array(${[String(headerSize), ...size].join(" + ")});`);
-                }
-                let at = 0;
-                for (const f of h.fields) {
-                  const expr = f.name === sw.on ? String(v.tag) : `$${f.name}`;
-                  w.writeLine(writeInt(imports, f.type, String(at), expr));
-                  at += INT_SIZE[f.type];
-                }
-                const written = tail ?? v.body;
-                if (written.fields.length > 0) w.writeLine(`let $at = ${at};`);
-                emitBodyWrite(w, imports, written);
-                w.writeLine("return $out;");
-              });
+              w.write(`case ${lit(v.name)}:`).block(() => w.writeLine(`return ${variantEncodeName(frame, v.name)}(value);`));
             }
             w.writeLine("default:");
             w.indent(() =>
@@ -354,6 +336,42 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         }
       },
     });
+    if (frame.switch) {
+      const sw = frame.switch;
+      const h = frame.header!;
+      const headerSize = h.fields.reduce((n, f) => n + INT_SIZE[f.type], 0);
+      for (const v of sw.variants) {
+        file.addFunction({
+          name: variantEncodeName(frame, v.name),
+          parameters: [{ name: "value", type: variantTypeName(frame, v.name) }],
+          returnType: "Uint8Array",
+          docs: [`The ${lit(v.name)} variant of {@link ${encodeName(frame)}}.`],
+          statements: (w) => {
+            const headerInts = h.fields.filter((f) => f.name !== sw.on);
+            for (const f of headerInts) w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
+            const tail = emitJsonTailPrepare(w, imports, v.body, frameLit, headerSize);
+            if (!tail) {
+              const size = emitBodyPrepare(w, imports, v.body, frameLit);
+              w.writeLine(`const $out = new Uint8Array(${[String(headerSize), ...size].join(" + ")});`);
+            }
+            let at = 0;
+            for (const f of h.fields) {
+              const expr = f.name === sw.on ? String(v.tag) : `$${f.name}`;
+              w.writeLine(writeInt(imports, f.type, String(at), expr));
+              at += INT_SIZE[f.type];
+            }
+            const written = tail ?? v.body;
+            if (written.fields.length > 0) w.writeLine(`let $at = ${at};`);
+            emitBodyWrite(w, imports, written);
+            w.writeLine("return $out;");
+          },
+        });
+      }
+    }
+  }
+
+  function variantEncodeName(frame: IrFrame, variant: string): string {
+    return `$${encodeName(frame)}${variant}`;
   }
 
   function fieldType(imports: Imports, f: IrField): string {

@@ -82,13 +82,18 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
 export function encodeContainerProxyRequest(value: ContainerProxyRequest): Uint8Array {
   switch (value.endpoint) {
     case "ToolsBegin": {
-      const $out = encodeJsonAfter(1, "container-proxy/request", "begin", value.begin);
-      $out[0] = 1;
-      return $out;
+      return $encodeContainerProxyRequestToolsBegin(value);
     }
     default:
       throw new EncodeError("container-proxy/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
   }
+}
+
+/** The "ToolsBegin" variant of {@link encodeContainerProxyRequest}. */
+function $encodeContainerProxyRequestToolsBegin(value: ContainerProxyRequestToolsBegin): Uint8Array {
+  const $out = encodeJsonAfter(1, "container-proxy/request", "begin", value.begin);
+  $out[0] = 1;
+  return $out;
 }
 
 /** The variants of {@link ContainerProxyRequestError}: which way reading failed, with what the spec says each carries. */

@@ -155,63 +155,88 @@ export function decodeClientFrame(bytes: Uint8Array, options?: DecodeOptions): C
 export function encodeClientFrame(value: ClientFrame): Uint8Array {
   switch (value.type) {
     case "Authorization": {
-      const $scope = checkInt("frames/client", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/client", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/client", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 0;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeClientFrameAuthorization(value);
     }
     case "Request": {
-      const $scope = checkInt("frames/client", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/client", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/client", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 1;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeClientFrameRequest(value);
     }
     case "ChannelRequest": {
-      const $scope = checkInt("frames/client", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/client", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/client", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 4;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeClientFrameChannelRequest(value);
     }
     case "ChannelResponse": {
-      const $scope = checkInt("frames/client", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/client", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/client", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 5;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeClientFrameChannelResponse(value);
     }
     case "ChannelResponseFinish": {
-      const $scope = checkInt("frames/client", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/client", "channel", "u32", value.channel);
-      const $out = new Uint8Array(9);
-      $out[0] = 6;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      return $out;
+      return $encodeClientFrameChannelResponseFinish(value);
     }
     default:
       throw new EncodeError("frames/client", "type", `unknown type ${String((value as { type?: unknown }).type)}`);
   }
+}
+
+/** The "Authorization" variant of {@link encodeClientFrame}. */
+function $encodeClientFrameAuthorization(value: ClientFrameAuthorization): Uint8Array {
+  const $scope = checkInt("frames/client", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/client", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/client", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 0;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "Request" variant of {@link encodeClientFrame}. */
+function $encodeClientFrameRequest(value: ClientFrameRequest): Uint8Array {
+  const $scope = checkInt("frames/client", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/client", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/client", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 1;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ChannelRequest" variant of {@link encodeClientFrame}. */
+function $encodeClientFrameChannelRequest(value: ClientFrameChannelRequest): Uint8Array {
+  const $scope = checkInt("frames/client", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/client", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/client", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 4;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ChannelResponse" variant of {@link encodeClientFrame}. */
+function $encodeClientFrameChannelResponse(value: ClientFrameChannelResponse): Uint8Array {
+  const $scope = checkInt("frames/client", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/client", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/client", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 5;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ChannelResponseFinish" variant of {@link encodeClientFrame}. */
+function $encodeClientFrameChannelResponseFinish(value: ClientFrameChannelResponseFinish): Uint8Array {
+  const $scope = checkInt("frames/client", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/client", "channel", "u32", value.channel);
+  const $out = new Uint8Array(9);
+  $out[0] = 6;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  return $out;
 }

@@ -174,72 +174,102 @@ export function decodeServerFrame(bytes: Uint8Array, options?: DecodeOptions): S
 export function encodeServerFrame(value: ServerFrame): Uint8Array {
   switch (value.type) {
     case "Authorization": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/server", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 0;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeServerFrameAuthorization(value);
     }
     case "Response": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/server", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 2;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeServerFrameResponse(value);
     }
     case "ResponseFinish": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $out = new Uint8Array(9);
-      $out[0] = 3;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      return $out;
+      return $encodeServerFrameResponseFinish(value);
     }
     case "ChannelRequest": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/server", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 4;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeServerFrameChannelRequest(value);
     }
     case "ChannelResponse": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $payload = checkBytes("frames/server", "payload", value.payload);
-      const $out = new Uint8Array(9 + $payload.length);
-      $out[0] = 5;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      let $at = 9;
-      $out.set($payload, $at);
-      return $out;
+      return $encodeServerFrameChannelResponse(value);
     }
     case "ChannelResponseFinish": {
-      const $scope = checkInt("frames/server", "scope", "u32", value.scope);
-      const $channel = checkInt("frames/server", "channel", "u32", value.channel);
-      const $out = new Uint8Array(9);
-      $out[0] = 6;
-      writeU32($out, 1, $scope);
-      writeU32($out, 5, $channel);
-      return $out;
+      return $encodeServerFrameChannelResponseFinish(value);
     }
     default:
       throw new EncodeError("frames/server", "type", `unknown type ${String((value as { type?: unknown }).type)}`);
   }
+}
+
+/** The "Authorization" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameAuthorization(value: ServerFrameAuthorization): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/server", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 0;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "Response" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameResponse(value: ServerFrameResponse): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/server", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 2;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ResponseFinish" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameResponseFinish(value: ServerFrameResponseFinish): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $out = new Uint8Array(9);
+  $out[0] = 3;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  return $out;
+}
+
+/** The "ChannelRequest" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameChannelRequest(value: ServerFrameChannelRequest): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/server", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 4;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ChannelResponse" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameChannelResponse(value: ServerFrameChannelResponse): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $payload = checkBytes("frames/server", "payload", value.payload);
+  const $out = new Uint8Array(9 + $payload.length);
+  $out[0] = 5;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  let $at = 9;
+  $out.set($payload, $at);
+  return $out;
+}
+
+/** The "ChannelResponseFinish" variant of {@link encodeServerFrame}. */
+function $encodeServerFrameChannelResponseFinish(value: ServerFrameChannelResponseFinish): Uint8Array {
+  const $scope = checkInt("frames/server", "scope", "u32", value.scope);
+  const $channel = checkInt("frames/server", "channel", "u32", value.channel);
+  const $out = new Uint8Array(9);
+  $out[0] = 6;
+  writeU32($out, 1, $scope);
+  writeU32($out, 5, $channel);
+  return $out;
 }

@@ -95,18 +95,28 @@ function $decodeInfoAnswerRest(bytes: Uint8Array, $at: number, $end: number, tag
 export function encodeInfoAnswer(value: InfoAnswer): Uint8Array {
   switch (value.variant) {
     case "Info": {
-      const $out = encodeJsonAfter(1, "info/answer", "info", value.info);
-      $out[0] = 0;
-      return $out;
+      return $encodeInfoAnswerInfo(value);
     }
     case "None": {
-      const $out = new Uint8Array(1);
-      $out[0] = 1;
-      return $out;
+      return $encodeInfoAnswerNone(value);
     }
     default:
       throw new EncodeError("info/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Info" variant of {@link encodeInfoAnswer}. */
+function $encodeInfoAnswerInfo(value: InfoAnswerInfo): Uint8Array {
+  const $out = encodeJsonAfter(1, "info/answer", "info", value.info);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "None" variant of {@link encodeInfoAnswer}. */
+function $encodeInfoAnswerNone(value: InfoAnswerNone): Uint8Array {
+  const $out = new Uint8Array(1);
+  $out[0] = 1;
+  return $out;
 }
 
 /** The variants of {@link InfoAnswerError}: which way reading failed, with what the spec says each carries. */

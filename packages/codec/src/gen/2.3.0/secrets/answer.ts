@@ -93,18 +93,28 @@ function $decodeSecretsAnswerRest(bytes: Uint8Array, $at: number, $end: number, 
 export function encodeSecretsAnswer(value: SecretsAnswer): Uint8Array {
   switch (value.variant) {
     case "Fed": {
-      const $out = new Uint8Array(1);
-      $out[0] = 0;
-      return $out;
+      return $encodeSecretsAnswerFed(value);
     }
     case "Refused": {
-      const $out = encodeJsonAfter(1, "secrets/answer", "refusal", value.refusal);
-      $out[0] = 1;
-      return $out;
+      return $encodeSecretsAnswerRefused(value);
     }
     default:
       throw new EncodeError("secrets/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Fed" variant of {@link encodeSecretsAnswer}. */
+function $encodeSecretsAnswerFed(value: SecretsAnswerFed): Uint8Array {
+  const $out = new Uint8Array(1);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Refused" variant of {@link encodeSecretsAnswer}. */
+function $encodeSecretsAnswerRefused(value: SecretsAnswerRefused): Uint8Array {
+  const $out = encodeJsonAfter(1, "secrets/answer", "refusal", value.refusal);
+  $out[0] = 1;
+  return $out;
 }
 
 /** The variants of {@link SecretsAnswerError}: which way reading failed, with what the spec says each carries. */

@@ -105,18 +105,28 @@ function $decodeToolsBeginResponseRest(bytes: Uint8Array, $at: number, $end: num
 export function encodeToolsBeginResponse(value: ToolsBeginResponse): Uint8Array {
   switch (value.variant) {
     case "Begun": {
-      const $out = encodeJsonAfter(1, "tools-begin/response", "tools", value.tools);
-      $out[0] = 0;
-      return $out;
+      return $encodeToolsBeginResponseBegun(value);
     }
     case "NotBegun": {
-      const $out = encodeJsonAfter(1, "tools-begin/response", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeToolsBeginResponseNotBegun(value);
     }
     default:
       throw new EncodeError("tools-begin/response", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Begun" variant of {@link encodeToolsBeginResponse}. */
+function $encodeToolsBeginResponseBegun(value: ToolsBeginResponseBegun): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/response", "tools", value.tools);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "NotBegun" variant of {@link encodeToolsBeginResponse}. */
+function $encodeToolsBeginResponseNotBegun(value: ToolsBeginResponseNotBegun): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/response", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }
 
 /** The variants of {@link ToolsBeginResponseError}: which way reading failed, with what the spec says each carries. */

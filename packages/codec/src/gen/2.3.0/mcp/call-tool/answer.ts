@@ -112,16 +112,26 @@ function $decodeMcpCallToolAnswerRest(bytes: Uint8Array, $at: number, $end: numb
 export function encodeMcpCallToolAnswer(value: McpCallToolAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "result", value.result);
-      $out[0] = 0;
-      return $out;
+      return $encodeMcpCallToolAnswerResult(value);
     }
     case "Error": {
-      const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeMcpCallToolAnswerError(value);
     }
     default:
       throw new EncodeError("mcp/call-tool/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Result" variant of {@link encodeMcpCallToolAnswer}. */
+function $encodeMcpCallToolAnswerResult(value: McpCallToolAnswerResult): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "result", value.result);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Error" variant of {@link encodeMcpCallToolAnswer}. */
+function $encodeMcpCallToolAnswerError(value: McpCallToolAnswerError): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/call-tool/answer", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }

@@ -112,16 +112,26 @@ function $decodeMcpListResourcesAnswerRest(bytes: Uint8Array, $at: number, $end:
 export function encodeMcpListResourcesAnswer(value: McpListResourcesAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "result", value.result);
-      $out[0] = 0;
-      return $out;
+      return $encodeMcpListResourcesAnswerResult(value);
     }
     case "Error": {
-      const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeMcpListResourcesAnswerError(value);
     }
     default:
       throw new EncodeError("mcp/list-resources/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Result" variant of {@link encodeMcpListResourcesAnswer}. */
+function $encodeMcpListResourcesAnswerResult(value: McpListResourcesAnswerResult): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "result", value.result);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Error" variant of {@link encodeMcpListResourcesAnswer}. */
+function $encodeMcpListResourcesAnswerError(value: McpListResourcesAnswerError): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/list-resources/answer", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }

@@ -112,16 +112,26 @@ function $decodeMcpListToolsAnswerRest(bytes: Uint8Array, $at: number, $end: num
 export function encodeMcpListToolsAnswer(value: McpListToolsAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "result", value.result);
-      $out[0] = 0;
-      return $out;
+      return $encodeMcpListToolsAnswerResult(value);
     }
     case "Error": {
-      const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeMcpListToolsAnswerError(value);
     }
     default:
       throw new EncodeError("mcp/list-tools/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Result" variant of {@link encodeMcpListToolsAnswer}. */
+function $encodeMcpListToolsAnswerResult(value: McpListToolsAnswerResult): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "result", value.result);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Error" variant of {@link encodeMcpListToolsAnswer}. */
+function $encodeMcpListToolsAnswerError(value: McpListToolsAnswerError): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/list-tools/answer", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }

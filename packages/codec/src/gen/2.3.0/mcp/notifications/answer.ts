@@ -112,16 +112,26 @@ function $decodeMcpNotificationsAnswerRest(bytes: Uint8Array, $at: number, $end:
 export function encodeMcpNotificationsAnswer(value: McpNotificationsAnswer): Uint8Array {
   switch (value.variant) {
     case "Notification": {
-      const $out = encodeJsonAfter(1, "mcp/notifications/answer", "notification", value.notification);
-      $out[0] = 0;
-      return $out;
+      return $encodeMcpNotificationsAnswerNotification(value);
     }
     case "Error": {
-      const $out = encodeJsonAfter(1, "mcp/notifications/answer", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeMcpNotificationsAnswerError(value);
     }
     default:
       throw new EncodeError("mcp/notifications/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Notification" variant of {@link encodeMcpNotificationsAnswer}. */
+function $encodeMcpNotificationsAnswerNotification(value: McpNotificationsAnswerNotification): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/notifications/answer", "notification", value.notification);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Error" variant of {@link encodeMcpNotificationsAnswer}. */
+function $encodeMcpNotificationsAnswerError(value: McpNotificationsAnswerError): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/notifications/answer", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }

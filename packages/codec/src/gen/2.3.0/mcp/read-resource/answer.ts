@@ -112,16 +112,26 @@ function $decodeMcpReadResourceAnswerRest(bytes: Uint8Array, $at: number, $end: 
 export function encodeMcpReadResourceAnswer(value: McpReadResourceAnswer): Uint8Array {
   switch (value.variant) {
     case "Result": {
-      const $out = encodeJsonAfter(1, "mcp/read-resource/answer", "result", value.result);
-      $out[0] = 0;
-      return $out;
+      return $encodeMcpReadResourceAnswerResult(value);
     }
     case "Error": {
-      const $out = encodeJsonAfter(1, "mcp/read-resource/answer", "error", value.error);
-      $out[0] = 1;
-      return $out;
+      return $encodeMcpReadResourceAnswerError(value);
     }
     default:
       throw new EncodeError("mcp/read-resource/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Result" variant of {@link encodeMcpReadResourceAnswer}. */
+function $encodeMcpReadResourceAnswerResult(value: McpReadResourceAnswerResult): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/read-resource/answer", "result", value.result);
+  $out[0] = 0;
+  return $out;
+}
+
+/** The "Error" variant of {@link encodeMcpReadResourceAnswer}. */
+function $encodeMcpReadResourceAnswerError(value: McpReadResourceAnswerError): Uint8Array {
+  const $out = encodeJsonAfter(1, "mcp/read-resource/answer", "error", value.error);
+  $out[0] = 1;
+  return $out;
 }

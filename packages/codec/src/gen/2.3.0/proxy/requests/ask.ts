@@ -581,243 +581,338 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
 export function encodeRequestsAsk(value: RequestsAsk): Uint8Array {
   switch (value.kind) {
     case "McpListTools": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
-      writeU32($out, 0, $channel);
-      $out[4] = 0;
-      return $out;
+      return $encodeRequestsAskMcpListTools(value);
     }
     case "McpListResources": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
-      writeU32($out, 0, $channel);
-      $out[4] = 1;
-      return $out;
+      return $encodeRequestsAskMcpListResources(value);
     }
     case "McpCallTool": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
-      writeU32($out, 0, $channel);
-      $out[4] = 2;
-      return $out;
+      return $encodeRequestsAskMcpCallTool(value);
     }
     case "McpReadResource": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
-      writeU32($out, 0, $channel);
-      $out[4] = 3;
-      return $out;
+      return $encodeRequestsAskMcpReadResource(value);
     }
     case "McpNotifications": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = new Uint8Array(5);
-      writeU32($out, 0, $channel);
-      $out[4] = 4;
-      return $out;
+      return $encodeRequestsAskMcpNotifications(value);
     }
     case "VaultGet": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
-      const $out = new Uint8Array(5 + $key.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 5;
-      let $at = 5;
-      $out.set($key, $at);
-      return $out;
+      return $encodeRequestsAskVaultGet(value);
     }
     case "VaultSet": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
-      checkU16Length("proxy/requests/ask", "key", $key.length);
-      const $value = checkBytes("proxy/requests/ask", "value", value.value);
-      const $out = new Uint8Array(5 + 2 + $key.length + $value.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 6;
-      let $at = 5;
-      writeU16($out, $at, $key.length);
-      $at += 2;
-      $out.set($key, $at);
-      $at += $key.length;
-      $out.set($value, $at);
-      return $out;
+      return $encodeRequestsAskVaultSet(value);
     }
     case "VaultDelete": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
-      const $out = new Uint8Array(5 + $key.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 7;
-      let $at = 5;
-      $out.set($key, $at);
-      return $out;
+      return $encodeRequestsAskVaultDelete(value);
     }
     case "VaultLock": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $ttl = checkInt("proxy/requests/ask", "ttl", "u32", value.ttl);
-      const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
-      const $out = new Uint8Array(5 + 4 + $key.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 8;
-      let $at = 5;
-      writeU32($out, $at, $ttl);
-      $at += 4;
-      $out.set($key, $at);
-      return $out;
+      return $encodeRequestsAskVaultLock(value);
     }
     case "VaultUnlock": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
-      const $out = new Uint8Array(5 + $key.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 9;
-      let $at = 5;
-      $out.set($key, $at);
-      return $out;
+      return $encodeRequestsAskVaultUnlock(value);
     }
     case "Command": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $command = checkBytes("proxy/requests/ask", "command", value.command);
-      const $out = new Uint8Array(5 + $command.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 10;
-      let $at = 5;
-      $out.set($command, $at);
-      return $out;
+      return $encodeRequestsAskCommand(value);
     }
     case "Postgres": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $out = new Uint8Array(5);
-      writeU32($out, 0, $channel);
-      $out[4] = 11;
-      return $out;
+      return $encodeRequestsAskPostgres(value);
     }
     case "FuseRead": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 12;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      $out.set($path, $at);
-      return $out;
+      return $encodeRequestsAskFuseRead(value);
     }
     case "FuseWrite": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      checkU16Length("proxy/requests/ask", "path", $path.length);
-      const $data = checkBytes("proxy/requests/ask", "data", value.data);
-      const $out = new Uint8Array(5 + 2 + $id.length + 2 + $path.length + $data.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 13;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      writeU16($out, $at, $path.length);
-      $at += 2;
-      $out.set($path, $at);
-      $at += $path.length;
-      $out.set($data, $at);
-      return $out;
+      return $encodeRequestsAskFuseWrite(value);
     }
     case "FuseList": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 14;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      $out.set($path, $at);
-      return $out;
+      return $encodeRequestsAskFuseList(value);
     }
     case "FuseRemove": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 15;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      $out.set($path, $at);
-      return $out;
+      return $encodeRequestsAskFuseRemove(value);
     }
     case "FuseRename": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $from = encodeUtf8("proxy/requests/ask", "from", value.from);
-      checkU16Length("proxy/requests/ask", "from", $from.length);
-      const $to = encodeUtf8("proxy/requests/ask", "to", value.to);
-      const $out = new Uint8Array(5 + 2 + $id.length + 2 + $from.length + $to.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 16;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      writeU16($out, $at, $from.length);
-      $at += 2;
-      $out.set($from, $at);
-      $at += $from.length;
-      $out.set($to, $at);
-      return $out;
+      return $encodeRequestsAskFuseRename(value);
     }
     case "FuseMkdir": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 17;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      $out.set($path, $at);
-      return $out;
+      return $encodeRequestsAskFuseMkdir(value);
     }
     case "FuseStat": {
-      const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
-      const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
-      checkU16Length("proxy/requests/ask", "id", $id.length);
-      const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
-      const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
-      writeU32($out, 0, $channel);
-      $out[4] = 18;
-      let $at = 5;
-      writeU16($out, $at, $id.length);
-      $at += 2;
-      $out.set($id, $at);
-      $at += $id.length;
-      $out.set($path, $at);
-      return $out;
+      return $encodeRequestsAskFuseStat(value);
     }
     default:
       throw new EncodeError("proxy/requests/ask", "kind", `unknown kind ${String((value as { kind?: unknown }).kind)}`);
   }
+}
+
+/** The "McpListTools" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskMcpListTools(value: RequestsAskMcpListTools): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
+  writeU32($out, 0, $channel);
+  $out[4] = 0;
+  return $out;
+}
+
+/** The "McpListResources" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskMcpListResources(value: RequestsAskMcpListResources): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params ?? null);
+  writeU32($out, 0, $channel);
+  $out[4] = 1;
+  return $out;
+}
+
+/** The "McpCallTool" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskMcpCallTool(value: RequestsAskMcpCallTool): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
+  writeU32($out, 0, $channel);
+  $out[4] = 2;
+  return $out;
+}
+
+/** The "McpReadResource" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskMcpReadResource(value: RequestsAskMcpReadResource): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = encodeJsonAfter(5, "proxy/requests/ask", "params", value.params);
+  writeU32($out, 0, $channel);
+  $out[4] = 3;
+  return $out;
+}
+
+/** The "McpNotifications" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskMcpNotifications(value: RequestsAskMcpNotifications): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = new Uint8Array(5);
+  writeU32($out, 0, $channel);
+  $out[4] = 4;
+  return $out;
+}
+
+/** The "VaultGet" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskVaultGet(value: RequestsAskVaultGet): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
+  const $out = new Uint8Array(5 + $key.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 5;
+  let $at = 5;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultSet" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskVaultSet(value: RequestsAskVaultSet): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
+  checkU16Length("proxy/requests/ask", "key", $key.length);
+  const $value = checkBytes("proxy/requests/ask", "value", value.value);
+  const $out = new Uint8Array(5 + 2 + $key.length + $value.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 6;
+  let $at = 5;
+  writeU16($out, $at, $key.length);
+  $at += 2;
+  $out.set($key, $at);
+  $at += $key.length;
+  $out.set($value, $at);
+  return $out;
+}
+
+/** The "VaultDelete" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskVaultDelete(value: RequestsAskVaultDelete): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
+  const $out = new Uint8Array(5 + $key.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 7;
+  let $at = 5;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultLock" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskVaultLock(value: RequestsAskVaultLock): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $ttl = checkInt("proxy/requests/ask", "ttl", "u32", value.ttl);
+  const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
+  const $out = new Uint8Array(5 + 4 + $key.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 8;
+  let $at = 5;
+  writeU32($out, $at, $ttl);
+  $at += 4;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultUnlock" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskVaultUnlock(value: RequestsAskVaultUnlock): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $key = encodeUtf8("proxy/requests/ask", "key", value.key);
+  const $out = new Uint8Array(5 + $key.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 9;
+  let $at = 5;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "Command" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskCommand(value: RequestsAskCommand): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $command = checkBytes("proxy/requests/ask", "command", value.command);
+  const $out = new Uint8Array(5 + $command.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 10;
+  let $at = 5;
+  $out.set($command, $at);
+  return $out;
+}
+
+/** The "Postgres" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskPostgres(value: RequestsAskPostgres): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $out = new Uint8Array(5);
+  writeU32($out, 0, $channel);
+  $out[4] = 11;
+  return $out;
+}
+
+/** The "FuseRead" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseRead(value: RequestsAskFuseRead): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 12;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  $out.set($path, $at);
+  return $out;
+}
+
+/** The "FuseWrite" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseWrite(value: RequestsAskFuseWrite): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  checkU16Length("proxy/requests/ask", "path", $path.length);
+  const $data = checkBytes("proxy/requests/ask", "data", value.data);
+  const $out = new Uint8Array(5 + 2 + $id.length + 2 + $path.length + $data.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 13;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  writeU16($out, $at, $path.length);
+  $at += 2;
+  $out.set($path, $at);
+  $at += $path.length;
+  $out.set($data, $at);
+  return $out;
+}
+
+/** The "FuseList" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseList(value: RequestsAskFuseList): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 14;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  $out.set($path, $at);
+  return $out;
+}
+
+/** The "FuseRemove" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseRemove(value: RequestsAskFuseRemove): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 15;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  $out.set($path, $at);
+  return $out;
+}
+
+/** The "FuseRename" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseRename(value: RequestsAskFuseRename): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $from = encodeUtf8("proxy/requests/ask", "from", value.from);
+  checkU16Length("proxy/requests/ask", "from", $from.length);
+  const $to = encodeUtf8("proxy/requests/ask", "to", value.to);
+  const $out = new Uint8Array(5 + 2 + $id.length + 2 + $from.length + $to.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 16;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  writeU16($out, $at, $from.length);
+  $at += 2;
+  $out.set($from, $at);
+  $at += $from.length;
+  $out.set($to, $at);
+  return $out;
+}
+
+/** The "FuseMkdir" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseMkdir(value: RequestsAskFuseMkdir): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 17;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  $out.set($path, $at);
+  return $out;
+}
+
+/** The "FuseStat" variant of {@link encodeRequestsAsk}. */
+function $encodeRequestsAskFuseStat(value: RequestsAskFuseStat): Uint8Array {
+  const $channel = checkInt("proxy/requests/ask", "channel", "u32", value.channel);
+  const $id = encodeUtf8("proxy/requests/ask", "id", value.id);
+  checkU16Length("proxy/requests/ask", "id", $id.length);
+  const $path = encodeUtf8("proxy/requests/ask", "path", value.path);
+  const $out = new Uint8Array(5 + 2 + $id.length + $path.length);
+  writeU32($out, 0, $channel);
+  $out[4] = 18;
+  let $at = 5;
+  writeU16($out, $at, $id.length);
+  $at += 2;
+  $out.set($id, $at);
+  $at += $id.length;
+  $out.set($path, $at);
+  return $out;
 }
 
 /** The variants of {@link RequestsAskError}: which way reading failed, with what the spec says each carries. */

@@ -268,59 +268,104 @@ function $decodeToolsBeginChannelRequestRest(bytes: Uint8Array, $at: number, $en
 export function encodeToolsBeginChannelRequest(value: ToolsBeginChannelRequest): Uint8Array {
   switch (value.variant) {
     case "Postgres": {
-      const $connection_id = checkInt("tools-begin/client/channel-request", "connection_id", "u32", value.connection_id);
-      const $out = new Uint8Array(1 + 4);
-      $out[0] = 0;
-      let $at = 1;
-      writeU32($out, $at, $connection_id);
-      return $out;
+      return $encodeToolsBeginChannelRequestPostgres(value);
     }
     case "Info": {
-      const $out = new Uint8Array(1);
-      $out[0] = 1;
-      return $out;
+      return $encodeToolsBeginChannelRequestInfo(value);
     }
     case "Daemon": {
-      const $connection_id = checkInt("tools-begin/client/channel-request", "connection_id", "u32", value.connection_id);
-      const $out = new Uint8Array(1 + 4);
-      $out[0] = 2;
-      let $at = 1;
-      writeU32($out, $at, $connection_id);
-      return $out;
+      return $encodeToolsBeginChannelRequestDaemon(value);
     }
     case "McpListTools": {
-      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
-      $out[0] = 3;
-      return $out;
+      return $encodeToolsBeginChannelRequestMcpListTools(value);
     }
     case "McpListResources": {
-      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
-      $out[0] = 4;
-      return $out;
+      return $encodeToolsBeginChannelRequestMcpListResources(value);
     }
     case "McpCallTool": {
-      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
-      $out[0] = 5;
-      return $out;
+      return $encodeToolsBeginChannelRequestMcpCallTool(value);
     }
     case "McpReadResource": {
-      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
-      $out[0] = 6;
-      return $out;
+      return $encodeToolsBeginChannelRequestMcpReadResource(value);
     }
     case "McpNotifications": {
-      const $out = new Uint8Array(1);
-      $out[0] = 7;
-      return $out;
+      return $encodeToolsBeginChannelRequestMcpNotifications(value);
     }
     case "Secrets": {
-      const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "values", value.values);
-      $out[0] = 8;
-      return $out;
+      return $encodeToolsBeginChannelRequestSecrets(value);
     }
     default:
       throw new EncodeError("tools-begin/client/channel-request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Postgres" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestPostgres(value: ToolsBeginChannelRequestPostgres): Uint8Array {
+  const $connection_id = checkInt("tools-begin/client/channel-request", "connection_id", "u32", value.connection_id);
+  const $out = new Uint8Array(1 + 4);
+  $out[0] = 0;
+  let $at = 1;
+  writeU32($out, $at, $connection_id);
+  return $out;
+}
+
+/** The "Info" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestInfo(value: ToolsBeginChannelRequestInfo): Uint8Array {
+  const $out = new Uint8Array(1);
+  $out[0] = 1;
+  return $out;
+}
+
+/** The "Daemon" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestDaemon(value: ToolsBeginChannelRequestDaemon): Uint8Array {
+  const $connection_id = checkInt("tools-begin/client/channel-request", "connection_id", "u32", value.connection_id);
+  const $out = new Uint8Array(1 + 4);
+  $out[0] = 2;
+  let $at = 1;
+  writeU32($out, $at, $connection_id);
+  return $out;
+}
+
+/** The "McpListTools" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestMcpListTools(value: ToolsBeginChannelRequestMcpListTools): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
+  $out[0] = 3;
+  return $out;
+}
+
+/** The "McpListResources" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestMcpListResources(value: ToolsBeginChannelRequestMcpListResources): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params ?? null);
+  $out[0] = 4;
+  return $out;
+}
+
+/** The "McpCallTool" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestMcpCallTool(value: ToolsBeginChannelRequestMcpCallTool): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
+  $out[0] = 5;
+  return $out;
+}
+
+/** The "McpReadResource" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestMcpReadResource(value: ToolsBeginChannelRequestMcpReadResource): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "params", value.params);
+  $out[0] = 6;
+  return $out;
+}
+
+/** The "McpNotifications" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestMcpNotifications(value: ToolsBeginChannelRequestMcpNotifications): Uint8Array {
+  const $out = new Uint8Array(1);
+  $out[0] = 7;
+  return $out;
+}
+
+/** The "Secrets" variant of {@link encodeToolsBeginChannelRequest}. */
+function $encodeToolsBeginChannelRequestSecrets(value: ToolsBeginChannelRequestSecrets): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/client/channel-request", "values", value.values);
+  $out[0] = 8;
+  return $out;
 }
 
 /** The variants of {@link ToolsBeginChannelRequestError}: which way reading failed, with what the spec says each carries. */

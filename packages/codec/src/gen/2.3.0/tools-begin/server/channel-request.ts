@@ -336,98 +336,158 @@ function $decodeToolsBeginServerChannelRequestRest(bytes: Uint8Array, $at: numbe
 export function encodeToolsBeginServerChannelRequest(value: ToolsBeginServerChannelRequest): Uint8Array {
   switch (value.variant) {
     case "Postgres": {
-      const $connection_id = checkInt("tools-begin/server/channel-request", "connection_id", "u32", value.connection_id);
-      const $out = new Uint8Array(1 + 4);
-      $out[0] = 0;
-      let $at = 1;
-      writeU32($out, $at, $connection_id);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestPostgres(value);
     }
     case "Daemon": {
-      const $connection_id = checkInt("tools-begin/server/channel-request", "connection_id", "u32", value.connection_id);
-      const $out = new Uint8Array(1 + 4);
-      $out[0] = 1;
-      let $at = 1;
-      writeU32($out, $at, $connection_id);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestDaemon(value);
     }
     case "VaultGet": {
-      const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
-      const $out = new Uint8Array(1 + $key.length);
-      $out[0] = 2;
-      let $at = 1;
-      $out.set($key, $at);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestVaultGet(value);
     }
     case "VaultSet": {
-      const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
-      checkU16Length("tools-begin/server/channel-request", "key", $key.length);
-      const $value = checkBytes("tools-begin/server/channel-request", "value", value.value);
-      const $out = new Uint8Array(1 + 2 + $key.length + $value.length);
-      $out[0] = 3;
-      let $at = 1;
-      writeU16($out, $at, $key.length);
-      $at += 2;
-      $out.set($key, $at);
-      $at += $key.length;
-      $out.set($value, $at);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestVaultSet(value);
     }
     case "VaultDelete": {
-      const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
-      const $out = new Uint8Array(1 + $key.length);
-      $out[0] = 4;
-      let $at = 1;
-      $out.set($key, $at);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestVaultDelete(value);
     }
     case "VaultLock": {
-      const $ttl = checkInt("tools-begin/server/channel-request", "ttl", "u32", value.ttl);
-      const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
-      const $out = new Uint8Array(1 + 4 + $key.length);
-      $out[0] = 5;
-      let $at = 1;
-      writeU32($out, $at, $ttl);
-      $at += 4;
-      $out.set($key, $at);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestVaultLock(value);
     }
     case "VaultUnlock": {
-      const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
-      const $out = new Uint8Array(1 + $key.length);
-      $out[0] = 6;
-      let $at = 1;
-      $out.set($key, $at);
-      return $out;
+      return $encodeToolsBeginServerChannelRequestVaultUnlock(value);
     }
     case "McpListTools": {
-      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
-      $out[0] = 7;
-      return $out;
+      return $encodeToolsBeginServerChannelRequestMcpListTools(value);
     }
     case "McpListResources": {
-      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
-      $out[0] = 8;
-      return $out;
+      return $encodeToolsBeginServerChannelRequestMcpListResources(value);
     }
     case "McpCallTool": {
-      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
-      $out[0] = 9;
-      return $out;
+      return $encodeToolsBeginServerChannelRequestMcpCallTool(value);
     }
     case "McpReadResource": {
-      const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
-      $out[0] = 10;
-      return $out;
+      return $encodeToolsBeginServerChannelRequestMcpReadResource(value);
     }
     case "McpNotifications": {
-      const $out = new Uint8Array(1);
-      $out[0] = 11;
-      return $out;
+      return $encodeToolsBeginServerChannelRequestMcpNotifications(value);
     }
     default:
       throw new EncodeError("tools-begin/server/channel-request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
+}
+
+/** The "Postgres" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestPostgres(value: ToolsBeginServerChannelRequestPostgres): Uint8Array {
+  const $connection_id = checkInt("tools-begin/server/channel-request", "connection_id", "u32", value.connection_id);
+  const $out = new Uint8Array(1 + 4);
+  $out[0] = 0;
+  let $at = 1;
+  writeU32($out, $at, $connection_id);
+  return $out;
+}
+
+/** The "Daemon" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestDaemon(value: ToolsBeginServerChannelRequestDaemon): Uint8Array {
+  const $connection_id = checkInt("tools-begin/server/channel-request", "connection_id", "u32", value.connection_id);
+  const $out = new Uint8Array(1 + 4);
+  $out[0] = 1;
+  let $at = 1;
+  writeU32($out, $at, $connection_id);
+  return $out;
+}
+
+/** The "VaultGet" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestVaultGet(value: ToolsBeginServerChannelRequestVaultGet): Uint8Array {
+  const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
+  const $out = new Uint8Array(1 + $key.length);
+  $out[0] = 2;
+  let $at = 1;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultSet" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestVaultSet(value: ToolsBeginServerChannelRequestVaultSet): Uint8Array {
+  const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
+  checkU16Length("tools-begin/server/channel-request", "key", $key.length);
+  const $value = checkBytes("tools-begin/server/channel-request", "value", value.value);
+  const $out = new Uint8Array(1 + 2 + $key.length + $value.length);
+  $out[0] = 3;
+  let $at = 1;
+  writeU16($out, $at, $key.length);
+  $at += 2;
+  $out.set($key, $at);
+  $at += $key.length;
+  $out.set($value, $at);
+  return $out;
+}
+
+/** The "VaultDelete" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestVaultDelete(value: ToolsBeginServerChannelRequestVaultDelete): Uint8Array {
+  const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
+  const $out = new Uint8Array(1 + $key.length);
+  $out[0] = 4;
+  let $at = 1;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultLock" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestVaultLock(value: ToolsBeginServerChannelRequestVaultLock): Uint8Array {
+  const $ttl = checkInt("tools-begin/server/channel-request", "ttl", "u32", value.ttl);
+  const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
+  const $out = new Uint8Array(1 + 4 + $key.length);
+  $out[0] = 5;
+  let $at = 1;
+  writeU32($out, $at, $ttl);
+  $at += 4;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "VaultUnlock" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestVaultUnlock(value: ToolsBeginServerChannelRequestVaultUnlock): Uint8Array {
+  const $key = encodeUtf8("tools-begin/server/channel-request", "key", value.key);
+  const $out = new Uint8Array(1 + $key.length);
+  $out[0] = 6;
+  let $at = 1;
+  $out.set($key, $at);
+  return $out;
+}
+
+/** The "McpListTools" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestMcpListTools(value: ToolsBeginServerChannelRequestMcpListTools): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
+  $out[0] = 7;
+  return $out;
+}
+
+/** The "McpListResources" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestMcpListResources(value: ToolsBeginServerChannelRequestMcpListResources): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params ?? null);
+  $out[0] = 8;
+  return $out;
+}
+
+/** The "McpCallTool" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestMcpCallTool(value: ToolsBeginServerChannelRequestMcpCallTool): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
+  $out[0] = 9;
+  return $out;
+}
+
+/** The "McpReadResource" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestMcpReadResource(value: ToolsBeginServerChannelRequestMcpReadResource): Uint8Array {
+  const $out = encodeJsonAfter(1, "tools-begin/server/channel-request", "params", value.params);
+  $out[0] = 10;
+  return $out;
+}
+
+/** The "McpNotifications" variant of {@link encodeToolsBeginServerChannelRequest}. */
+function $encodeToolsBeginServerChannelRequestMcpNotifications(value: ToolsBeginServerChannelRequestMcpNotifications): Uint8Array {
+  const $out = new Uint8Array(1);
+  $out[0] = 11;
+  return $out;
 }
 
 /** The variants of {@link ToolsBeginServerChannelRequestError}: which way reading failed, with what the spec says each carries. */
