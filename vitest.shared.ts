@@ -9,6 +9,10 @@ export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]> = {}
   return defineConfig({
     test: {
       include: ["test/**/*.test.ts"],
+      // Tests assert behaviour, not speed: on a loaded two-core CI machine a spawned process or a
+      // real server can take seconds to start, so no test fails for slowness below this.
+      testTimeout: 30_000,
+      hookTimeout: 60_000,
       reporters: reportDir ? ["default", ["json", { outputFile: `${reportDir}/${name}.json` }]] : ["default"],
       ...test,
     },
