@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   } else if (mode === "proxy") {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: Number(arg), root: exampleRoot, secretsGate: false });
     close = () => proxy.close();
-    stats = () => proxy.multiplexed.postgresStats();
+    stats = () => proxy.stats();
     ready = { type: "ready", port: proxy.port, programPort: proxy.programPort, pgPort: proxy.multiplexed.pgPort };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.

@@ -9,12 +9,19 @@ import type { ChildMemory, ChildReady } from "./child.js";
 // child is a plain Node process. `pnpm test` builds first (turbo's test depends on build).
 const childScript = join(dirname(fileURLToPath(import.meta.url)), "..", "dist", "child.js");
 
+/** The part of the proxy's `stats()` the memory suite reads. */
+export interface ProxyCounters {
+  readonly openChannels?: number;
+  readonly pendingAsks?: number;
+  readonly postgres?: { readonly maxProgramBuffered?: number; readonly maxProviderBuffered?: number };
+}
+
 export interface Child {
   readonly ready: ChildReady;
   /** The child's memory; after two full GCs unless `gc` is false (for sampling while it works). */
   memory(gc?: boolean): Promise<ChildMemory>;
-  /** The proxy's postgres pair statistics (`PairStats` of @diverge/server). */
-  stats(): Promise<Record<string, number>>;
+  /** The proxy's counters (`ProxyStats` of @diverge/server). */
+  stats(): Promise<ProxyCounters>;
   close(): Promise<void>;
 }
 
@@ -47,8 +54,8 @@ export function startChild(args: readonly string[]): Promise<Child> {
             proc.send({ type: "memory", gc });
           }),
         stats: () =>
-          new Promise<Record<string, number>>((done) => {
-            const onMessage = (m: { type: string; stats: Record<string, number> }) => {
+          new Promise<ProxyCounters>((done) => {
+            const onMessage = (m: { type: string; stats: ProxyCounters }) => {
               if (m.type === "stats") {
                 proc.off("message", onMessage);
                 done(m.stats);

@@ -20,8 +20,9 @@ const MB = 1024 * 1024;
 
 export interface MemoryResult {
   readonly idle: { readonly proxyRss: number; readonly proxyHeap: number; readonly bareNodeRss: number };
-  readonly perChannel: { readonly channels: number; readonly bytes: number; readonly rssBytes: number };
-  readonly perAsk: { readonly asks: number; readonly bytes: number; readonly rssBytes: number };
+  /** `openChannels` and `pendingAsks`: what the proxy's own counters said while they were open. */
+  readonly perChannel: { readonly channels: number; readonly bytes: number; readonly rssBytes: number; readonly openChannels: number };
+  readonly perAsk: { readonly asks: number; readonly bytes: number; readonly rssBytes: number; readonly pendingAsks: number };
   readonly stream: {
     readonly bytes: number;
     readonly seconds: number;
@@ -59,9 +60,11 @@ async function perChannel(proxy: Child, connection: ContainerConnection, count: 
   await connection.mcp.callTool({ name: "greet", arguments: { name: "after" } });
   await sleep(200);
   const after = await proxy.memory();
+  const openChannels = (await proxy.stats()).openChannels ?? NaN;
+  if (openChannels < count) throw new Error(`the proxy holds ${openChannels} channels open, not ${count}`);
   for (const s of streams) s.close();
   first.close();
-  return { channels: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count };
+  return { channels: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count, openChannels };
 }
 
 async function perAsk(proxy: Child, port: number, programPort: number, count: number): Promise<MemoryResult["perAsk"]> {
@@ -85,10 +88,12 @@ async function perAsk(proxy: Child, port: number, programPort: number, count: nu
     await until(`${count} asks on /requests`, () => asks - baseAsks >= count, 30_000);
     await sleep(200);
     const after = await proxy.memory();
+    const pendingAsks = (await proxy.stats()).pendingAsks ?? NaN;
+    if (pendingAsks < count) throw new Error(`the proxy has ${pendingAsks} asks pending, not ${count}`);
     provider.terminate();
     await program.close().catch(() => {});
     await Promise.race([Promise.all(pending), sleep(5_000)]);
-    return { asks: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count };
+    return { asks: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count, pendingAsks };
   } finally {
     provider.terminate();
     await program.close().catch(() => {});
@@ -161,8 +166,8 @@ async function stream(proxy: Child, pgPort: number, announced: Promise<Announced
     samples: samples.length,
     rssFirstQuarterPeak: peakOf(0, 0.25),
     rssLastQuarterPeak: peakOf(0.75, 1),
-    maxProgramBuffered: stats.maxProgramBuffered ?? NaN,
-    maxProviderBuffered: stats.maxProviderBuffered ?? NaN,
+    maxProgramBuffered: stats.postgres?.maxProgramBuffered ?? NaN,
+    maxProviderBuffered: stats.postgres?.maxProviderBuffered ?? NaN,
   };
 }
 
@@ -247,8 +252,8 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
           rows: [
             ["idle proxy RSS", `${(idleMem.rss / MB).toFixed(1)} MB (heap ${(idleMem.heapUsed / MB).toFixed(1)} MB)`],
             ["Node process, same modules loaded, serving nothing", `${(bareNodeRss / MB).toFixed(1)} MB`],
-            [`per open channel (${channels})`, `${(channel.bytes / 1024).toFixed(2)} KB heap+external, ${(channel.rssBytes / 1024).toFixed(2)} KB RSS`],
-            [`per pending ask (${asks})`, `${(ask.bytes / 1024).toFixed(2)} KB heap+external, ${(ask.rssBytes / 1024).toFixed(2)} KB RSS`],
+            [`per open channel (${channels}; the proxy counted ${channel.openChannels} open)`, `${(channel.bytes / 1024).toFixed(2)} KB heap+external, ${(channel.rssBytes / 1024).toFixed(2)} KB RSS`],
+            [`per pending ask (${asks}; the proxy counted ${ask.pendingAsks} pending)`, `${(ask.bytes / 1024).toFixed(2)} KB heap+external, ${(ask.rssBytes / 1024).toFixed(2)} KB RSS`],
             [
               `postgres pair, ${(streamed.bytes / MB).toFixed(0)} MB to the program`,
               `RSS ${(streamed.rssBefore / MB).toFixed(1)} MB before, peak ${(streamed.rssFirstQuarterPeak / MB).toFixed(1)} MB in the first quarter and ${(streamed.rssLastQuarterPeak / MB).toFixed(1)} MB in the last, ` +
