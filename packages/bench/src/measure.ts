@@ -59,6 +59,8 @@ export interface CaseResult {
   readonly medianRatio: number;
   /** Smallest and largest per-round ratio: how much the machine's noise moved it. */
   readonly ratioRange: readonly [number, number];
+  /** When the group ran in several processes: each process's ratio (the others are their medians). */
+  readonly processRatios?: readonly number[];
 }
 
 export interface GroupResult {
