@@ -77,3 +77,24 @@ describe("readJson", () => {
     expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
   });
 });
+
+describe("numbers JSON cannot carry back", () => {
+  it.each([
+    ['{"code":-3e2601,"message":"x"}', "number out of range at line 1 column 15"],
+    ["[1, 1e999]", "number out of range at line 1 column 9"],
+    [`[${"9".repeat(400)}]`, "number out of range at line 1 column 401"],
+  ])("%s is refused: %s", (text, expected) => {
+    const bytes = new TextEncoder().encode(text);
+    expect(() => readJson(bytes, 0, bytes.length)).toThrow(JsonFailure);
+    try {
+      readJson(bytes, 0, bytes.length);
+    } catch (error) {
+      expect((error as JsonFailure).reason).toBe(expected);
+    }
+  });
+
+  it("keeps large finite numbers and exponent-looking strings", () => {
+    const bytes = new TextEncoder().encode('{"a":1e300,"b":"1e999","c":-2.5E-300}');
+    expect(readJson(bytes, 0, bytes.length)).toEqual({ a: 1e300, b: "1e999", c: -2.5e-300 });
+  });
+});

@@ -15,11 +15,46 @@ export function readJson(bytes: Uint8Array, start: number, end: number): unknown
     const at = firstInvalidUtf8(bytes, start, end);
     throw new JsonFailure(`invalid utf-8 at byte ${at < 0 ? 0 : at - start}`);
   }
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new JsonFailure(describeJsonError(text));
   }
+  // JSON.parse reads 1e999 as Infinity, which no JSON can carry back; refuse it as serde_json does.
+  if (MAYBE_OUT_OF_RANGE.test(text)) {
+    const problem = findOutOfRangeNumber(text);
+    if (problem) throw new JsonFailure(problem);
+  }
+  return value;
+}
+
+/** A cheap first look: only an exponent of three digits or a very long number can overflow. */
+const MAYBE_OUT_OF_RANGE = /[eE][+-]?\d{3}|\d{309}/;
+
+/** `number out of range at line L column C` for the first number outside strings that overflows. */
+function findOutOfRangeNumber(text: string): string | undefined {
+  let line = 1;
+  let lineStart = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x0a) {
+      line++;
+      lineStart = i + 1;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const token = /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i))![0];
+      if (!Number.isFinite(Number(token))) return `number out of range at line ${line} column ${i - lineStart + token.length}`;
+      i += token.length - 1;
+    }
+  }
+  return undefined;
 }
 
 const encoder = new TextEncoder();
