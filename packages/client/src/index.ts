@@ -19,3 +19,4 @@ export {
   type WebSocketConstructor,
 } from "./paths/index.js";
 export * from "./multiplexed/index.js";
+export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/multiplexer";

@@ -9,3 +9,5 @@ export * from "./gen/2.3.0/index.js";
 export { DecodeError, EncodeError, toHex, fromHex, type ErrorDetail, type DecodeOptions, type TypeCheck } from "./runtime/index.js";
 /** Every revision this build of the codec speaks, oldest first. */
 export const revisions = ["2.3.0"] as const;
+/** A spec revision this build of the codec speaks. */
+export type Revision = (typeof revisions)[number];

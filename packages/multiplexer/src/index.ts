@@ -13,3 +13,4 @@ export {
   type MultiplexerOptions,
 } from "./multiplexer.js";
 export { FrameSocket, binaryOf, type WebSocketLike, type FrameSocketOptions } from "./socket.js";
+export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "./revision.js";

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // diverge-proxy: the proxy as a program, placed beside a container's entrypoint.
 import { parseArgs } from "node:util";
+import { SPOKEN_REVISIONS, speakRevision } from "@diverge/multiplexer";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./listener.js";
 import { PROXY_PORT, startProxy, type ProxyOptions } from "./proxy.js";
 
 const help = `Usage: diverge-proxy [flags]
 
-The proxy side of the Diverge container-proxy protocol (revision 2.3.0). Serves the provider on one
+The proxy side of the Diverge container-proxy protocol. Serves the provider on one
 port (the multiplexed connection on /, and /requests with its answer paths) and the program beside
 it on loopback (its MCP endpoint at http://127.0.0.1:<program-port>/mcp, the daemon at /daemon).
 
@@ -27,6 +28,7 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
+  --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
 
@@ -64,6 +66,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-open-channels": { type: "string" },
       "max-open-scopes": { type: "string" },
       "max-notification-backlog-bytes": { type: "string" },
+      revision: { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -73,6 +76,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   if (values.help) return "help";
   const maxMessageBytes = positive("max-message-bytes", values["max-message-bytes"]);
   return {
+    revision: values.revision === undefined ? undefined : speakRevision(values.revision),
     host: values.host ?? "0.0.0.0",
     port: port("port", values.port),
     programPort: port("program-port", values["program-port"]),

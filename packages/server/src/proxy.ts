@@ -1,5 +1,6 @@
 // The proxy: one provider-facing listener (port 14979 by default) serving both transports, one
 // loopback listener for the program beside it, and the secrets gate they share.
+import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import { Gate } from "./gate.js";
 import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
@@ -9,6 +10,8 @@ import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js"
 export const PROXY_PORT = 14979;
 
 export interface ProxyOptions {
+  /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
+  readonly revision?: string;
   /** Provider-facing interface; the spec says every interface ("0.0.0.0"). Default "127.0.0.1" for library use. */
   readonly host?: string;
   /** Provider-facing port (`/`, `/requests`, answer paths). Default 14979; 0 picks a free one. */
@@ -37,7 +40,8 @@ export interface ProxyOptions {
   readonly log?: (line: string) => void;
 }
 
-export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log">> {
+export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision">> {
+  readonly revision: SpokenRevision;
   readonly log: (line: string) => void;
 }
 
@@ -101,6 +105,7 @@ export interface RunningProxy {
 export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions {
   const envPort = Number(process.env.PORT);
   return {
+    revision: speakRevision(options.revision),
     host: options.host ?? "127.0.0.1",
     port: options.port ?? PROXY_PORT,
     programPort: options.programPort ?? 14980,

@@ -17,6 +17,7 @@ Other asks (vault, command, postgres, FUSE) are declined. Runs until SIGINT or S
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
+  --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
 `;
@@ -31,6 +32,7 @@ export async function runAnswer(args: string[]): Promise<number> {
       args: own,
       options: {
         proxy: { type: "string", default: "ws://127.0.0.1:14979" },
+        revision: { type: "string" },
         mcp: { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
@@ -59,6 +61,7 @@ export async function runAnswer(args: string[]): Promise<number> {
   };
   const relay = relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
   const connection = connectProxy(values.proxy!, relay, {
+    revision: values.revision,
     onEvent: (event) => {
       switch (event.type) {
         case "requestsOpened":

@@ -27,6 +27,7 @@ Flags:
   --cursor <cursor>       the page to list from (list, resources)
   --count <n>             notifications: stop after n
   --database-url <url>    serve the container's database connections from this PostgreSQL server
+  --revision <r>          the spec revision to speak (default the newest spoken)
   -h, --help              this text
 `;
 
@@ -39,6 +40,7 @@ export async function runTools(args: string[]): Promise<number> {
       args,
       options: {
         proxy: { type: "string", default: "ws://127.0.0.1:14979" },
+        revision: { type: "string" },
         arguments: { type: "string" },
         image: { type: "string" },
         secret: { type: "string", multiple: true },
@@ -145,6 +147,7 @@ export async function runTools(args: string[]): Promise<number> {
 
   const databaseUrl = values["database-url"];
   const connection = await openContainer(values.proxy, {
+    revision: values.revision,
     onPostgres: (announced) => {
       if (!databaseUrl) return announced.decline();
       pipePostgres(announced, databaseUrl).catch((error: Error) => process.stderr.write(`database: ${error.message}\n`));

@@ -20,7 +20,7 @@ import {
   type ToolsBeginServerChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, speakRevision, type Responder, type SpokenRevision, type WebSocketLike } from "@diverge/multiplexer";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket as NodeWebSocket } from "ws";
 
@@ -113,6 +113,8 @@ export interface DivergeInfo {
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
 export interface OpenContainerOptions {
+  /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
+  readonly revision?: string;
   /** The WebSocket implementation; default `ws`. */
   readonly WebSocket?: WebSocketConstructor;
   /** Called for every database connection the proxy announces; without it each is declined. */
@@ -128,6 +130,7 @@ export interface NotificationStream extends AsyncIterable<ServerNotification> {
 
 /** Dials the proxy's `/` and resolves once the WebSocket is open. */
 export async function openContainer(url: string | URL, options: OpenContainerOptions = {}): Promise<ContainerConnection> {
+  speakRevision(options.revision); // refuse a revision not spoken here before dialling
   const Implementation = options.WebSocket ?? (NodeWebSocket as unknown as WebSocketConstructor);
   const socket = new Implementation(String(url));
   await new Promise<void>((resolve, reject) => {
@@ -143,8 +146,11 @@ export class ContainerConnection {
   private readonly endWaiters: (() => void)[] = [];
   private hasEnded = false;
   readonly mcp: McpAsks;
+  /** The spec revision this connection speaks. */
+  readonly revision: SpokenRevision;
 
   constructor(socket: WebSocketLike, private readonly options: OpenContainerOptions = {}) {
+    this.revision = speakRevision(options.revision);
     this.frames = new FrameSocket(socket, {
       role: "client",
       events: { channel: (responder, payload) => this.onProxyChannel(responder, payload) },

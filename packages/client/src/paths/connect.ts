@@ -1,5 +1,6 @@
 // The provider side of the many-paths transport (seed 000): hold `/requests`, read each ask, open
 // its answer path, answer with one frame (kinds 0 to 3) or a stream of them (kind 4), close cleanly.
+import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import {
   decodeRequestsAsk,
   encodeMcpCallToolAnswer,
@@ -72,6 +73,8 @@ export type ProxyConnectionEvent =
   | { readonly type: "error"; readonly error: ProviderError };
 
 export interface ConnectOptions {
+  /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
+  readonly revision?: string;
   /** A WHATWG-compatible WebSocket constructor. Default: the `ws` package. */
   readonly WebSocket?: WebSocketConstructor;
   /** First wait before dialling `/requests` again; doubles per failure up to `maxBackoffMs`. Default 100. */
@@ -82,6 +85,8 @@ export interface ConnectOptions {
 }
 
 export interface ProxyConnection {
+  /** The spec revision this connection speaks. */
+  readonly revision: SpokenRevision;
   onEvent(listener: (event: ProxyConnectionEvent) => void): () => void;
   /** True while `/requests` is open. */
   readonly connected: boolean;
@@ -121,6 +126,7 @@ const INTERNAL_ERROR = -32603;
 
 /** Holds `/requests` on the proxy at `url` (e.g. `ws://127.0.0.1:14979`) and answers with `handlers`. */
 export function connectProxy(url: string | URL, handlers: ProxyHandlers, options: ConnectOptions = {}): ProxyConnection {
+  const revision = speakRevision(options.revision);
   const Impl = options.WebSocket ?? defaultWebSocket;
   const minBackoff = options.minBackoffMs ?? 100;
   const maxBackoff = Math.max(options.maxBackoffMs ?? 5000, minBackoff);
@@ -318,6 +324,7 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
   void run();
 
   return {
+    revision,
     onEvent(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

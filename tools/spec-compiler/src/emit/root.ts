@@ -18,6 +18,8 @@ export function emitCodecRoot(revisions: readonly IrRevision[], compilerVersion:
     `export { DecodeError, EncodeError, toHex, fromHex, type ErrorDetail, type DecodeOptions, type TypeCheck } from "./runtime/index.js";`,
     `/** Every revision this build of the codec speaks, oldest first. */`,
     `export const revisions = [${revisions.map((r) => lit(r.revision)).join(", ")}] as const;`,
+    `/** A spec revision this build of the codec speaks. */`,
+    `export type Revision = (typeof revisions)[number];`,
     "",
   ].join("\n");
   const byName = new Map<string, { schema: string; member?: string }>();
