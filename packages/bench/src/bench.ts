@@ -2,15 +2,16 @@
 // `pnpm bench`: runs every case, prints a table, writes results.json and RESULTS.md.
 //
 //   node packages/bench/dist/bench.js [--quick] [--only fixed,json,…] [--out DIR]
+//   node packages/bench/dist/bench.js --render [--out DIR]   (RESULTS.md again from results.json)
 //
 // --quick (or DIVERGE_BENCH_QUICK=1) runs each case only long enough to show it works; its numbers
 // mean nothing, and it writes no files unless --out says where.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { commentary } from "./commentary.js";
 import { markdownReport, textReport } from "./report.js";
-import { runBench, SUITES, type ExtraSuites, type Suite } from "./run.js";
+import { runBench, SUITES, type ExtraSuites, type Results, type Suite } from "./run.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const packageDir = resolve(here, "..");
@@ -47,6 +48,13 @@ async function main(): Promise<void> {
   const suites = only ? (only.split(",").filter((s) => (SUITES as readonly string[]).includes(s)) as Suite[]) : undefined;
   const outArg = argValue(args, "--out");
   const out = outArg ? resolve(outArg) : quick ? undefined : packageDir;
+  if (args.includes("--render")) {
+    const dir = out ?? packageDir;
+    const results = JSON.parse(readFileSync(join(dir, "results.json"), "utf8")) as Results;
+    writeFileSync(join(dir, "RESULTS.md"), markdownReport(results, commentary));
+    console.log(`wrote ${join(dir, "RESULTS.md")} from ${join(dir, "results.json")}`);
+    return;
+  }
   const { extra, problems } = await loadExtraSuites();
   for (const [suite, why] of Object.entries(problems)) console.error(`bench: the ${suite} suite cannot load: ${why}`);
   const results = await runBench({ quick, repoRoot, suites, log: (line) => console.error(line) }, extra);
