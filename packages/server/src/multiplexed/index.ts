@@ -3,11 +3,17 @@
 import { createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import type { ProxyContext, ProxyPart } from "../proxy.js";
-import { ProxyConnection } from "./connection.js";
+import type { ProxyConnection } from "./connection.js";
 import { emptyPairStats, type PairStats } from "./pairs.js";
 
-export { ProxyConnection } from "./connection.js";
-export { parseDivergeMarkdown, readDivergeInfo, type DivergeInfo } from "./info.js";
+// The connection's code (with the MCP schema checks, the MCP SDK's client and YAML) is loaded when
+// the provider first connects on `/`, not at start; ProxyConnection and the DIVERGE.md reader are
+// exported from the package's index.
+let connectionModule: typeof import("./connection.js") | undefined;
+const loadConnection = async () => {
+  connectionModule = await import("./connection.js");
+};
+
 export { HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
 
 export interface MultiplexedPart extends ProxyPart {
@@ -32,9 +38,10 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
       if (taken) return { refuse: 409 };
       taken = true;
       return {
+        prepare: () => (connectionModule ? undefined : loadConnection()),
         accept(socket) {
           options.log("the provider connected on /");
-          connection = new ProxyConnection(socket as never, options, gate, () => options.log("the provider connection ended"));
+          connection = new connectionModule!.ProxyConnection(socket as never, options, gate, () => options.log("the provider connection ended"));
           for (const driver of waitingDrivers.splice(0)) void connection.postgres.driverConnected(driver);
         },
       };

@@ -19,7 +19,7 @@ import {
   type ReadResourceResult,
   type ServerNotification,
 } from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { Gate } from "../gate.js";
 import { ANSWER_SEGMENT, type AnswerPath, type AskBoard, type AskOwner, type McpKind, type PathEnding } from "./board.js";
 import { McpExchangeError } from "./errors.js";
@@ -380,10 +380,19 @@ export class McpAsks {
         },
         this.log,
       );
-      // The secrets gate holds every outward ask until the program has its secrets.
-      void this.gate.pass().then(() => {
-        if (!settled) this.board.ask(exchange);
-      });
+      // The secrets gate holds every outward ask until the program has its secrets; the answer's
+      // MCP checks are loaded (on first use) before the ask goes out.
+      void Promise.all([this.gate.pass(), loadMcpChecks()]).then(
+        () => {
+          if (!settled) this.board.ask(exchange);
+        },
+        (problem: unknown) => {
+          if (settled) return;
+          settled = true;
+          this.pending.delete(fail);
+          reject(problem);
+        },
+      );
     });
   }
 }
