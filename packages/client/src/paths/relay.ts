@@ -15,6 +15,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ErrorData } from "@diverge/codec";
 import type { McpAnswer, NotificationSink, ProxyHandlers } from "./connect.js";
+import { perRequestSignalFetch } from "./fetch.js";
 
 /** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */
 export type McpTarget =
@@ -49,7 +50,7 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
 
   const makeTransport = (): Transport =>
     "url" in target
-      ? new StreamableHTTPClientTransport(new URL(String(target.url)))
+      ? new StreamableHTTPClientTransport(new URL(String(target.url)), { fetch: perRequestSignalFetch() })
       : new StdioClientTransport({ command: target.command, args: [...(target.args ?? [])], env: target.env, cwd: target.cwd, stderr: "inherit" });
 
   /** One client, dialled on first use and again after its transport ended. */
@@ -122,11 +123,28 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
     }
   };
 
+  /**
+   * The request's options. A progress token in `_meta` (the proxy's, unique on its hop) is replaced
+   * on the MCP server's hop by the SDK's own (its request id, unique per connection); the server's
+   * progress comes back through `onprogress` and goes on the notification stream with the proxy's token.
+   */
+  const optionsFor = (params: { _meta?: { progressToken?: unknown } } | null | undefined) => {
+    const token = params?._meta?.progressToken;
+    if (typeof token !== "string" && typeof token !== "number") return NO_TIMEOUT;
+    return {
+      ...NO_TIMEOUT,
+      onprogress: (progress: Record<string, unknown>) => {
+        const notification = { method: "notifications/progress", params: { ...progress, progressToken: token } } as ServerNotification;
+        for (const sink of sinks) sink.send(notification);
+      },
+    };
+  };
+
   return {
-    listTools: (params) => forward((mcp) => mcp.request({ method: "tools/list", params: params ?? undefined }, ListToolsResultSchema, NO_TIMEOUT)),
-    listResources: (params) => forward((mcp) => mcp.request({ method: "resources/list", params: params ?? undefined }, ListResourcesResultSchema, NO_TIMEOUT)),
-    callTool: (params) => forward((mcp) => mcp.request({ method: "tools/call", params }, CallToolResultSchema, NO_TIMEOUT)),
-    readResource: (params) => forward((mcp) => mcp.request({ method: "resources/read", params }, ReadResourceResultSchema, NO_TIMEOUT)),
+    listTools: (params) => forward((mcp) => mcp.request({ method: "tools/list", params: params ?? undefined }, ListToolsResultSchema, optionsFor(params))),
+    listResources: (params) => forward((mcp) => mcp.request({ method: "resources/list", params: params ?? undefined }, ListResourcesResultSchema, optionsFor(params))),
+    callTool: (params) => forward((mcp) => mcp.request({ method: "tools/call", params }, CallToolResultSchema, optionsFor(params))),
+    readResource: (params) => forward((mcp) => mcp.request({ method: "resources/read", params }, ReadResourceResultSchema, optionsFor(params))),
     notifications: async (sink) => {
       sinks.add(sink);
       sink.signal.addEventListener("abort", () => sinks.delete(sink));
