@@ -205,6 +205,16 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     return Date.now() - started;
   }
 
+  it("--allow-host and --allow-origin widen what the program port accepts", async () => {
+    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate", "--quiet", "--allow-host", "box.internal", "--allow-origin", "https://app.example.com"], { stdio: ["ignore", "pipe", "pipe"] });
+    cleanups.push(() => void child.kill("SIGKILL"));
+    const line = await new Promise<string>((resolve) => child.stdout!.on("data", (chunk: Buffer) => resolve(chunk.toString())));
+    const port = Number(/http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(line)![1]);
+    expect((await raw(port, { headers: mcpHeaders(`box.internal:${port}`, { origin: "https://app.example.com" }), body: INITIALIZE })).status).toBe(200);
+    expect((await raw(port, { headers: mcpHeaders(`evil.example.com:${port}`), body: INITIALIZE })).status).toBe(403);
+    expect((await raw(port, { headers: mcpHeaders(`box.internal:${port}`, { origin: "https://evil.example.com" }), body: INITIALIZE })).status).toBe(403);
+  });
+
   it("with /register unanswered", async () => {
     const program = await silentProgram(false);
     const { child, port, exit } = await runProxy(program.port);

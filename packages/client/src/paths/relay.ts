@@ -2,7 +2,7 @@
 // SDK's client (Streamable HTTP or stdio), and relay that server's notifications on the stream.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CallToolResultSchema,
@@ -104,22 +104,26 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
   };
 
   const forward = async <R>(call: (mcp: Client) => Promise<R>): Promise<McpAnswer<R>> => {
-    let mcp: Client | undefined;
-    try {
-      mcp = await client();
-      return { variant: "Result", result: await call(mcp) };
-    } catch (problem) {
-      const error = errorDataOf(problem, options.onError);
-      // Not the server's own answer: the connection may be stale (a restarted server forgets its
-      // sessions), so the next exchange dials afresh.
-      if (mcp && !isServerError(problem)) {
-        if (live === mcp) {
-          live = undefined;
-          connecting = undefined;
+    for (let attempt = 0; ; attempt++) {
+      let mcp: Client | undefined;
+      try {
+        mcp = await client();
+        return { variant: "Result", result: await call(mcp) };
+      } catch (problem) {
+        // Not the server's own answer: the connection may be stale (a restarted server forgets its
+        // sessions), so the next exchange dials afresh.
+        if (mcp && !isServerError(problem)) {
+          if (live === mcp) {
+            live = undefined;
+            connecting = undefined;
+          }
+          void mcp.close().catch(() => {});
+          // MCP: a 404 to a request of the session means "start a new session". The server never
+          // acted on that request (nor on one whose connection was refused): sent again once, afresh.
+          if (attempt === 0 && !closed && notDelivered(problem)) continue;
         }
-        void mcp.close().catch(() => {});
+        return { variant: "Error", error: errorDataOf(problem, options.onError) };
       }
-      return { variant: "Error", error };
     }
   };
 
@@ -164,6 +168,12 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       if (pending) await pending.then((mcp) => mcp.close()).catch(() => {});
     },
   };
+}
+
+/** The server cannot have acted on the request: its session was unknown (404), or no connection was made. */
+function notDelivered(problem: unknown): boolean {
+  if (problem instanceof StreamableHTTPError) return problem.code === 404;
+  return (problem as { cause?: { code?: unknown } } | undefined)?.cause?.code === "ECONNREFUSED";
 }
 
 /**
