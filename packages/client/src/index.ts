@@ -19,4 +19,5 @@ export {
   type WebSocketConstructor,
 } from "./paths/index.js";
 export * from "./multiplexed/index.js";
+export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./paths/fetch.js";
 export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/multiplexer";
