@@ -127,7 +127,9 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
   const resolved = resolveOptions(options);
   const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
   const program = new RouteListener({ host: "127.0.0.1", port: resolved.programPort, maxMessageBytes: resolved.maxMessageBytes });
-  const gate = new Gate(!resolved.secretsGate);
+  const gate = new Gate(!resolved.secretsGate, () =>
+    resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
+  );
   const context: ProxyContext = { options: resolved, provider, program, gate };
   const paths = attachPaths(context);
   const multiplexed = await attachMultiplexed(context);

@@ -29,7 +29,10 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     decide(pathname) {
       if (pathname !== "/") return undefined;
       // Exactly one connection in the proxy's life, whether or not the first is still open.
-      if (taken) return { refuse: 409 };
+      if (taken) {
+        options.log("refused a second provider connection on / (HTTP 409): a proxy takes one provider connection on / in its life, even after it ended");
+        return { refuse: 409 };
+      }
       taken = true;
       return {
         accept(socket) {
