@@ -176,7 +176,7 @@ export type MultiplexedConnectionEvent =
   /** A pair failed: the database could not be reached, a handler threw or rejected. Never thrown. */
   | { readonly type: "pairFailed"; readonly kind: "postgres" | "daemon"; readonly id: number; readonly error: Error }
   /**
-   * An MCP exchange was asked before the secrets were fed. A proxy with the secrets gate (the
+   * The first MCP exchange asked before the secrets were fed (reported once). A proxy with the secrets gate (the
    * default) holds it until `feedSecrets` resolves; `feedSecrets({})` opens it for a program that
    * declares none.
    */
@@ -283,6 +283,7 @@ export class MultiplexedConnection {
   private beginScope: number | undefined;
   private scopeEnded = false;
   private secretsFed = false;
+  private heldReported = false;
   private readonly endWaiters: (() => void)[] = [];
   private hasEnded = false;
   private hub: NotificationHub | undefined;
@@ -403,9 +404,11 @@ export class MultiplexedConnection {
       : `the container's MCP server to answer ${what} through the proxy; the secrets were never fed, and a proxy with the secrets gate (the default) holds every MCP exchange until feedSecrets resolves`;
   }
 
-  /** @internal Reports an MCP exchange asked before the secrets were fed. */
+  /** @internal Reports the first MCP exchange asked before the secrets were fed. */
   noteMcpAsk(what: string): void {
-    if (!this.secretsFed && this.beginScope !== undefined) this.emit({ type: "heldForSecrets", what });
+    if (this.secretsFed || this.beginScope === undefined || this.heldReported) return;
+    this.heldReported = true;
+    this.emit({ type: "heldForSecrets", what });
   }
 
   /** Opens one channel on the begin scope and decodes its one answer. */
