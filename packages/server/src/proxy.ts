@@ -161,7 +161,9 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     maxMessageBytes: resolved.maxMessageBytes,
     guard: { hosts: resolved.allowedHosts, origins: resolved.allowedOrigins },
   });
-  const gate = new Gate(!resolved.secretsGate);
+  const gate = new Gate(!resolved.secretsGate, () =>
+    resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
+  );
   const context: ProxyContext = { options: resolved, provider, program, gate };
   const paths = attachPaths(context);
   const multiplexed = await attachMultiplexed(context);

@@ -183,7 +183,6 @@ export class ProxyConnection {
       return responder.finish();
     }
     this.begin.scope = responder.scope;
-<<<<<<< HEAD
     try {
       await this.answerBegin(responder, begin);
     } finally {
@@ -193,10 +192,7 @@ export class ProxyConnection {
   }
 
   private async answerBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
-    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null));
-=======
     const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null), this.aborter.signal);
->>>>>>> mcp-fidelity
     if (responder.finished) return;
     if (answer.ok) {
       const tools = parseJson(answer.body);
