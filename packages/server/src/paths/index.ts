@@ -17,10 +17,11 @@ export interface PathsPart extends ProxyPart {
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
   /**
-   * The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`; undefined until the
-   * program's first request there (the MCP SDK's server is loaded then, not at start).
+   * The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`: its counters, and the
+   * server itself once made. It is made on the program's first request there (the MCP SDK's server
+   * is loaded then, not at start); before that it has no sessions.
    */
-  readonly programMcp: ProgramMcpServer | undefined;
+  readonly programMcp: Pick<ProgramMcpServer, "sessionCount" | "progressRoutes"> & { readonly server: ProgramMcpServer | undefined };
 }
 
 export function attachPaths(context: ProxyContext): PathsPart {
@@ -32,7 +33,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
   let closed = false;
   // Made on the program's first request to /mcp; requests made while it loads wait for it.
   const programServer = () =>
-    (making ??= import("./program-mcp.js").then(({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log))));
+    (making ??= import("./program-mcp.js").then(
+      ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs })),
+    ));
   provider.addUpgradeRoute(board);
   program.addRequestRoute((request, response, pathname) => {
     if (pathname !== "/mcp") return false;
@@ -56,8 +59,16 @@ export function attachPaths(context: ProxyContext): PathsPart {
   return {
     mcp,
     board,
-    get programMcp() {
-      return programMcp;
+    programMcp: {
+      get sessionCount() {
+        return programMcp?.sessionCount ?? 0;
+      },
+      get progressRoutes() {
+        return programMcp?.progressRoutes ?? 0;
+      },
+      get server() {
+        return programMcp;
+      },
     },
     async close() {
       closed = true;
