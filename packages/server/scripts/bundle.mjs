@@ -2,6 +2,7 @@
 // `pnpm --filter @diverge/server bundle` (after `tsc`): the proxy as one file to ship.
 //
 //   bundle/diverge-proxy.mjs  one minified ESM file with every dependency inside: `node diverge-proxy.mjs …`
+//                             (in two stages: see twoStageEsm below)
 //   bundle/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
 //   bundle/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
 //
@@ -16,6 +17,7 @@
 // they are not (always, in the SEA binary, whose `require` reaches only Node's built-in modules).
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,18 +48,13 @@ const common = {
   legalComments: "none",
   external,
   logLevel: "warning",
-  // The dynamic imports of the proxy's lazily loaded parts stay lazy: without code splitting esbuild
-  // keeps each such module's top-level code in a function it runs on the first import().
+  // In the CommonJS form the dynamic imports of the proxy's lazily loaded parts stay lazy too: without
+  // code splitting esbuild keeps each such module's top-level code in a function it runs on the
+  // first import() (the whole file is compiled at start, which the SEA's code cache makes cheap).
 };
 
 const mjs = join(out, "diverge-proxy.mjs");
-await build({
-  ...common,
-  format: "esm",
-  outfile: mjs,
-  // ESM has no `require`; ws's optional `require("bufferutil")` needs one to look beside the bundle.
-  banner: { js: 'import{createRequire as __divergeRequire}from"node:module";const require=__divergeRequire(import.meta.url);' },
-});
+await writeFile(mjs, await twoStageEsm(), { mode: 0o755 });
 const cjs = join(out, "diverge-proxy.cjs");
 await build({ ...common, format: "cjs", outfile: cjs });
 const size = (file) => `${(statSync(file).size / 1024).toFixed(0)} KB`;
@@ -110,4 +107,121 @@ function buildSea(main, binary) {
   rmSync(blob);
   rmSync(config);
   return binary;
+}
+
+/**
+ * The ESM bundle in two stages, still one file. Node compiles the whole of an ES module before it
+ * runs a line of it, and most of the proxy (ws, the MCP SDK, zod, ajv, YAML: ~90% of the bytes) is
+ * only needed once a path is first used. So the code every start runs (the CLI, the listeners, the
+ * codec) is the module itself, and the code behind the proxy's dynamic `import()`s is a second,
+ * CommonJS-shaped bundle carried in the module as a string, compiled on the first such import. A
+ * string literal is scanned, not parsed: the first stage compiles ~10% of the bytes.
+ *
+ * The second stage shares the first stage's modules (the codec's classes, the proxy's own modules)
+ * rather than holding copies: every module of the first stage it imports is external to it and
+ * handed to it as the first stage's namespace object.
+ */
+async function twoStageEsm() {
+  const root = (path) => resolve(packageDir, path);
+  const lazyTargets = new Map(); // resolved path -> index
+  const lazyRuntime = "diverge-lazy-runtime";
+  // Stage one, first pass: which modules it holds, and what its dynamic imports load.
+  const stageOnePlugin = (shared) => ({
+    name: "diverge-stage-one",
+    setup(b) {
+      b.onResolve({ filter: /.*/ }, async (args) => {
+        if (args.kind !== "dynamic-import" || args.pluginData === "inner") return undefined;
+        const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
+        if (found.errors.length > 0) return { errors: found.errors };
+        if (!lazyTargets.has(found.path)) lazyTargets.set(found.path, lazyTargets.size);
+        return { path: String(lazyTargets.get(found.path)), namespace: "diverge-lazy" };
+      });
+      b.onResolve({ filter: new RegExp(`^${lazyRuntime}$`) }, () => ({ path: lazyRuntime, namespace: "diverge-lazy-runtime" }));
+      // The CLI runs for its effect; the package's `"sideEffects": false` is about its library entry.
+      b.onResolve({ filter: /.*/ }, (args) => (args.importer === "entry" && args.path === entry ? { path: entry, sideEffects: true } : undefined));
+      b.onLoad({ filter: /.*/, namespace: "diverge-lazy" }, (args) => ({
+        contents: `const { lazy } = require(${JSON.stringify(lazyRuntime)});\nmodule.exports = lazy()[${JSON.stringify(`m${args.path}`)}];\n`,
+        loader: "js",
+        resolveDir: packageDir,
+      }));
+      b.onLoad({ filter: /.*/, namespace: "diverge-lazy-runtime" }, () => ({
+        contents: [
+          "let shared, loaded;",
+          "export function share(table) { shared = table; }",
+          "// The second stage, compiled on first use; `require` gives it the first stage's modules by key, Node's own by name.",
+          "export function lazy() {",
+          "  if (loaded) return loaded;",
+          '  if (!shared) throw new Error("diverge-proxy: the second stage was asked for before the first had started");',
+          "  const module = { exports: {} };",
+          '  const stage = new Function("require", "module", "exports", "__DIVERGE_SECOND_STAGE__");',
+          "  stage((name) => (Object.prototype.hasOwnProperty.call(shared, name) ? shared[name] : require(name)), module, module.exports);",
+          "  return (loaded = module.exports);",
+          "}",
+        ].join("\n"),
+        loader: "js",
+        resolveDir: packageDir,
+      }));
+      // The entry: the first stage's modules the second imports, by key, then the CLI.
+      b.onResolve({ filter: /^diverge-entry$/ }, () => ({ path: "entry", namespace: "diverge-entry" }));
+      b.onLoad({ filter: /.*/, namespace: "diverge-entry" }, () => ({
+        contents: [
+          `import { share } from ${JSON.stringify(lazyRuntime)};`,
+          ...[...shared].map(([path, key], i) => `import * as s${i} from ${JSON.stringify(path)};`),
+          `share({ ${[...shared].map(([, key], i) => `${JSON.stringify(key)}: s${i}`).join(", ")} });`,
+          `import ${JSON.stringify(entry)};`,
+        ].join("\n"),
+        loader: "js",
+        resolveDir: packageDir,
+      }));
+    },
+  });
+  const stageOne = (shared) =>
+    build({
+      ...common,
+      entryPoints: ["diverge-entry"],
+      format: "esm",
+      write: false,
+      metafile: true,
+      outfile: join(out, "stage-one.mjs"),
+      banner: { js: '#!/usr/bin/env node\nimport{createRequire as __divergeRequire}from"node:module";const require=__divergeRequire(import.meta.url);' },
+      plugins: [stageOnePlugin(shared)],
+    });
+  const first = await stageOne(new Map());
+  const inStageOne = new Set(Object.keys(first.metafile.inputs).map((input) => root(input)));
+  // Stage two: every target of a dynamic import, with whatever stage one holds left external.
+  const shared = new Map(); // path -> key
+  const second = await build({
+    ...common,
+    entryPoints: ["diverge-second-stage"],
+    format: "cjs",
+    write: false,
+    outfile: join(out, "stage-two.cjs"),
+    plugins: [
+      {
+        name: "diverge-stage-two",
+        setup(b) {
+          b.onResolve({ filter: /^diverge-second-stage$/ }, () => ({ path: "entry", namespace: "diverge-second-stage" }));
+          b.onLoad({ filter: /.*/, namespace: "diverge-second-stage" }, () => ({
+            contents: [...lazyTargets].map(([path, i]) => `export * as m${i} from ${JSON.stringify(path)};`).join("\n"),
+            loader: "js",
+            resolveDir: packageDir,
+          }));
+          b.onResolve({ filter: /.*/ }, async (args) => {
+            if (args.pluginData === "inner" || args.namespace === "diverge-second-stage" || args.kind === "entry-point") return undefined;
+            const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
+            if (found.errors.length > 0 || found.external || !inStageOne.has(found.path)) return undefined;
+            if (!shared.has(found.path)) shared.set(found.path, `diverge-stage-one:${shared.size}`);
+            return { path: shared.get(found.path), external: true };
+          });
+        },
+      },
+    ],
+  });
+  // Stage one again, now sharing what stage two imports of it.
+  const final = await stageOne(shared);
+  const firstStage = final.outputFiles[0].text;
+  const marker = '"__DIVERGE_SECOND_STAGE__"';
+  if (firstStage.split(marker).length !== 2) throw new Error("the second stage's place in the first was not found exactly once");
+  const [before, after] = firstStage.split(marker);
+  return `${before}${JSON.stringify(second.outputFiles[0].text)}${after}`;
 }

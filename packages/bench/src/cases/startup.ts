@@ -4,7 +4,8 @@
 // proxy: the workspace build (`node packages/server/dist/cli.js`), the one-file bundle
 // (`node diverge-proxy.mjs`, copied alone into an empty directory) and the single executable (where
 // this machine can build one). The bundle and the executable are built by the server's own
-// `scripts/bundle.mjs` into `packages/bench/.cache/bundle`, again whenever the server's build is newer.
+// `scripts/bundle.mjs` into `packages/bench/.cache/bundle`, again whenever the server's build or that
+// script is newer.
 //
 // Each round starts every form once, in an order reversed every other round; a form's start-up ratio
 // is the median over rounds of its time divided by bare Node's time in the same round, and its
@@ -70,12 +71,14 @@ function bundles(log: (line: string) => void): { mjs: string; sea?: string; seaM
   const entry = join(serverDir, "dist", "cli.js");
   const mjs = join(cacheDir, "diverge-proxy.mjs");
   const sea = join(cacheDir, process.platform === "win32" ? "diverge-proxy.exe" : "diverge-proxy");
-  const stale = (file: string) => !existsSync(file) || statSync(file).mtimeMs < statSync(entry).mtimeMs;
+  const script = join(serverDir, "scripts", "bundle.mjs");
+  const newest = Math.max(statSync(entry).mtimeMs, statSync(script).mtimeMs);
+  const stale = (file: string) => !existsSync(file) || statSync(file).mtimeMs < newest;
   let output = "";
   if (stale(mjs) || stale(sea)) {
     log("  start-up: building the bundle and the single executable (packages/server/scripts/bundle.mjs)");
     mkdirSync(cacheDir, { recursive: true });
-    const built = spawnSync(process.execPath, [join(serverDir, "scripts", "bundle.mjs"), "--out", cacheDir], { encoding: "utf8", timeout: 300_000 });
+    const built = spawnSync(process.execPath, [script, "--out", cacheDir], { encoding: "utf8", timeout: 300_000 });
     output = `${built.stdout ?? ""}${built.stderr ?? ""}`;
     if (built.status !== 0) throw new Error(`the server's bundle.mjs failed: ${output.trim()}`);
   }
