@@ -130,7 +130,10 @@ async function twoStageEsm() {
     name: "diverge-stage-one",
     setup(b) {
       b.onResolve({ filter: /.*/ }, async (args) => {
-        if (args.kind !== "dynamic-import" || args.pluginData === "inner") return undefined;
+        // The CLI's own dynamic import (of the proxy, after binding its ports) spares the workspace
+        // build Node's module loader before the listening line; in one file it has nothing to spare,
+        // so it stays in stage one (esbuild still runs that code only when the import is made).
+        if (args.kind !== "dynamic-import" || args.pluginData === "inner" || args.importer === entry) return undefined;
         const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
         if (found.errors.length > 0) return { errors: found.errors };
         if (!lazyTargets.has(found.path)) lazyTargets.set(found.path, lazyTargets.size);

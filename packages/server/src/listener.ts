@@ -29,6 +29,8 @@ export interface ListenerOptions {
   readonly maxMessageBytes?: number;
   /** When given, every request and upgrade is checked against it first (DNS-rebinding protection); a refusal is 403. */
   readonly guard?: HostGuard;
+  /** Requests and upgrades wait (unanswered, unread) until `release()`: the routes are not added yet. */
+  readonly held?: boolean;
 }
 
 /** The `Host` names and `Origin`s a loopback listener accepts. */
@@ -100,10 +102,20 @@ export class RouteListener {
   private readonly requests: RequestRoute[] = [];
   private wss: WebSocketServer | undefined;
   private closed = false;
+  /** What arrived while held: each entry serves one request or upgrade, or ends it when closing. */
+  private holding: { serve: () => void; end: () => void }[] | undefined;
 
   constructor(readonly options: ListenerOptions = {}) {
+    this.holding = options.held ? [] : undefined;
     this.server = createServer((request, response) => this.onRequest(request, response));
     this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
+  }
+
+  /** Serves what waited, in arrival order; from then on everything is served as it comes. */
+  release(): void {
+    const waiting = this.holding ?? [];
+    this.holding = undefined;
+    for (const entry of waiting) entry.serve();
   }
 
   addUpgradeRoute(route: UpgradeRoute): void {
@@ -131,12 +143,17 @@ export class RouteListener {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const entry of this.holding?.splice(0) ?? []) entry.end();
     for (const client of this.wss?.clients ?? []) client.terminate();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   private onRequest(request: IncomingMessage, response: ServerResponse): void {
+    if (this.holding) {
+      this.holding.push({ serve: () => this.onRequest(request, response), end: () => response.destroy() });
+      return;
+    }
     const refusal = this.options.guard && guardRefusal(this.options.guard, request.headers);
     if (refusal) {
       // As the MCP SDK answers it: a JSON-RPC error with no id. The body is not read.
@@ -150,6 +167,10 @@ export class RouteListener {
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
+    if (this.holding) {
+      this.holding.push({ serve: () => this.onUpgrade(request, socket, head), end: () => socket.destroy() });
+      return;
+    }
     if (this.options.guard && guardRefusal(this.options.guard, request.headers)) return refuse(socket, 403);
     const pathname = pathOf(request);
     for (const route of this.upgrades) {

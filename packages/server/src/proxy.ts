@@ -1,13 +1,15 @@
 // The proxy: one provider-facing listener (port 14979 by default) serving both transports, one
 // loopback listener for the program beside it, and the secrets gate they share.
+import type { Server as NetServer } from "node:net";
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
+import { bindPorts, PROXY_PORT, resolveBindOptions, type BoundPorts } from "./bind.js";
 import { Gate } from "./gate.js";
-import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
+import type { RouteListener } from "./listener.js";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
 
-export const PROXY_PORT = 14979;
+export { PROXY_PORT };
 
 export interface ProxyOptions {
   /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
@@ -71,6 +73,8 @@ export interface ProxyContext {
   /** Program-facing, loopback only: `/mcp`, `/daemon`. */
   readonly program: RouteListener;
   readonly gate: Gate;
+  /** The postgres listener, when it was bound before the parts were attached. */
+  readonly pgServer?: NetServer;
 }
 
 export interface ProxyPart {
@@ -126,49 +130,54 @@ export interface RunningProxy {
 
 export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions {
   const envPort = Number(process.env.PORT);
+  const bind = resolveBindOptions(options);
   return {
     revision: speakRevision(options.revision),
-    host: options.host ?? "127.0.0.1",
-    port: options.port ?? PROXY_PORT,
-    programPort: options.programPort ?? 14980,
+    host: bind.host,
+    port: bind.port,
+    programPort: bind.programPort,
     appPort: options.appPort ?? (Number.isInteger(envPort) && envPort > 0 ? envPort : 8080),
     root: options.root ?? "/",
-    pgPort: options.pgPort ?? 14981,
+    pgPort: bind.pgPort,
     secretsGate: options.secretsGate ?? true,
-    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    maxMessageBytes: bind.maxMessageBytes,
     maxPendingAsks: options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS,
     maxOpenChannels: options.maxOpenChannels ?? DEFAULT_MAX_OPEN_CHANNELS,
     maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
     maxNotificationBacklogBytes: options.maxNotificationBacklogBytes ?? DEFAULT_NOTIFICATION_BACKLOG_BYTES,
     maxPairBacklogBytes: options.maxPairBacklogBytes ?? DEFAULT_PAIR_BACKLOG_BYTES,
     maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
-    allowedHosts: [...(options.allowedHosts ?? [])],
-    allowedOrigins: [...(options.allowedOrigins ?? [])],
+    allowedHosts: bind.allowedHosts,
+    allowedOrigins: bind.allowedOrigins,
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
     log: options.log ?? (() => {}),
   };
 }
 
-/** Starts a proxy: both listeners bound, both transports served. */
-export async function startProxy(options: ProxyOptions = {}): Promise<RunningProxy> {
+/**
+ * Starts a proxy: its ports bound, both transports served. `bound` (for `diverge-proxy`, which binds
+ * the ports before loading this module) are ports bound with the same options by `bindPorts`; what
+ * waited on them is served once the parts are attached.
+ */
+export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts): Promise<RunningProxy> {
   const resolved = resolveOptions(options);
-  const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
-  // Loopback, so every request and upgrade must name a loopback host (or an allowed one) and come
-  // from no Origin or an allowed one: MCP's rule for Streamable HTTP servers, applied to every path.
-  const program = new RouteListener({
-    host: "127.0.0.1",
-    port: resolved.programPort,
-    maxMessageBytes: resolved.maxMessageBytes,
-    guard: { hosts: resolved.allowedHosts, origins: resolved.allowedOrigins },
-  });
-  const gate = new Gate(!resolved.secretsGate, () =>
-    resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
-  );
-  const context: ProxyContext = { options: resolved, provider, program, gate };
-  const paths = attachPaths(context);
-  const multiplexed = await attachMultiplexed(context);
-  await provider.listen();
-  await program.listen();
+  const ports = bound ?? (await bindPorts(resolved));
+  const { provider, program } = ports;
+  let paths: PathsPart;
+  let multiplexed: MultiplexedPart;
+  let gate: Gate;
+  try {
+    gate = new Gate(!resolved.secretsGate, () =>
+      resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
+    );
+    const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg };
+    paths = attachPaths(context);
+    multiplexed = await attachMultiplexed(context);
+  } catch (problem) {
+    await ports.close();
+    throw problem;
+  }
+  ports.release();
   return {
     options: resolved,
     port: provider.port,

@@ -110,7 +110,9 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
   });
 
   const drivers = new Set<Socket>();
-  const pgServer: Server = createServer((socket) => {
+  // The CLI binds the port before this part loads (context.pgServer) and hands its connections over.
+  const pgServer: Server = context.pgServer ?? createServer();
+  pgServer.on("connection", (socket: Socket) => {
     // A reset before anything else must not reach the process as an unhandled 'error'.
     socket.on("error", () => socket.destroy());
     drivers.add(socket);
@@ -131,14 +133,16 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
   });
   // Errors of the listener itself after it listens (EMFILE on accept, say) are reported, never thrown.
   const onServerError = (error: Error) => log(`postgres listener: ${(error as { code?: string }).code ?? error.name}`);
-  await new Promise<void>((resolve, reject) => {
-    pgServer.once("error", reject);
-    pgServer.listen(options.pgPort, "127.0.0.1", () => {
-      pgServer.off("error", reject);
-      pgServer.on("error", onServerError);
-      resolve();
+  if (pgServer.listening) pgServer.on("error", onServerError);
+  else
+    await new Promise<void>((resolve, reject) => {
+      pgServer.once("error", reject);
+      pgServer.listen(options.pgPort, "127.0.0.1", () => {
+        pgServer.off("error", reject);
+        pgServer.on("error", onServerError);
+        resolve();
+      });
     });
-  });
   const pgPort = (pgServer.address() as AddressInfo).port;
   log(`postgres listener on 127.0.0.1:${pgPort}`);
 
