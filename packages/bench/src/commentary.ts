@@ -89,8 +89,9 @@ export const commentary: readonly string[] = [
   "single executable runs the CommonJS bundle embedded in it, with V8's code cache for it baked in: no",
   "file is resolved or read and nothing is parsed at start, so it starts about as fast as bare Node. Node 20",
   "has no `module.enableCompileCache` (22.1+) and a startup snapshot (`--build-snapshot`) cannot be",
-  "used by `node diverge-proxy.mjs`; the executable's code cache is the one that applies. Ratios are",
-  "best against best round, as in the other cases; on a machine shared with other builds the median",
-  "of rounds and the range show how far a busy moment moved them, and the CPU time at the listening",
-  "line (10 ms ticks) is what waiting for the CPU does not inflate.",
+  "used by `node diverge-proxy.mjs`; the executable's code cache is the one that applies. Unlike the",
+  "codec cases, a start is a single sample of 50–150 ms that one busy moment on a shared machine can",
+  "slow several-fold, so the judged ratio is the median of per-round pairs (each form right after bare",
+  "Node); best against best and the CPU time at the listening line (10 ms ticks, not inflated by",
+  "waiting for the CPU) are beside it.",
 ];
