@@ -16,7 +16,7 @@ import {
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, MultiplexerError, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
@@ -56,6 +56,10 @@ export class ProxyConnection {
   private markBegun!: () => void;
   private failBegun!: (error: Error) => void;
   private readonly begunPromise: Promise<void>;
+  /** Resolves once `Begun` has been sent; rejects when the connection ends first. */
+  get whenBegun(): Promise<void> {
+    return this.begunPromise;
+  }
   private readonly notificationChannels = new Set<Responder>();
   private ended = false;
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
@@ -116,8 +120,14 @@ export class ProxyConnection {
         return frames.closed || frames.mux.ended;
       },
       openChannel: (payload, handlers) => {
-        if (this.frames.mux.ended || this.begin.scope === undefined) return undefined;
-        return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        if (this.frames.mux.ended || !this.begin.begun || this.begin.scope === undefined) return undefined;
+        try {
+          return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        } catch (error) {
+          // The begin scope is gone (the proxy is ending): no pair is made.
+          if (error instanceof MultiplexerError) return undefined;
+          throw error;
+        }
       },
       get bufferedAmount() {
         return socket.bufferedAmount;
