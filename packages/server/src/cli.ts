@@ -28,6 +28,11 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
+  --max-pair-backlog-bytes <n>
+                           bytes a program's database or daemon socket may leave unread before
+                           that pair alone ends (default 8388608)
+  --max-held-connections <n>
+                           program connections held before the begin; more are closed (default 256)
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
@@ -66,6 +71,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-open-channels": { type: "string" },
       "max-open-scopes": { type: "string" },
       "max-notification-backlog-bytes": { type: "string" },
+      "max-pair-backlog-bytes": { type: "string" },
+      "max-held-connections": { type: "string" },
       revision: { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -89,6 +96,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxOpenChannels: positive("max-open-channels", values["max-open-channels"]),
     maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
     maxNotificationBacklogBytes: positive("max-notification-backlog-bytes", values["max-notification-backlog-bytes"]),
+    maxPairBacklogBytes: positive("max-pair-backlog-bytes", values["max-pair-backlog-bytes"]),
+    maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
   };
 }

@@ -25,6 +25,8 @@ import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 
 const DISREGARDED_KEPT = 1000;
+/** Channels whose dropped notifications are counted apart in `stats()`. */
+const DROPPED_STREAMS_KEPT = 1000;
 /** The Frames-layer header in front of every payload. */
 const FRAME_HEADER = 9;
 
@@ -332,7 +334,9 @@ export class ProxyConnection {
     if (responder.finished) return;
     const stream = `/ channel ${responder.channel}`;
     const drop = () => {
-      this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
+      // One key per channel that dropped, kept after it ends, but only so many: the rest add up under one key.
+      const key = stream in this.dropped || Object.keys(this.dropped).length < DROPPED_STREAMS_KEPT ? stream : "/ other channels";
+      this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
     const subscription = await this.mcp.subscribe((notification) => {
       if (responder.finished) return;
