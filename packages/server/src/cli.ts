@@ -30,7 +30,7 @@ Flags:
                            dropped (counted) (default 8388608)
   --max-pair-backlog-bytes <n>
                            bytes a program's database or daemon socket may leave unread before
-                           that pair alone ends (default 8388608)
+                           that pair alone ends (default 67108864)
   --max-held-connections <n>
                            program connections held before the begin; more are closed (default 256)
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})

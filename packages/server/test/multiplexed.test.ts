@@ -423,7 +423,7 @@ describe("the provider's channels (seed 004)", () => {
     driver.pause();
     const announce = await raw.next((f) => f.type === "ChannelRequest");
     const chunk = new Uint8Array(64 * 1024);
-    const chunks = 96; // 6 MiB, under the default bound of 8 MiB
+    const chunks = 96; // 6 MiB, under the default bound of 64 MiB
     for (let i = 0; i < chunks; i++) {
       chunk.fill(i % 251);
       raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: chunk });

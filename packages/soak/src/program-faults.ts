@@ -18,7 +18,7 @@ export interface ProgramFaultCounts {
 
 const MiB = 1024 * 1024;
 /** The most the provider sends toward one stalled daemon; the proxy must end the pair well before. */
-const FLOOD_LIMIT = 64 * MiB;
+const FLOOD_LIMIT = 256 * MiB;
 
 async function tcp(port: number): Promise<Socket> {
   const socket = connect({ host: "127.0.0.1", port });
