@@ -54,6 +54,8 @@ export class ProxyConnection {
   /** True once the provider has sent its first message. */
   spoken = false;
   private readonly mcp: InwardMcp;
+  /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
+  private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
   private markBegun!: () => void;
   private failBegun!: (error: Error) => void;
@@ -164,6 +166,7 @@ export class ProxyConnection {
     if (this.ended) return;
     this.ended = true;
     this.failBegun(new Error("the connection ended"));
+    this.aborter.abort();
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
@@ -201,7 +204,7 @@ export class ProxyConnection {
   }
 
   private async answerBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
-    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null));
+    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null), this.aborter.signal);
     if (responder.finished) return;
     if (answer.ok) {
       const tools = parseJson(answer.body);
@@ -290,7 +293,7 @@ export class ProxyConnection {
   private async feedSecrets(responder: Responder, values: Record<string, string>): Promise<void> {
     // The log names how many values, never one of them.
     this.options.log(`feeding ${Object.keys(values).length} secret(s) to the program`);
-    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values));
+    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values), this.aborter.signal);
     if (answer.ok) {
       responder.respond(encodeSecretsAnswer({ variant: "Fed" }));
       responder.finish();
@@ -338,18 +341,28 @@ export class ProxyConnection {
       const key = stream in this.dropped || Object.keys(this.dropped).length < DROPPED_STREAMS_KEPT ? stream : "/ other channels";
       this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
-    const subscription = await this.mcp.subscribe((notification) => {
-      if (responder.finished) return;
-      // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
-      if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
-      let bytes: Uint8Array;
-      try {
-        bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
-      } catch {
-        return drop();
-      }
-      if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
-      responder.respond(bytes);
+    const subscription = await this.mcp.subscribe({
+      notify: (notification) => {
+        if (responder.finished) return;
+        // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
+        if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
+        let bytes: Uint8Array;
+        try {
+          bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+        } catch {
+          return drop();
+        }
+        if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
+        responder.respond(bytes);
+      },
+      // The container's server went away and no new session could be made: the channel ends with
+      // the error rather than going silent.
+      ended: (error) => {
+        this.notificationChannels.delete(responder);
+        if (responder.finished) return;
+        responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: error as never }));
+        responder.finish();
+      },
     });
     if ("error" in subscription) {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));

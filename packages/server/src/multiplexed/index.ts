@@ -49,8 +49,10 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     decide(pathname, request) {
       if (pathname !== "/") return undefined;
       // Exactly one connection in the proxy's life, whether or not the first is still open.
-      if (connection || closed) return { refuse: 409 };
-      if (handshaking && !handshaking.destroyed) return { refuse: 409 };
+      if (connection || closed || (handshaking && !handshaking.destroyed)) {
+        log("refused a second provider connection on / (HTTP 409): a proxy takes one provider connection on / in its life, even after it ended");
+        return { refuse: 409 };
+      }
       handshaking = request.socket;
       return {
         accept(socket) {
