@@ -80,6 +80,8 @@ export class StalledDaemon {
       end: (served) => {
         over = true;
         this.endedByProxy = served;
+        // As a provider does when the program's side is gone: the daemon's side ends too.
+        half.end();
       },
     });
     // One daemon server frame (a response on scope 1) of 256 KiB, again and again.
