@@ -327,25 +327,28 @@ export class ProxyConnection {
     const drop = () => {
       this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
     };
-    const subscription = await this.mcp.subscribe((notification) => {
-      if (responder.finished) return;
-      // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
-      if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
-      let bytes: Uint8Array;
-      try {
-        bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
-      } catch {
-        return drop();
-      }
-      if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
-      responder.respond(bytes);
-    }, (error) => {
+    const subscription = await this.mcp.subscribe({
+      notify: (notification) => {
+        if (responder.finished) return;
+        // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
+        if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
+        let bytes: Uint8Array;
+        try {
+          bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+        } catch {
+          return drop();
+        }
+        if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
+        responder.respond(bytes);
+      },
       // The container's server went away and no new session could be made: the channel ends with
-      // its error rather than going silent.
-      this.notificationChannels.delete(responder);
-      if (responder.finished) return;
-      responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: error as never }));
-      responder.finish();
+      // the error rather than going silent.
+      ended: (error) => {
+        this.notificationChannels.delete(responder);
+        if (responder.finished) return;
+        responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: error as never }));
+        responder.finish();
+      },
     });
     if ("error" in subscription) {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));
