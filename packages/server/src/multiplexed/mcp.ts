@@ -148,11 +148,8 @@ export class InwardMcp {
   }
 
   /** Subscribes to the server's notifications; answers with the error data when it cannot be reached. */
-  async subscribe(
-    listener: InwardListener | ((notification: ServerNotification) => void),
-    ended?: (error: ErrorData) => void,
-  ): Promise<{ readonly error: ErrorData } | { readonly unsubscribe: () => void }> {
-    const entry: InwardListener = typeof listener === "function" ? { notify: listener, ended } : listener;
+  async subscribe(listener: InwardListener | ((notification: ServerNotification) => void)): Promise<{ readonly error: ErrorData } | { readonly unsubscribe: () => void }> {
+    const entry: InwardListener = typeof listener === "function" ? { notify: listener } : listener;
     try {
       await this.current();
     } catch (error) {
