@@ -191,6 +191,36 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
   });
 });
 
+describe("program MCP sessions are bounded in number", () => {
+  it("releases the oldest quiet session for a new one, and answers 503 when every session is busy", async () => {
+    const { proxy } = await proxyWith({ maxProgramSessions: 3 });
+    const port = proxy.programPort;
+    const ids: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      const answer = await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE });
+      expect(answer.status).toBe(200);
+      ids.push(String(answer.headers["mcp-session-id"]));
+    }
+    expect(proxy.paths.programMcp.sessionCount).toBe(3);
+    // The first (oldest, quiet) made room: its id is unknown now; the newest is served.
+    const ping = (id: string) => raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" }), body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }) });
+    expect((await ping(ids[0]!)).status).toBe(404);
+    expect((await ping(ids[3]!)).status).toBe(200);
+    // Three SDK clients hold their notification streams open: busy, none to release.
+    const clients: Client[] = [];
+    for (let n = 0; n < 3; n++) {
+      const client = new Client({ name: `busy-${n}`, version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+      cleanups.push(() => client.close());
+      clients.push(client);
+    }
+    await delay(100);
+    expect(proxy.paths.programMcp.sessionCount).toBe(3);
+    expect((await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE })).status).toBe(503);
+    await clients[0]!.ping();
+  });
+});
+
 describe("diverge-proxy stops within a second with calls to the program outstanding (issue 12, defect 5)", () => {
   const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
