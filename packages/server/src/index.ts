@@ -1,4 +1,4 @@
-export { startProxy, resolveOptions, PROXY_PORT, DEFAULT_PROGRAM_SESSION_IDLE_MS, DEFAULT_MAX_OPEN_CHANNELS, DEFAULT_MAX_OPEN_SCOPES, type ProxyStats, type ProxyOptions, type RunningProxy, type ProxyContext, type ProxyPart, type ResolvedProxyOptions } from "./proxy.js";
+export { startProxy, resolveOptions, PROXY_PORT, DEFAULT_PROGRAM_SESSION_IDLE_MS, DEFAULT_MAX_PROGRAM_SESSIONS, DEFAULT_MAX_OPEN_CHANNELS, DEFAULT_MAX_OPEN_SCOPES, type ProxyStats, type ProxyOptions, type RunningProxy, type ProxyContext, type ProxyPart, type ResolvedProxyOptions } from "./proxy.js";
 export { Gate } from "./gate.js";
 export { RouteListener, DEFAULT_MAX_MESSAGE_BYTES, LOOPBACK_HOSTS, guardRefusal, type HostGuard, type UpgradeRoute, type RequestRoute, type UpgradeDecision } from "./listener.js";
 export { McpAsks, McpExchangeError, DEFAULT_MAX_PENDING_ASKS, type McpAskStats, AskBoard, ANSWER_SEGMENT, type PathsPart, type McpExchangeErrorDetail, type NotificationStreamEvent, type McpKind, type PathEnding, type BoardEvent } from "./paths/index.js";

@@ -54,6 +54,8 @@ export interface ProxyOptions {
   readonly allowedOrigins?: readonly string[];
   /** A program MCP session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000 (5 minutes). */
   readonly programSessionIdleMs?: number;
+  /** Program MCP sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
+  readonly maxProgramSessions?: number;
   /** Where the proxy reports what happens; never given a secret value. Default: silent. */
   readonly log?: (line: string) => void;
 }
@@ -86,6 +88,7 @@ export const DEFAULT_MAX_OPEN_SCOPES = 64;
 export const DEFAULT_NOTIFICATION_BACKLOG_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_MAX_HELD_CONNECTIONS = 256;
 export const DEFAULT_PROGRAM_SESSION_IDLE_MS = 300_000;
+export const DEFAULT_MAX_PROGRAM_SESSIONS = 1000;
 
 /** Counters of a running proxy: what its bounded queues dropped or refused, and what is open now. */
 export interface ProxyStats {
@@ -150,6 +153,7 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     allowedHosts: bind.allowedHosts,
     allowedOrigins: bind.allowedOrigins,
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
+    maxProgramSessions: options.maxProgramSessions ?? DEFAULT_MAX_PROGRAM_SESSIONS,
     log: options.log ?? (() => {}),
   };
 }

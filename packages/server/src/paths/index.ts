@@ -34,7 +34,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   // Made on the program's first request to /mcp; requests made while it loads wait for it.
   const programServer = () =>
     (making ??= import("./program-mcp.js").then(
-      ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs })),
+      ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs, maxSessions: options.maxProgramSessions })),
     ));
   provider.addUpgradeRoute(board);
   program.addRequestRoute((request, response, pathname) => {
