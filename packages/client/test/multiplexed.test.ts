@@ -8,11 +8,11 @@ import { decodeClientFrame, encodeClientFrame, encodeServerFrame } from "@diverg
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type ProxyOptions, type RunningProxy } from "@diverge/server";
 import { WebSocket } from "ws";
-import { ContainerError, openContainer, type AnnouncedConnection, type ContainerConnection, type OpenContainerOptions } from "../src/index.js";
+import { ContainerError, openContainer, type AnnouncedConnection, type MultiplexedConnection, type OpenContainerOptions } from "../src/index.js";
 
 let app: ExampleContainer;
 const proxies: RunningProxy[] = [];
-const connections: ContainerConnection[] = [];
+const connections: MultiplexedConnection[] = [];
 
 beforeAll(async () => {
   app = await startExampleContainer();
@@ -25,7 +25,7 @@ afterEach(async () => {
   await Promise.allSettled(proxies.splice(0).map((proxy) => proxy.close()));
 });
 
-async function container(options: OpenContainerOptions = {}, proxyOptions: ProxyOptions = {}): Promise<{ proxy: RunningProxy; connection: ContainerConnection }> {
+async function container(options: OpenContainerOptions = {}, proxyOptions: ProxyOptions = {}): Promise<{ proxy: RunningProxy; connection: MultiplexedConnection }> {
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, ...proxyOptions });
   proxies.push(proxy);
   const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, options);

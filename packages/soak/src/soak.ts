@@ -10,7 +10,7 @@
 //
 // Checked for every exchange: it ends exactly once for its caller, with the outcome the faults imply;
 // a watchdog fails the run when any exchange stays open too long; RSS is sampled against a bound.
-import { ContainerError, openContainer, type ContainerConnection } from "@diverge/client";
+import { ContainerError, openContainer, type MultiplexedConnection } from "@diverge/client";
 import { McpExchangeError, startProxy, type RunningProxy } from "@diverge/server";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { encodeToolsBeginChannelRequest } from "@diverge/codec";
@@ -126,7 +126,7 @@ async function pathsExchange(proxy: RunningProxy, i: number): Promise<Outcome> {
 /** One proxy in front of the example container and the provider's one connection to it. */
 interface MuxCycle {
   readonly proxy: RunningProxy;
-  readonly connection: ContainerConnection;
+  readonly connection: MultiplexedConnection;
   cut: boolean;
 }
 

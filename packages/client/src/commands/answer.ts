@@ -14,6 +14,12 @@ MCP ask (list tools, list resources, call tool, read resource, notifications) by
 MCP server: a Streamable HTTP endpoint (--mcp) or a command speaking MCP on stdio (after --).
 Other asks (vault, command, postgres, FUSE) are declined. Runs until SIGINT or SIGTERM.
 
+The secrets gate: a proxy started without --no-secrets-gate holds every MCP exchange (so no ask
+reaches this command) until the program inside has taken its secrets, which a provider feeds on
+the multiplexed connection (\`diverge tools … --secret\`, or openContainer + feedSecrets). The proxy
+logs a line when it first holds one. Start the proxy with --no-secrets-gate when the program
+declares no secrets.
+
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
@@ -56,6 +62,7 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.stderr.write(`give exactly one MCP server: --mcp <url> or -- <command> [args...]\n\n${help}`);
     return 2;
   }
+  let stopping = false;
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
   };
@@ -67,12 +74,14 @@ export async function runAnswer(args: string[]): Promise<number> {
         case "requestsOpened":
           return say(`connected to ${values.proxy}/requests`);
         case "requestsClosed":
-          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"}); dialling again`);
+          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
         case "ask":
           return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
         case "pathEnded":
           return say(`${event.path}: ${event.outcome}`);
         case "error":
+          // Once stopping, the paths being cut are not news.
+          if (stopping) return;
           return process.stderr.write(`${event.error.message}\n`);
       }
     },
@@ -81,6 +90,7 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  stopping = true;
   say("stopping");
   await connection.close();
   await relay.close();
