@@ -28,6 +28,11 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
+  --max-pair-backlog-bytes <n>
+                           bytes a program's database or daemon socket may leave unread before
+                           that pair alone ends (default 67108864)
+  --max-held-connections <n>
+                           program connections held before the begin; more are closed (default 256)
   --allow-host <name>      a Host name the program port accepts besides localhost, 127.0.0.1 and
                            [::1] (repeatable; "*" accepts any); others get 403
   --allow-origin <origin>  an Origin (scheme://host[:port]) the program port accepts besides
@@ -70,6 +75,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-open-channels": { type: "string" },
       "max-open-scopes": { type: "string" },
       "max-notification-backlog-bytes": { type: "string" },
+      "max-pair-backlog-bytes": { type: "string" },
+      "max-held-connections": { type: "string" },
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
       revision: { type: "string" },
@@ -95,6 +102,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxOpenChannels: positive("max-open-channels", values["max-open-channels"]),
     maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
     maxNotificationBacklogBytes: positive("max-notification-backlog-bytes", values["max-notification-backlog-bytes"]),
+    maxPairBacklogBytes: positive("max-pair-backlog-bytes", values["max-pair-backlog-bytes"]),
+    maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
     allowedHosts: values["allow-host"],
     allowedOrigins: values["allow-origin"],
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),

@@ -110,6 +110,9 @@ export class RouteListener {
       this.server.once("error", reject);
       this.server.listen(this.options.port ?? 0, this.options.host ?? "127.0.0.1", () => {
         this.server.off("error", reject);
+        // Once listening, an error of the listener itself (EMFILE on accept, say) drops that one
+        // connection; without a listener it would end the whole process.
+        this.server.on("error", () => {});
         resolve();
       });
     });

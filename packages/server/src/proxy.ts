@@ -36,9 +36,9 @@ export interface ProxyOptions {
   readonly maxOpenScopes?: number;
   /** Bytes that may wait in the multiplexed connection's send buffer before a tag-7 channel drops notifications (counted in `stats()`). Default 8 MiB. */
   readonly maxNotificationBacklogBytes?: number;
-  /** Bytes from the provider one program socket (a database driver's, a daemon connection's) may hold unread; beyond it that pair ends, and only it. Default 8 MiB. */
+  /** Bytes from the provider one program socket (a database driver's, a daemon connection's) may hold unread; beyond it that pair ends, and only it. Default 64 MiB. */
   readonly maxPairBacklogBytes?: number;
-  /** Program connections (database drivers, `/daemon` dials) held before the provider connects; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
+  /** Program connections (database drivers, `/daemon` dials) held before the provider has begun; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
   readonly maxHeldConnections?: number;
   /**
    * `Host` names the program-facing listener accepts besides `localhost`, `127.0.0.1` and `[::1]`

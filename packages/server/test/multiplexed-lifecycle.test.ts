@@ -335,7 +335,7 @@ describe("daemon pairs", () => {
   };
 
   it("a program that does not read while the provider sends 400 MiB: the proxy's memory stays bounded and only that pair ends", async () => {
-    const { running, raw } = await begun();
+    const { running, raw } = await begun({ maxPairBacklogBytes: 16 * MiB });
     const daemon = await openWs(running.programPort, "/daemon");
     sockets.push(daemon);
     daemon.pause();
@@ -362,7 +362,8 @@ describe("daemon pairs", () => {
     const grown = (peak - before) / MiB;
     const rssAfter = process.memoryUsage().rss;
     process.stdout.write(`daemon, 400 MiB toward a program that does not read: heap+external grew at most ${grown.toFixed(1)} MiB; RSS ${(rssBefore / MiB).toFixed(0)} → ${(rssAfter / MiB).toFixed(0)} MiB\n`);
-    expect(grown).toBeLessThan(96);
+    expect(grown).toBeLessThan(16 + 48);
+    expect(running.stats().daemon.maxProgramBuffered).toBeLessThan(16 * MiB + MiB);
     // The pair ended: the provider's half is finished, and the log says why.
     expect(raw.frames.some((f) => f.type === "ChannelResponseFinish" && f.channel === 100)).toBe(true);
     expect(logs.some((line) => line.includes(`daemon connection ${half.id}`) && line.includes("unread"))).toBe(true);

@@ -16,7 +16,7 @@ import {
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, MultiplexerError, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
@@ -25,6 +25,8 @@ import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 
 const DISREGARDED_KEPT = 1000;
+/** Channels whose dropped notifications are counted apart in `stats()`. */
+const DROPPED_STREAMS_KEPT = 1000;
 /** The Frames-layer header in front of every payload. */
 const FRAME_HEADER = 9;
 
@@ -58,6 +60,10 @@ export class ProxyConnection {
   private markBegun!: () => void;
   private failBegun!: (error: Error) => void;
   private readonly begunPromise: Promise<void>;
+  /** Resolves once `Begun` has been sent; rejects when the connection ends first. */
+  get whenBegun(): Promise<void> {
+    return this.begunPromise;
+  }
   private readonly notificationChannels = new Set<Responder>();
   private ended = false;
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
@@ -118,8 +124,14 @@ export class ProxyConnection {
         return frames.closed || frames.mux.ended;
       },
       openChannel: (payload, handlers) => {
-        if (this.frames.mux.ended || this.begin.scope === undefined) return undefined;
-        return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        if (this.frames.mux.ended || !this.begin.begun || this.begin.scope === undefined) return undefined;
+        try {
+          return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        } catch (error) {
+          // The begin scope is gone (the proxy is ending): no pair is made.
+          if (error instanceof MultiplexerError) return undefined;
+          throw error;
+        }
       },
       get bufferedAmount() {
         return socket.bufferedAmount;
@@ -325,7 +337,9 @@ export class ProxyConnection {
     if (responder.finished) return;
     const stream = `/ channel ${responder.channel}`;
     const drop = () => {
-      this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
+      // One key per channel that dropped, kept after it ends, but only so many: the rest add up under one key.
+      const key = stream in this.dropped || Object.keys(this.dropped).length < DROPPED_STREAMS_KEPT ? stream : "/ other channels";
+      this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
     const subscription = await this.mcp.subscribe({
       notify: (notification) => {

@@ -17,7 +17,7 @@ export interface MultiplexedPart extends ProxyPart {
   readonly pgPort: number;
   /** The connection, once the provider has made it (there is only ever one). */
   readonly connection: ProxyConnection | undefined;
-  /** Program connections held now until the provider connects. */
+  /** Program connections held now until the provider's connection has begun. */
   readonly held: number;
   /** Traffic of the postgres pairs so far. */
   postgresStats(): PairStats;
@@ -25,7 +25,7 @@ export interface MultiplexedPart extends ProxyPart {
   daemonStats(): PairStats;
 }
 
-/** A program connection that came before the provider's, held (unread) until it exists. */
+/** A program connection that came before the begin, held (unread) until the connection has begun. */
 type Held = { readonly kind: "driver"; readonly socket: Socket } | { readonly kind: "daemon"; readonly socket: WebSocket };
 
 export async function attachMultiplexed(context: ProxyContext): Promise<MultiplexedPart> {
@@ -39,6 +39,7 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
   let handshaking: Duplex | undefined;
   const held = new Set<Held>();
 
+  const closeHeld = (entry: Held) => (entry.kind === "driver" ? entry.socket.destroy() : entry.socket.terminate());
   const handOver = (current: ProxyConnection, entry: Held) => {
     if (entry.kind === "driver") void current.postgres.driverConnected(entry.socket);
     else void current.daemons.programConnected(entry.socket);
@@ -68,14 +69,21 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
             log("the provider connection ended");
           });
           connection = current;
-          // Program connections are handed over with the provider's first frame: until then the
-          // connection may still turn out to be one that vanished.
-          socket.once("message", () => {
-            if (connection !== current) return;
-            const waiting = [...held];
-            held.clear();
-            for (const entry of waiting) handOver(current, entry);
-          });
+          // Program connections are held until the begin is answered Begun, then handed over.
+          current.whenBegun.then(
+            () => {
+              const waiting = [...held];
+              held.clear();
+              for (const entry of waiting) handOver(current, entry);
+            },
+            () => {
+              // Ended before Begun. One that vanished before its first frame leaves them held for
+              // the next; otherwise the container is over, and so are they.
+              if (connection !== current) return;
+              for (const entry of held) closeHeld(entry);
+              held.clear();
+            },
+          );
         },
       };
     },
@@ -85,14 +93,15 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     decide(pathname) {
       if (pathname !== "/daemon") return undefined;
       if (connection?.frames.closed || closed) return { refuse: 503 };
-      if (!connection?.spoken && held.size >= options.maxHeldConnections) {
-        log(`a daemon connection came before the provider; ${held.size} connections are held already: refused (503)`);
+      if (!connection?.begin.begun && held.size >= options.maxHeldConnections) {
+        log(`a daemon connection came before the begin; ${held.size} connections are held already: refused (503)`);
         return { refuse: 503 };
       }
       return {
         accept: (socket) => {
-          if (connection?.spoken) return void connection.daemons.programConnected(socket);
-          // Held like a database driver: unread until the provider's connection exists.
+          if (connection?.frames.closed) return void socket.terminate();
+          if (connection?.begin.begun) return void connection.daemons.programConnected(socket);
+          // Held like a database driver: unread until the provider's connection has begun.
           socket.pause();
           const entry: Held = { kind: "daemon", socket };
           held.add(entry);
@@ -112,9 +121,9 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
       log("a database connection came after the provider connection ended: closed");
       return void socket.destroy();
     }
-    if (connection?.spoken) return void connection.postgres.driverConnected(socket);
+    if (connection?.begin.begun) return void connection.postgres.driverConnected(socket);
     if (held.size >= options.maxHeldConnections) {
-      log(`a database connection came before the provider; ${held.size} connections are held already: closed`);
+      log(`a database connection came before the begin; ${held.size} connections are held already: closed`);
       return void socket.destroy();
     }
     socket.pause();
@@ -148,7 +157,7 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     async close() {
       closed = true;
       await connection?.close();
-      for (const entry of held) entry.kind === "driver" ? entry.socket.destroy() : entry.socket.terminate();
+      for (const entry of held) closeHeld(entry);
       held.clear();
       for (const socket of drivers) socket.destroy();
       await new Promise<void>((resolve) => pgServer.close(() => resolve()));

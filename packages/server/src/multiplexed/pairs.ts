@@ -41,7 +41,7 @@ export const HIGH_WATER = 1024 * 1024;
 /** Level at which it is resumed. */
 export const LOW_WATER = 256 * 1024;
 /** Default of `maxPairBacklogBytes`: bytes a program's socket may hold unread before its pair ends. */
-export const DEFAULT_PAIR_BACKLOG_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_PAIR_BACKLOG_BYTES = 64 * 1024 * 1024;
 /** Daemon frames held before the provider's half opens: past either bound the program's socket pauses. */
 const HELD_FRAMES = 64;
 const HELD_BYTES = 1024 * 1024;
