@@ -4,3 +4,4 @@ export { readU16, readU32, writeU16, writeU32, checkInt, checkBytes, checkU16Len
 export { readUtf8, encodeUtf8, firstInvalidUtf8 } from "./utf8.js";
 export { readJson, encodeJson, encodeJsonAfter, JsonFailure, checkStringMap, checkObject, describeJsonError } from "./json.js";
 export type { DecodeOptions, TypeCheck } from "./options.js";
+export { PostcardReader, PostcardWriter, PostcardFailure, POSTCARD_MAX_DEPTH } from "./postcard.js";

@@ -6,6 +6,7 @@ import { INT_SIZE, type IrBody, type IrErrorType, type IrErrorVariant, type IrFi
 import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
+import { emitPostcardFieldDecode, emitPostcardFrame, emitPostcardTypeModule, postcardFieldEncode, postcardFieldType, type PostcardPlaces } from "./postcard.js";
 
 const RUNTIME = "runtime/index.ts";
 
@@ -59,6 +60,11 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
   const errorPath = (id: string) => `${rev}/${errorModule(ir, errorById.get(id)!)}`;
   const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const places: PostcardPlaces = { rev, ir, errorPath };
+  for (const t of ir.postcardTypes) {
+    const m = moduleFor(`${rev}/${t.id}.ts`);
+    emitPostcardTypeModule(m.file, m.imports, places, t);
+  }
 
   // Error types: shared ones get their own module, the rest are written into their frame's module
   // right after the frame, so what can go wrong reading a frame sits beside it.
@@ -153,6 +159,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
 
   function emitFrame(file: SourceFile, imports: Imports, frame: IrFrame): void {
     const errorType = errorById.get(frame.errorTypeId)!;
+    if (frame.postcard) return emitPostcardFrame(file, imports, places, frame, errorType);
     const errorClass = imports.value(errorPath(errorType.id), errorType.name);
     imports.type(RUNTIME, "DecodeOptions");
     const layout = layoutOf(frame);
@@ -384,6 +391,8 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         return "Uint8Array";
       case "utf8":
         return "string";
+      case "postcard":
+        return postcardFieldType(imports, places, f);
       case "json": {
         const s = f.schema!;
         if (s.kind === "mcp") return imports.type(`${rev}/mcp-types.ts`, s.name) + (s.nullable ? " | null" : "");
@@ -427,6 +436,8 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         w.writeLine(`if (${f.name} === undefined) throw ${raise(f.invalid!)};`);
       } else if (f.type === "bytes") {
         w.writeLine(`const ${f.name} = bytes.subarray(${range(f)});`);
+      } else if (f.type === "postcard") {
+        emitPostcardFieldDecode(w, imports, places, f, range(f), raise);
       } else if (f.type === "json") {
         const s = f.schema!;
         const t = fieldType(imports, f);
@@ -466,7 +477,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
    * and the others pay one more call next to the text or JSON they read.
    */
   function readsOutOfLine(body: IrBody): boolean {
-    return body.fields.some((f) => f.type === "json" || f.type === "utf8" || f.length === "u16");
+    return body.fields.some((f) => f.type === "json" || f.type === "utf8" || f.type === "postcard" || f.length === "u16");
   }
 
   function restDecodeName(frame: IrFrame): string {
@@ -506,6 +517,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
       }
       if (f.type === "bytes") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkBytes")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
       else if (f.type === "utf8") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeUtf8")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
+      else if (f.type === "postcard") w.writeLine(postcardFieldEncode(imports, places, f));
       else {
         const nullable = f.schema?.kind === "mcp" && f.schema.nullable;
         w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeJson")}(${frameLit}, ${lit(f.name)}, value.${f.name}${nullable ? " ?? null" : ""});`);
@@ -575,6 +587,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     const paths = new Set<string>();
     for (const f of ir.frames) paths.add(`${rev}/${frameModule(f)}`);
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
+    for (const t of ir.postcardTypes) paths.add(`${rev}/${t.id}.ts`);
     paths.add(`${rev}/mcp-types.ts`);
     for (const p of [...paths].sort()) {
       file.addExportDeclaration({ moduleSpecifier: importPath(`${rev}/index.ts`, p) });
