@@ -7,8 +7,8 @@ import type { ErrorObject } from "ajv";
 import { placeOf, SpecError, SpecErrors, type LoadedSpec, type PathKey, type SourceFile } from "./load.js";
 import { buildPostcardShape, buildPostcardTypes, checkPostcardErrorType, type IrPostcardShape, type IrPostcardType } from "./postcard-ir.js";
 
-export type IntType = "u8" | "u16" | "u32";
-export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4 };
+export type IntType = "u8" | "u16" | "u32" | "u64";
+export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4, u64: 8 };
 
 export interface IrIntField {
   readonly name: string;
@@ -24,9 +24,15 @@ export type IrJsonSchema =
 
 export interface IrField {
   readonly name: string;
-  readonly type: IntType | "bytes" | "utf8" | "json" | "postcard";
-  /** For bytes, utf8 and json: where the length comes from. */
-  readonly length: "rest" | "u16" | "fixed";
+  readonly type: IntType | "bytes" | "utf8" | "json" | "postcard" | "list";
+  /** For bytes, utf8 and json: where the length comes from; a list's count is a u32 before it. */
+  readonly length: "rest" | "u16" | "fixed" | "count";
+  /** For an integer: the largest value allowed; a larger one raises `invalid` with the value. */
+  readonly max?: number;
+  /** For a list: the fields of each entry (fixed integers, u16-prefixed text or bytes), read in order. */
+  readonly entry?: readonly IrField[];
+  /** For `max`: the error variant's field that carries the value read. */
+  readonly invalidField?: string;
   /** The error variant raised when the field's content is not what it should be. */
   readonly invalid?: string;
   readonly schema?: IrJsonSchema;
@@ -328,10 +334,34 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     rawFields.forEach((f, i) => {
       const at = [...path, "fields", i];
       if (names.has(f.name)) fail(file, [...at, "name"], `field \`${f.name}\` appears twice in one body.`);
+      if (f.name === "bytes") fail(file, [...at, "name"], "field name `bytes` is the generated decoder's input; choose another.");
       names.add(f.name);
-      const isInt = f.type === "u8" || f.type === "u16" || f.type === "u32";
+      const isInt = f.type === "u8" || f.type === "u16" || f.type === "u32" || f.type === "u64";
+      let entry: IrField[] | undefined;
+      let invalidField: string | undefined;
+      if (f.type === "list") {
+        if (i !== rawFields.length - 1) fail(file, at, `list \`${f.name}\` must be the body's last field.`);
+        entry = ((f.entry?.fields ?? []) as Raw[]).map((e) => {
+          const int = e.type === "u8" || e.type === "u16" || e.type === "u32" || e.type === "u64";
+          if (!int && !((e.type === "utf8" || e.type === "bytes") && e.length === "u16")) fail(file, [...at, "entry"], `entry field \`${e.name}\` of list \`${f.name}\` must be a fixed integer or u16-prefixed text or bytes.`);
+          if (e.type === "utf8" && !e.invalid) fail(file, [...at, "entry"], `entry field \`${e.name}\` must name the error variant raised when its text is not UTF-8 (\`invalid:\`).`);
+          if (e.invalid && e.max === undefined && e.type !== "utf8") fail(file, [...at, "entry"], `entry field \`${e.name}\` names \`invalid\` but nothing can be invalid about it.`);
+          if (e.invalid) requireVariant(file, [...at, "entry"], errorTypeId, e.invalid, `entry field \`${e.name}\``);
+          const carried = e.max !== undefined ? ((errorVariant(errorTypeId, e.invalid)?.fields ?? []) as Raw[]) : [];
+          if (e.max !== undefined && carried.length !== 1) fail(file, [...at, "entry"], `entry field \`${e.name}\` has a \`max\`, so \`${e.invalid}\` must carry exactly one field: the value read.`);
+          return { name: e.name, type: e.type, length: int ? "fixed" : "u16", invalid: e.invalid, max: e.max, invalidField: carried[0]?.name, doc: e.doc } as IrField;
+        });
+      }
+      if (f.max !== undefined) {
+        if (!isInt) fail(file, [...at, "max"], `only an integer field takes a \`max\`; \`${f.name}\` is ${f.type}.`);
+        if (!f.invalid) fail(file, at, `field \`${f.name}\` has a \`max\`, so it must name the error variant raised above it (\`invalid:\`).`);
+        const carried = (errorVariant(errorTypeId, f.invalid)?.fields ?? []) as Raw[];
+        if (carried.length !== 1) fail(file, [...at, "invalid"], `\`${f.invalid}\` must carry exactly one field, the value read, to be raised by \`max\`.`);
+        invalidField = carried[0]?.name;
+      }
       let length: IrField["length"] = "fixed";
-      if (!isInt) {
+      if (f.type === "list") length = "count";
+      else if (!isInt) {
         if (f.type === "json") length = f.length ?? "rest";
         else if (!f.length && f.type !== "postcard") fail(file, at, `field \`${f.name}\` of type ${f.type} must say where its length comes from (\`length: rest\` or \`length: u16\`).`);
         else length = f.length;
@@ -349,9 +379,9 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
         }
       } else if (f.postcard) fail(file, [...at, "postcard"], `only a postcard field names a \`postcard\` frame; \`${f.name}\` is ${f.type}.`);
       if (length === "rest" && i !== rawFields.length - 1) fail(file, at, `field \`${f.name}\` runs to the end of the payload, so it must be the body's last field.`);
-      if (length === "fixed" || length === "u16") needsTruncated = true;
+      if (length === "fixed" || length === "u16" || length === "count") needsTruncated = true;
       if ((f.type === "utf8" || f.type === "json") && !f.invalid) fail(file, at, `${f.type} field \`${f.name}\` must name the error variant raised when its content is bad (\`invalid:\`).`);
-      if (f.invalid && f.type !== "postcard") requireVariant(file, [...at, "invalid"], errorTypeId, f.invalid, `field \`${f.name}\``, f.type === "json" ? ["reason"] : []);
+      if (f.invalid && f.type !== "postcard" && f.type !== "list") requireVariant(file, [...at, "invalid"], errorTypeId, f.invalid, `field \`${f.name}\``, f.type === "json" ? ["reason"] : []);
       if (f.type === "json" && !f.schema) fail(file, at, `json field \`${f.name}\` must say what JSON it carries (\`schema:\`).`);
       if (f.type !== "json" && f.schema) fail(file, [...at, "schema"], `only a json field takes a \`schema\`; \`${f.name}\` is ${f.type}.`);
       let schema: IrJsonSchema | undefined;
@@ -366,7 +396,17 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
         else if (s.object) schema = { kind: "object" };
         else schema = { kind: "any" };
       }
-      fields.push({ name: f.name, type: f.type, length, invalid: f.invalid, schema, ...(f.postcard ? { postcard: f.postcard } : {}), doc: f.doc });
+      fields.push({
+        name: f.name,
+        type: f.type,
+        length,
+        invalid: f.invalid,
+        schema,
+        ...(f.postcard ? { postcard: f.postcard } : {}),
+        ...(f.max !== undefined ? { max: f.max, invalidField } : {}),
+        ...(entry ? { entry } : {}),
+        doc: f.doc,
+      });
     });
     const endsInRest = fields.length > 0 && fields[fields.length - 1]!.length === "rest";
     if (raw.exact) {

@@ -208,6 +208,7 @@ function mcpTypeLink(cx: Context, from: string, name: string): string {
 function fieldTypeText(cx: Context, from: string, f: IrField): string {
   if (f.length === "fixed") return code(intText(f.type));
   if (f.type === "postcard") return `postcard to the end of the payload: a ${frameLink(cx, from, cx.frameById.get(f.postcard!)!)}`;
+  if (f.type === "list") return `a ${code("u32, big-endian")} count, then that many entries: ${f.entry!.map((e) => `${code(e.name)} (${fieldTypeText(cx, from, e)}${e.max !== undefined ? `, at most ${e.max}, else the error ${code(e.invalid!)}` : ""})`).join(", ")}`;
   const kind = f.type === "utf8" ? "UTF-8 text" : f.type === "json" ? "JSON" : "bytes";
   const where = f.length === "u16" ? `after its byte length as a ${code("u16, big-endian")}` : "to the end of the payload";
   let text = `${kind} ${where}`;

@@ -4,6 +4,7 @@ import { bytesToHex, type IrField, type IrFrame, type IrRevision } from "../ir.j
 import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 import { frameViewFields, hasPostcard, normalizeView, postcardArbitraries, postcardFieldArbitrary, postcardLiteral } from "./postcard.js";
+import { listArbitrary } from "./list.js";
 
 /** The fields of the frame's value that hold bytes (hex in a view), for the variant a value names. */
 export function bytesFieldsOf(frame: IrFrame, value: Record<string, unknown>): readonly IrField[] {
@@ -126,17 +127,21 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   const fieldArb = (f: IrField): string => {
     switch (f.type) {
       case "u8":
-        return "fc.integer({ min: 0, max: 0xff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xff"} })`;
       case "u16":
-        return "fc.integer({ min: 0, max: 0xffff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xffff"} })`;
       case "u32":
-        return "fc.integer({ min: 0, max: 0xffffffff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xffffffff"} })`;
       case "bytes":
         return "fc.uint8Array({ maxLength: 48 })";
       case "utf8":
         return `fc.string({ unit: "binary", maxLength: 24 })`;
       case "postcard":
         return postcardFieldArbitrary(f);
+      case "list":
+        return listArbitrary(f);
+      case "u64":
+        return "fc.bigInt({ min: 0n, max: (1n << 64n) - 1n })";
       case "json": {
         const s = f.schema!;
         if (s.kind === "mcp") return s.nullable ? "fc.option(jsonObject, { nil: null })" : "jsonObject";

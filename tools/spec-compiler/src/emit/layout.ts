@@ -2,6 +2,7 @@
 // codec's TSDoc and the reference docs so that both show the same layout.
 import type { IrBody, IrFrame, IrVariant } from "../ir.js";
 import { shapeLayout } from "./postcard.js";
+import { listLayout } from "./list.js";
 
 /** Every layout of a frame: its body's, or one line per variant of a tagged frame. */
 export function layoutOf(frame: IrFrame): string {
@@ -27,6 +28,7 @@ export function bodyLayout(body: IrBody): string {
     if (f.length === "u16") return `[${f.name}_len: u16, big-endian][${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"}]`;
     if (f.type === "json") return `[${f.name}: JSON …]`;
     if (f.type === "postcard") return `[${f.name}: postcard ${f.postcard} …]`;
+    if (f.type === "list") return listLayout(f);
     return `[${f.name}: ${f.type === "utf8" ? "UTF-8" : "bytes"} …]`;
   });
   return parts.join("") + (body.trailing === "ignore" ? "[ignored …]" : "");

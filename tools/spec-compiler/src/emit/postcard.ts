@@ -326,13 +326,13 @@ export function viewShapes(ir: IrRevision): Record<string, unknown> {
 export function hasPostcard(frame: IrFrame): boolean {
   if (frame.postcard) return true;
   const fields = [...(frame.body?.fields ?? []), ...(frame.switch?.variants.flatMap((v) => v.body.fields) ?? [])];
-  return fields.some((f) => f.type === "postcard");
+  return fields.some((f) => f.type === "postcard" || f.type === "u64");
 }
 
 /** The root view type of a frame's value: a ref to itself for a postcard frame, else its fields. */
 export function frameViewFields(frame: IrFrame): Record<string, Record<string, ViewType>> {
   const of = (fields: readonly IrField[]) =>
-    Object.fromEntries(fields.filter((f) => f.type === "postcard").map((f) => [f.name, { ref: f.postcard! } as ViewType]));
+    Object.fromEntries(fields.filter((f) => f.type === "postcard" || f.type === "u64").map((f) => [f.name, (f.type === "u64" ? "u64" : { ref: f.postcard! }) as ViewType]));
   if (frame.body) return { "": of(frame.body.fields) };
   if (frame.switch) return Object.fromEntries(frame.switch.variants.map((v) => [v.name, of(v.body.fields)]));
   return {};
