@@ -5,7 +5,13 @@ import { mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { directoryHandlers, fuseUnavailable, isMountPoint, mountFuse, MountError, type FuseHandlers, type FuseMount } from "../src/fuse/index.js";
+import { askThrough, directoryHandlers, fuseUnavailable, isMountPoint, mountFuse, MountError, serveAsk, type FuseHandlers, type FuseMount } from "../src/fuse/index.js";
+
+/** The provider's directory served directly, or through the generated ask and answer frames (bytes both ways). */
+const backends: [string, (dir: string) => FuseHandlers][] = [
+  ["handlers", (dir) => directoryHandlers(dir)],
+  ["ask and answer frames", (dir) => askThrough((ask) => serveAsk(directoryHandlers(dir), ask))],
+];
 
 const unavailable = fuseUnavailable();
 if (unavailable) console.log(`FUSE tests skipped: ${unavailable}`);
@@ -48,9 +54,10 @@ function sh(command: string): Promise<string> {
 const code = (call: string) => `try { await ${call}; return "ok"; } catch (e) { return e.code; }`;
 
 describe.skipIf(!!unavailable)("FUSE mounts", () => {
-  it("serves ordinary file operations on a directory mount from the provider's directory", async () => {
+  for (const [label, backend] of backends) {
+  it(`serves ordinary file operations on a directory mount from the provider's directory (${label})`, async () => {
     const at = join(base, "container", "workspace");
-    await mount(at, "directory", directoryHandlers(provider));
+    await mount(at, "directory", backend(provider));
     await writeFile(join(provider, "hello.txt"), "from the provider");
     const result = await program(`
       const at = ${JSON.stringify(at)};
@@ -76,9 +83,9 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     expect((await readdir(provider)).sort()).toEqual(["dir", "hello.txt", "new.txt"]);
   });
 
-  it("copies a tree in with cp -r and back out with tar, byte for byte, and reads and writes a large file in pieces", async () => {
+  it(`copies a tree in with cp -r and back out with tar, byte for byte, and reads and writes a large file in pieces (${label})`, async () => {
     const at = join(base, "mnt");
-    await mount(at, "directory", directoryHandlers(provider));
+    await mount(at, "directory", backend(provider));
     const source = join(base, "source");
     await mkdir(join(source, "a", "b"), { recursive: true });
     for (let i = 0; i < 20; i++) await writeFile(join(source, "a", i % 2 ? "b" : "", `f${i}`), `file ${i}\n`.repeat(i * 50));
@@ -90,6 +97,25 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     await sh(`cd ${at} && tar cf ${base}/out.tar . && mkdir ${base}/extracted && tar xf ${base}/out.tar -C ${base}/extracted`);
     expect(await sh(`diff -r ${source} ${base}/extracted && echo same`)).toBe("same\n");
     expect((await readFile(join(base, "extracted", "big"))).equals(big)).toBe(true);
+  });
+  }
+
+  it("fails an operation with EIO when its ask is not served or its answer does not decode", async () => {
+    const at = join(base, "frames");
+    await writeFile(join(provider, "f"), "x");
+    const served = directoryHandlers(provider);
+    await mount(at, "directory", askThrough(async (ask) => {
+      const answer = await serveAsk(served, ask);
+      if (ask[0] === 0) return new Uint8Array([0x07]); // a read answered with kind 7
+      if (ask[0] === 5) throw new Error("not served"); // a mkdir never answered
+      return answer;
+    }));
+    const result = await program(`
+      const at = ${JSON.stringify(at)};
+      const c = async (f) => { try { await f(); return "ok"; } catch (e) { return e.code; } };
+      return { read: await c(() => fs.readFile(at + "/f")), mkdir: await c(() => fs.mkdir(at + "/d")), stat: (await fs.stat(at + "/f")).size };
+    `);
+    expect(result).toEqual({ read: "EIO", mkdir: "EIO", stat: 1 });
   });
 
   it("refuses writes with EROFS on a read-only mount, and reads", async () => {

@@ -3,7 +3,7 @@
 import { constants } from "node:fs";
 import { chmod, chown, lstat, mkdir, open, readdir, rename, rmdir, truncate, unlink, utimes } from "node:fs/promises";
 import { join } from "node:path";
-import type { FuseAck, FuseHandlers, FuseTime } from "./handlers.js";
+import type { FuseAckResult, FuseHandlers, FuseTime } from "./handlers.js";
 
 export interface DirectoryHandlersOptions {
   /** Every mutation answered ReadOnly (the program sees EROFS). */
@@ -25,7 +25,7 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
     if (parts.some((p) => p === "" || p === "." || p === "..")) throw new Error(`not a path: ${path}`);
     return join(dir, ...parts);
   };
-  const mutate = async (run: () => Promise<unknown>): Promise<FuseAck> => {
+  const mutate = async (run: () => Promise<unknown>): Promise<FuseAckResult> => {
     if (options.readonly) return { kind: "readOnly" };
     try {
       await run();

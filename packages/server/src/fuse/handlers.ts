@@ -36,25 +36,25 @@ export interface FuseAttrs {
 }
 
 /** Ack: done, refused with a reason (EIO inside), or refused because the volume is read-only (EROFS). */
-export type FuseAck = { readonly kind: "ok" } | { readonly kind: "error"; readonly message: string } | { readonly kind: "readOnly" };
-export type FuseReadAnswer = { readonly kind: "data"; readonly bytes: Uint8Array } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
-export type FuseStatAnswer = { readonly kind: "stat"; readonly stat: FuseStat } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
-export type FuseListAnswer = { readonly kind: "entries"; readonly entries: readonly FuseEntry[] } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
+export type FuseAckResult = { readonly kind: "ok" } | { readonly kind: "error"; readonly message: string } | { readonly kind: "readOnly" };
+export type FuseReadResult = { readonly kind: "data"; readonly bytes: Uint8Array } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
+export type FuseStatResult = { readonly kind: "stat"; readonly stat: FuseStat } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
+export type FuseListResult = { readonly kind: "entries"; readonly entries: readonly FuseEntry[] } | { readonly kind: "missing" } | { readonly kind: "error"; readonly message: string };
 
 /**
  * The nine asks. A handler that rejects (the provider did not serve the ask, the connection ended,
  * the answer did not decode) makes the program's operation fail with EIO; it is never asked again.
  */
 export interface FuseHandlers {
-  read(path: string, offset: bigint, length: number): Promise<FuseReadAnswer>;
-  write(path: string, offset: bigint, bytes: Uint8Array): Promise<FuseAck>;
-  list(path: string): Promise<FuseListAnswer>;
-  remove(path: string): Promise<FuseAck>;
-  rename(from: string, to: string): Promise<FuseAck>;
-  mkdir(path: string): Promise<FuseAck>;
-  stat(path: string): Promise<FuseStatAnswer>;
-  truncate(path: string, size: bigint): Promise<FuseAck>;
-  setattr(path: string, attrs: FuseAttrs): Promise<FuseAck>;
+  read(path: string, offset: bigint, length: number): Promise<FuseReadResult>;
+  write(path: string, offset: bigint, bytes: Uint8Array): Promise<FuseAckResult>;
+  list(path: string): Promise<FuseListResult>;
+  remove(path: string): Promise<FuseAckResult>;
+  rename(from: string, to: string): Promise<FuseAckResult>;
+  mkdir(path: string): Promise<FuseAckResult>;
+  stat(path: string): Promise<FuseStatResult>;
+  truncate(path: string, size: bigint): Promise<FuseAckResult>;
+  setattr(path: string, attrs: FuseAttrs): Promise<FuseAckResult>;
 }
 
 /** The most bytes one read ask may ask for (each read(2) is one ask). */

@@ -11,7 +11,7 @@ import { constants as fsConstants, existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
-import type { FuseAck, FuseAttrs, FuseHandlers, FuseStat, FuseTime } from "./handlers.js";
+import type { FuseAckResult, FuseAttrs, FuseHandlers, FuseStat, FuseTime } from "./handlers.js";
 import { FUSE_CHUNK_SIZE } from "./handlers.js";
 
 const require = createRequire(import.meta.url);
@@ -149,7 +149,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       () => once(EIO),
     );
   };
-  const ackCode = (ack: FuseAck) => (ack.kind === "ok" ? 0 : ack.kind === "readOnly" ? EROFS : EIO);
+  const ackCode = (ack: FuseAckResult) => (ack.kind === "ok" ? 0 : ack.kind === "readOnly" ? EROFS : EIO);
   /** A fuse path (`/a/b`) as an ask path (`a/b`); a file mount always asks the empty path. */
   const rel = (p: string) => (kind === "file" ? "" : p.replace(/^\/+/, ""));
   const statOf = (s: FuseStat) => ({
