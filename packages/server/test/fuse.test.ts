@@ -5,6 +5,8 @@ import { mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { FiletreeNode } from "@diverge/codec";
+import { watchTree } from "../src/filesystem/index.js";
 import { askThrough, directoryHandlers, fuseUnavailable, isMountPoint, mountFuse, MountError, serveAsk, type FuseHandlers, type FuseMount } from "../src/fuse/index.js";
 
 /** The provider's directory served directly, or through the generated ask and answer frames (bytes both ways). */
@@ -210,6 +212,20 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     expect(await stuck).toBe("EIO");
     expect(await isMountPoint(at)).toBe(false);
     expect(await readFile("/proc/self/mountinfo", "utf8")).not.toContain(at);
+  });
+
+  it("puts a directory that cannot be read into the tree with changes false and no children", async () => {
+    const root = join(base, "tree");
+    await mkdir(join(root, "ok"), { recursive: true });
+    await writeFile(join(root, "ok", "f"), "x");
+    // A directory whose listing fails (EIO), as a filesystem the proxy cannot read would.
+    await mount(join(root, "broken"), "directory", { ...directoryHandlers(provider), list: async () => ({ kind: "error", message: "unreadable" }) });
+    const frames = watchTree(root, { ignore: [] });
+    const snapshot = (await frames.next()).value as { children: FiletreeNode[] };
+    await frames.return!();
+    const byName = Object.fromEntries(snapshot.children.map((n) => [n.name, n]));
+    expect(byName.broken).toMatchObject({ kind: "Directory", changes: false, children: [] });
+    expect(byName.ok).toMatchObject({ kind: "Directory", changes: true, children: [{ kind: "File", name: "f" }] });
   });
 
   it("refuses a second mount at the same path", async () => {

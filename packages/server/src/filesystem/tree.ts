@@ -160,9 +160,8 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
     const pending: WatchEvent[][] = [];
     let live = false;
-    try {
-      // Armed before the walk, so that changes during the walk arrive as deltas after the snapshot.
-      const subscription = await watcher.subscribe(
+    const subscribe = (ignore: string[]) =>
+      watcher.subscribe(
         this.root,
         (error, events) => {
           if (this.ended) return;
@@ -174,16 +173,29 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
           if (!live) pending.push(events);
           else this.work = this.work.then(() => this.apply(events));
         },
-        { ignore: this.left },
+        { ignore },
       );
-      if (this.ended) {
-        await subscription.unsubscribe().catch(() => undefined);
-        return;
+    let subscription: { unsubscribe(): Promise<void> };
+    // Armed before the walk, so that changes during the walk arrive as deltas after the snapshot.
+    try {
+      subscription = await subscribe(this.left);
+    } catch (first) {
+      // The watcher gives up on a whole tree when one directory in it cannot be read. Such a
+      // directory cannot be watched: it is left out of the watch (not the tree, where it is an
+      // empty directory with `changes: false`) and the watch is armed again.
+      const unreadable = (await this.unreadable(this.root).catch(() => [])).filter((d) => d !== this.root);
+      if (unreadable.length === 0) return this.fail(new FsError("watch", (first as Error).message));
+      try {
+        subscription = await subscribe([...this.left, ...unreadable]);
+      } catch (error) {
+        return this.fail(new FsError("watch", (error as Error).message));
       }
-      this.subscription = subscription;
-    } catch (error) {
-      return this.fail(new FsError("watch", (error as Error).message));
     }
+    if (this.ended) {
+      await subscription.unsubscribe().catch(() => undefined);
+      return;
+    }
+    this.subscription = subscription;
     await this.resync();
     live = true;
     for (const events of pending) await this.apply(events);
@@ -202,6 +214,20 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     this.shadow = shadow;
     this.queue.length = 0;
     this.emit({ kind: "Snapshot", children });
+  }
+
+  /** Every directory under `dir` (not left out, links not followed) that cannot be listed. */
+  private async unreadable(dir: string): Promise<string[]> {
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch {
+      return [dir];
+    }
+    const nested = await Promise.all(
+      entries.filter((e) => e.isDirectory() && !this.isLeftOut(join(dir, e.name))).map((e) => this.unreadable(join(dir, e.name))),
+    );
+    return nested.flat();
   }
 
   private isLeftOut(absolute: string): boolean {
