@@ -142,18 +142,21 @@ describe("read", () => {
     })();
     let inside = 0;
     let refused = 0;
-    for (let i = 0; i < 1000; i++) {
-      try {
-        const got = text(await readAll(["d", "secret"]));
-        expect(got).toBe("inside");
-        inside++;
-      } catch (error) {
-        expect(error).toBeInstanceOf(FsError);
-        refused++;
+    try {
+      for (let i = 0; i < 1000; i++) {
+        try {
+          const got = text(await readAll(["d", "secret"]));
+          expect(got).toBe("inside");
+          inside++;
+        } catch (error) {
+          expect(error).toBeInstanceOf(FsError);
+          refused++;
+        }
       }
+    } finally {
+      swapping = false;
+      await swapper;
     }
-    swapping = false;
-    await swapper;
     expect(inside + refused).toBe(1000);
   });
 });
@@ -237,9 +240,12 @@ describe("write", () => {
         await rename(join(root, "parked"), join(root, "d")).catch(() => undefined);
       }
     })();
-    for (let i = 0; i < 300; i++) await writeFile(root, ["d", `f${i}`], [Buffer.from("x")]).catch((error) => expect(error).toBeInstanceOf(FsError));
-    swapping = false;
-    await swapper;
+    try {
+      for (let i = 0; i < 300; i++) await writeFile(root, ["d", `f${i}`], [Buffer.from("x")]).catch((error) => expect(error).toBeInstanceOf(FsError));
+    } finally {
+      swapping = false;
+      await swapper;
+    }
     expect((await readdir(outside)).sort()).toEqual(["secret"]);
   });
 });

@@ -228,6 +228,20 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     expect(byName.ok).toMatchObject({ kind: "Directory", changes: true, children: [{ kind: "File", name: "f" }] });
   });
 
+  it("leaves no mount behind when the process serving it exits without closing", async () => {
+    const at = join(base, "exiting");
+    const dist = new URL("../dist/fuse/index.js", import.meta.url).href;
+    const child = await program(`
+      const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});
+      await mountFuse({ path: ${JSON.stringify(at)}, kind: "directory", handlers: directoryHandlers(${JSON.stringify(provider)}) });
+      const mounted = (await fs.readFile("/proc/self/mountinfo", "utf8")).includes(${JSON.stringify(at)});
+      process.stdout.write(JSON.stringify(mounted));
+      process.exit(0);
+    `);
+    expect(child).toBe(true);
+    expect(await isMountPoint(at)).toBe(false);
+  });
+
   it("refuses a second mount at the same path", async () => {
     const at = join(base, "twice");
     await mount(at, "directory", directoryHandlers(provider));

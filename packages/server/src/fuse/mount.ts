@@ -6,7 +6,7 @@
 // Known limit of the binding: its utimens forwards the access time twice (fuse-native.c passes
 // `atime` for both arguments), so a program setting different access and modification times gets
 // the access time for both.
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { constants as fsConstants, existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -250,11 +250,26 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     fuse.mount((error) => (error ? reject(new MountError(`mount: ${error.message}`)) : resolvePromise())),
   );
 
+  // A process that exits without closing still leaves no mount behind (a lazy unmount; the kernel
+  // answers what the program still asks with ENOTCONN until it lets go).
+  const onExit = () => {
+    for (const [command, args] of [["fusermount3", ["-u", "-z", path]], ["fusermount", ["-u", "-z", path]], ["umount", ["-l", path]]] as const) {
+      try {
+        execFileSync(command, [...args], { stdio: "ignore" });
+        return;
+      } catch {
+        // the next way
+      }
+    }
+  };
+  process.once("exit", onExit);
+
   let closing: Promise<void> | undefined;
   return {
     path,
     close() {
       closing ??= (async () => {
+        process.removeListener("exit", onExit);
         closed = true;
         for (const cb of [...pending]) cb(EIO);
         // fuse-native's unmount (fusermount -uz, then releasing its thread), then any mount it left.
