@@ -15,7 +15,7 @@ const { tarballs } = inject("consumer");
 
 /** The ranged runtime dependencies, the lowest version each range allows, and the range itself. */
 const RANGED = ["@modelcontextprotocol/sdk", "zod", "ws"] as const;
-const LOWEST: Record<(typeof RANGED)[number], string> = { "@modelcontextprotocol/sdk": "1.25.0", zod: "3.25.28", ws: "8.18.0" };
+const LOWEST: Record<(typeof RANGED)[number], string> = { "@modelcontextprotocol/sdk": "1.25.0", zod: "3.25.76", ws: "8.18.0" };
 
 function manifest(dir: string): { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> } {
   return JSON.parse(readFileSync(workspacePath(dir, "package.json"), "utf8"));
