@@ -333,6 +333,20 @@ describe("the provider's channels (seed 004)", () => {
     expect(logs.join("\n")).not.toContain("s3cr3t");
   });
 
+  it("tag 8 Secrets: a value with a lone surrogate escape is no text: a bare finish, never Fed, the program never fed", async () => {
+    const { proxy: running, raw } = await begun();
+    // {"API_KEY":"s3cr3t\ud800"}, {"API_KEY":"s3cr3t\udc00"} and a lone surrogate in a key.
+    const feeds = ['{"API_KEY":"s3cr3t\\ud800"}', '{"API_KEY":"\\udc00s3cr3t"}', '{"API_KEY":"s3cr3t","\\ud83d":"x"}'];
+    feeds.forEach((feed, i) => ask(raw, 30 + i, concat(fromHex("08"), text(feed))));
+    for (let i = 0; i < feeds.length; i++) await bareFinishOn(raw, 30 + i);
+    expect(raw.frames.filter((f) => f.channel >= 30 && f.type === "ChannelResponse")).toEqual([]);
+    expect(running.gate.isOpen).toBe(false);
+    // The same feed with a real character is Fed.
+    ask(raw, 40, concat(fromHex("08"), text('{"API_KEY":"s3cr3t\\ud83d\\ude00"}')));
+    expect(decodeSecretsAnswer(await answerOn(raw, 40))).toEqual({ variant: "Fed" });
+    expect(logs.join("\n")).not.toContain("s3cr3t");
+  });
+
   it("tag 8 Secrets: a feed the program cannot take is refused when the program is unreachable", async () => {
     const stub = await stubProgram();
     try {

@@ -19,7 +19,7 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { FrameSocket, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
-import { readDivergeInfo } from "./info.js";
+import { loadDivergeInfo } from "./info.js";
 import { InwardMcp, type McpOutcome } from "./mcp.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
@@ -29,10 +29,16 @@ const DISREGARDED_KEPT = 1000;
 const FRAME_HEADER = 9;
 
 export interface BeginState {
-  /** The begin's scope number, once a readable begin arrived. */
+  /** The scope of the begin being answered, or of the one answered `Begun`; undefined after a refusal. */
   scope?: number;
   /** True once `Begun` was sent. */
   begun: boolean;
+}
+
+/** How the connection ended: its close code (undefined when the proxy closed it) and whether the provider ever sent anything. */
+export interface ConnectionEnd {
+  readonly code: number | undefined;
+  readonly spoken: boolean;
 }
 
 export class ProxyConnection {
@@ -43,7 +49,11 @@ export class ProxyConnection {
   /** The last frames disregarded (at most 1000), for logs and tests; `disregardedCount` counts them all. */
   readonly disregarded: Disregard[] = [];
   disregardedCount = 0;
+  /** True once the provider has sent its first message. */
+  spoken = false;
   private readonly mcp: InwardMcp;
+  /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
+  private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
   private markBegun!: () => void;
   private failBegun!: (error: Error) => void;
@@ -60,7 +70,7 @@ export class ProxyConnection {
     socket: WebSocketLike,
     private readonly options: ResolvedProxyOptions,
     private readonly gate: Gate,
-    private readonly onEnd: () => void,
+    private readonly onEnd: (how: ConnectionEnd) => void,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -69,6 +79,10 @@ export class ProxyConnection {
     // Nobody may be left waiting on a connection that never begins.
     this.begunPromise.catch(() => {});
     this.mcp = new InwardMcp(new URL(`http://127.0.0.1:${options.appPort}/mcp`), options.log);
+    // Whether the provider has sent anything at all (the proxy sends nothing before its first frame).
+    socket.addEventListener("message", () => {
+      this.spoken = true;
+    });
     this.frames = new FrameSocket(socket, {
       role: "server",
       maxOpenScopes: options.maxOpenScopes,
@@ -95,10 +109,14 @@ export class ProxyConnection {
           this.options.log(`disregarded a frame: ${what.reason}`);
         },
       },
-      closed: () => this.cleanUp(),
+      closed: (code) => this.cleanUp(code),
     });
+    const frames = this.frames;
     const link: PairLink = {
       begun: this.begunPromise,
+      get ended() {
+        return frames.closed || frames.mux.ended;
+      },
       openChannel: (payload, handlers) => {
         if (this.frames.mux.ended || this.begin.scope === undefined) return undefined;
         return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
@@ -107,10 +125,10 @@ export class ProxyConnection {
         return socket.bufferedAmount;
       },
       drained: (lowWater) => this.frames.drained(lowWater),
-      pauseIncoming: () => this.frames.pauseIncoming(),
     };
-    this.postgres = new PostgresPairs(link, options.log);
-    this.daemons = new DaemonPairs(link, options.log);
+    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, log: options.log };
+    this.postgres = new PostgresPairs(link, pairOptions);
+    this.daemons = new DaemonPairs(link, pairOptions);
   }
 
   /** Counters of this connection's bounded queues and caps. */
@@ -132,15 +150,16 @@ export class ProxyConnection {
     await this.mcp.close();
   }
 
-  private cleanUp(): void {
+  private cleanUp(code?: number): void {
     if (this.ended) return;
     this.ended = true;
     this.failBegun(new Error("the connection ended"));
+    this.aborter.abort();
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
     void this.mcp.close();
-    this.onEnd();
+    this.onEnd({ code, spoken: this.spoken });
   }
 
   private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
@@ -158,11 +177,22 @@ export class ProxyConnection {
       return responder.finish();
     }
     if (this.begin.scope !== undefined) {
-      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the connection has already begun" } }));
+      // Begun, or a begin is being answered now: this one gets one error and the finish.
+      const error = this.begin.begun ? "the connection has already begun" : "another begin is being answered";
+      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error } }));
       return responder.finish();
     }
     this.begin.scope = responder.scope;
-    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null));
+    try {
+      await this.answerBegin(responder, begin);
+    } finally {
+      // Any answer but Begun leaves the connection not begun: the provider may send another begin.
+      if (!this.begin.begun) this.begin.scope = undefined;
+    }
+  }
+
+  private async answerBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
+    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null), this.aborter.signal);
     if (responder.finished) return;
     if (answer.ok) {
       const tools = parseJson(answer.body);
@@ -174,10 +204,11 @@ export class ProxyConnection {
         this.markBegun();
         return;
       }
+      this.options.log("the program declared no JSON array of tools; the connection is not begun");
       responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the program declared no JSON array of tools", status: answer.status } }));
       return responder.finish();
     }
-    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"})`);
+    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"}); the connection is not begun`);
     responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: answer.error }));
     responder.finish();
   }
@@ -223,16 +254,34 @@ export class ProxyConnection {
     });
   }
 
+  /**
+   * Info always describes the file: `[0]` with it, `[1]` when there is none. A file whose answer
+   * cannot be sent (larger than the message limit, or unreadable) is not served: a bare finish, which
+   * the provider tells apart from `[1]`, and a log line saying why.
+   */
   private async answerInfo(responder: Responder): Promise<void> {
-    const info = await readDivergeInfo(this.options.root);
-    responder.respond(encodeInfoAnswer(info ? { variant: "Info", info: { frontMatter: info.frontMatter, body: info.body } } : { variant: "None" }));
+    const limit = this.options.maxMessageBytes;
+    const outcome = await loadDivergeInfo(this.options.root, { maxBytes: limit, log: this.options.log });
+    if (responder.finished) return;
+    if (outcome.variant === "NotServed") {
+      if (outcome.tooLarge) this.oversizedAnswers++;
+      this.options.log(`Info: DIVERGE.md is not served (a bare finish): ${outcome.reason}`);
+      return responder.finish();
+    }
+    const answer = encodeInfoAnswer(outcome.variant === "Info" ? { variant: "Info", info: { frontMatter: outcome.info.frontMatter, body: outcome.info.body } } : { variant: "None" });
+    if (answer.length + FRAME_HEADER > limit) {
+      this.oversizedAnswers++;
+      this.options.log(`Info: DIVERGE.md is not served (a bare finish): its answer is ${answer.length} bytes, larger than the message limit of ${limit}`);
+      return responder.finish();
+    }
+    responder.respond(answer);
     responder.finish();
   }
 
   private async feedSecrets(responder: Responder, values: Record<string, string>): Promise<void> {
     // The log names how many values, never one of them.
     this.options.log(`feeding ${Object.keys(values).length} secret(s) to the program`);
-    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values));
+    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values), this.aborter.signal);
     if (answer.ok) {
       responder.respond(encodeSecretsAnswer({ variant: "Fed" }));
       responder.finish();
@@ -278,18 +327,28 @@ export class ProxyConnection {
     const drop = () => {
       this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
     };
-    const subscription = await this.mcp.subscribe((notification) => {
-      if (responder.finished) return;
-      // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
-      if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
-      let bytes: Uint8Array;
-      try {
-        bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
-      } catch {
-        return drop();
-      }
-      if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
-      responder.respond(bytes);
+    const subscription = await this.mcp.subscribe({
+      notify: (notification) => {
+        if (responder.finished) return;
+        // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
+        if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
+        let bytes: Uint8Array;
+        try {
+          bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+        } catch {
+          return drop();
+        }
+        if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
+        responder.respond(bytes);
+      },
+      // The container's server went away and no new session could be made: the channel ends with
+      // the error rather than going silent.
+      ended: (error) => {
+        this.notificationChannels.delete(responder);
+        if (responder.finished) return;
+        responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: error as never }));
+        responder.finish();
+      },
     });
     if ("error" in subscription) {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));
