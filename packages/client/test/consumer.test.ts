@@ -261,10 +261,16 @@ describe("nothing waits silently", () => {
       server.close(() => resolve());
     }));
     const sockets = new Set<import("node:net").Socket>();
-    server.on("connection", (socket) => sockets.add(socket));
+    server.on("connection", (socket) => {
+      sockets.add(socket);
+      socket.resume(); // reading, so the end of the dial is seen
+    });
     closers.push(async () => sockets.forEach((socket) => socket.destroy()));
     const error = await containerError(openContainer(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`, { timeoutMs: 200 }));
     expect(error.detail).toMatchObject({ variant: "TimedOut", what: "openContainer" });
+    // The abandoned dial is closed, not left half-open.
+    const [dialled] = [...sockets];
+    await new Promise((resolve) => (dialled!.destroyed ? resolve(undefined) : dialled!.once("close", resolve)));
   });
 
   it("info() returns typed front matter, keeping every member", async () => {

@@ -249,9 +249,13 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
       else reject(new ContainerError({ variant: "Unreachable", what, url: target, status: code, reason: lastError || `closed with ${event.code ?? 1006} before opening` }));
     });
     return () => {
-      // A dial abandoned before it opened is closed; an open one is handed over.
+      // A dial abandoned (timed out, aborted) before it opened is closed at once; an open one is handed over.
       if (socket && socket.readyState === 0) {
-        socket.addEventListener("open", () => socket!.close(1000));
+        try {
+          socket.close();
+        } catch {
+          socket.addEventListener("open", () => socket!.close(1000));
+        }
       }
     };
   });
