@@ -1,8 +1,10 @@
 // The runtime dependencies are ranges, not pins: a consumer already on another version of the MCP
-// SDK, zod or ws gets one copy. This installs the tarballs in two more fresh projects, one with the
+// SDK, zod or ws gets one copy. This installs the runtime tarballs (every public package but the
+// build tool @diverge/spec-compiler, which writes the SDK's declarations out and so pins the SDK it
+// reads) in two more fresh projects, one with the
 // lowest version each range allows (and without optional dependencies, so `ws` runs without
 // bufferutil, its pure-JavaScript fallback) and one with the newest, and in each type-checks the
-// consumer's TypeScript (skipLibCheck off) and runs a client against a server over loopback.
+// consumer's TypeScript (project/runtime.ts, skipLibCheck off) and runs a client against a server over loopback.
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,9 +23,12 @@ function manifest(dir: string): { dependencies?: Record<string, string>; optiona
   return JSON.parse(readFileSync(workspacePath(dir, "package.json"), "utf8"));
 }
 
-/** The one range the public packages give each ranged dependency (they must agree). */
+/** The runtime packages: every public one but the build tool. */
+const runtimePackages = publicPackages.filter((p) => p.name !== "@diverge/spec-compiler");
+
+/** The one range the runtime packages give each ranged dependency (they must agree). */
 function rangeOf(name: string): string {
-  const ranges = new Set(publicPackages.flatMap((p) => (manifest(p.dir).dependencies?.[name] ? [manifest(p.dir).dependencies![name]!] : [])));
+  const ranges = new Set(runtimePackages.flatMap((p) => (manifest(p.dir).dependencies?.[name] ? [manifest(p.dir).dependencies![name]!] : [])));
   expect([...ranges], name).toHaveLength(1);
   return [...ranges][0]!;
 }
@@ -43,7 +48,7 @@ function project(versions: Record<string, string>, npmFlags: string[]): string {
   cpSync(join(packageRoot, "project"), root, { recursive: true });
   writeFileSync(join(root, "package.json"), `${JSON.stringify({ name: "diverge-ranges", version: "0.0.0", private: true, type: "module" })}\n`);
   const extras = Object.entries(versions).map(([name, version]) => `${name}@${version}`);
-  const installed = run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...npmFlags, ...Object.values(tarballs), ...extras, "typescript@5.9.3", "@types/node@20.19.9"], root);
+  const installed = run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...npmFlags, ...runtimePackages.map((p) => tarballs[p.name]!), ...extras, "typescript@5.9.3", "@types/node@20.19.9"], root);
   expect(installed.status, installed.stderr).toBe(0);
   return root;
 }
@@ -54,7 +59,7 @@ function versionIn(root: string, name: string): string {
 
 function checks(root: string): void {
   const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
-  const typed = run(process.execPath, [tsc, "-p", "tsconfig.nodenext.json"], root);
+  const typed = run(process.execPath, [tsc, "-p", "tsconfig.runtime.json"], root);
   expect(typed.stdout + typed.stderr).toBe("");
   const loop = run(process.execPath, ["loopback.mjs"], root);
   expect(loop.stderr).toBe("");
@@ -70,7 +75,7 @@ function checks(root: string): void {
 describe("the runtime dependencies are ranges", () => {
   it("ranges @modelcontextprotocol/sdk, zod and ws, and makes bufferutil optional", () => {
     for (const name of RANGED) expect(rangeOf(name), name).toMatch(/^\^/);
-    for (const pkg of publicPackages) {
+    for (const pkg of runtimePackages) {
       const { dependencies = {}, optionalDependencies = {} } = manifest(pkg.dir);
       expect(dependencies.bufferutil, pkg.name).toBeUndefined();
       if (optionalDependencies.bufferutil) expect(optionalDependencies.bufferutil).toMatch(/^\^/);
