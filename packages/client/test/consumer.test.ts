@@ -209,6 +209,20 @@ describe("one notification channel per connection (issue 12, defect 15)", () => 
     expect(frames).toBeLessThanOrEqual(3);
   });
 
+  it("a notifications() stream ends on its signal", async () => {
+    const { connection } = await container({}, { secretsGate: false });
+    await connection.beginTools({ arguments: { greeting: "Hi" } });
+    const controller = new AbortController();
+    const stream = connection.mcp.notifications({ signal: controller.signal });
+    const loop = (async () => {
+      const seen: unknown[] = [];
+      for await (const notification of stream) seen.push(notification);
+      return seen;
+    })();
+    setTimeout(() => controller.abort(), 100);
+    expect(await within(loop)).toEqual({ value: [] });
+  });
+
   it("every iterator sees every notification; closing one does not end the others", async () => {
     const { connection } = await container({}, { secretsGate: false });
     await connection.beginTools({ arguments: { greeting: "Hi" } });

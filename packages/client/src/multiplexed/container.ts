@@ -211,6 +211,8 @@ export interface OpenContainerOptions extends RequestOptions {
 export interface NotificationsOptions {
   /** Notifications kept for a loop that does not pull; older ones beyond it are dropped. Default 1024. */
   readonly maxQueued?: number;
+  /** Ends the stream as `close()` does: the loop ends normally. */
+  readonly signal?: AbortSignal;
 }
 
 export interface NotificationStream extends AsyncIterable<ServerNotification> {
@@ -679,14 +681,18 @@ export class ContainerMcp {
         signal();
       },
     });
+    const close = () => {
+      if (!done) failure = undefined;
+      done = true;
+      queue.length = 0;
+      unsubscribe();
+      options.signal?.removeEventListener("abort", close);
+      signal();
+    };
+    if (options.signal?.aborted) close();
+    else options.signal?.addEventListener("abort", close, { once: true });
     return {
-      close() {
-        if (!done) failure = undefined;
-        done = true;
-        queue.length = 0;
-        unsubscribe();
-        signal();
-      },
+      close,
       async *[Symbol.asyncIterator]() {
         try {
           for (;;) {
@@ -700,6 +706,7 @@ export class ContainerMcp {
           }
         } finally {
           unsubscribe();
+          options.signal?.removeEventListener("abort", close);
         }
       },
     };
