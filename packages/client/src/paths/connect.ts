@@ -24,6 +24,7 @@ import {
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import { ProviderError } from "./errors.js";
+import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
 /** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
@@ -43,7 +44,7 @@ type Answering<P, R> = (params: P, ask: AskInfo) => McpAnswer<R> | undefined | P
  * is opened and closed cleanly with no message, which the proxy reads as "not served". A handler
  * that throws answers with an MCP internal error (-32603) carrying the thrown message.
  */
-export interface ProxyHandlers {
+export interface ProxyHandlers extends ProviderHandlers {
   readonly listTools?: Answering<PaginatedRequestParams | null, ListToolsResult>;
   readonly listResources?: Answering<PaginatedRequestParams | null, ListResourcesResult>;
   readonly callTool?: Answering<CallToolRequestParams, CallToolResult>;
@@ -205,6 +206,34 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       }
     });
 
+  /**
+   * Opens `path` and sends the answer messages of a dispatched ask, then closes cleanly. A handler that
+   * fails before its first message declines (a clean close with no message); one that fails after it
+   * ends the path abruptly, so the proxy never takes a half-sent stream for a finished one.
+   */
+  const answerDispatched = async (path: string, channel: number, dispatched: DispatchedAsk) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    const controller = new AbortController();
+    void socket.ended.then(() => controller.abort());
+    let sent = 0;
+    try {
+      for await (const bytes of dispatched.answer({ channel, path, signal: controller.signal })) {
+        if (!socket.isOpen) break;
+        socket.send(bytes);
+        sent++;
+      }
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+      if (sent > 0) socket.terminate();
+    }
+    socket.close();
+    const ending = await socket.ended;
+    const single = dispatched.exchange.pattern === "one" || dispatched.exchange.pattern === "oneWhenHeld";
+    emit({ type: "pathEnded", path, outcome: sent === 0 ? "declined" : single ? "answered" : "streamEnded", ending });
+  };
+
   const streamNotifications = async (path: string, channel: number) => {
     const socket = await openPath(path);
     if (!socket) return;
@@ -261,10 +290,12 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
         return answering(path, ask.channel, handlers.readResource, ask.params, encodeMcpReadResourceAnswer);
       case "McpNotifications":
         return streamNotifications(path, ask.channel);
-      default:
-        // Vault, command, postgres and FUSE asks are not answered here: declined, so the proxy
-        // reports them failed inside the container rather than waiting.
-        return answerOnce(path, async () => undefined);
+      default: {
+        // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
+        // handler not given) is declined, so the proxy reports it failed inside the container.
+        const dispatched = dispatchRequestsAsk(ask, handlers);
+        return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
+      }
     }
   };
 

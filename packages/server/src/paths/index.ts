@@ -4,9 +4,11 @@ import type { ProxyContext, ProxyPart } from "../proxy.js";
 import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
+import { RequestsEngine } from "../exchanges/engine.js";
+import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
-export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
+export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
 
@@ -15,6 +17,8 @@ export interface PathsPart extends ProxyPart {
   readonly mcp: McpAsks;
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
+  /** Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). */
+  readonly asks: ProxyAsks;
   /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
   readonly programMcp: ProgramMcpServer;
 }
@@ -23,6 +27,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
+  const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log);
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);
@@ -33,6 +38,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   return {
     mcp,
     board,
+    asks,
     programMcp,
     async close() {
       mcp.close();

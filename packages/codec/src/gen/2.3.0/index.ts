@@ -7,6 +7,7 @@ export const revision = "2.3.0";
 export * from "./command/response.js";
 export * from "./container-proxy/request.js";
 export * from "./daemon/request.js";
+export * from "./exchanges.js";
 export * from "./frames/client.js";
 export * from "./frames/error.js";
 export * from "./frames/server.js";
