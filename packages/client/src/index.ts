@@ -22,3 +22,4 @@ export * from "./multiplexed/index.js";
 export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/multiplexer";
 export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProviderAsks, type ProviderHandlers, type ProviderAsks, type DispatchedAsk } from "./gen/exchanges.js";
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "./exchanges/engine.js";
+export { commandExec, STDERR_TAIL_BYTES } from "./families/command-exec.js";

@@ -126,7 +126,8 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
 export async function startProxy(options: ProxyOptions = {}): Promise<RunningProxy> {
   const resolved = resolveOptions(options);
   const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
-  const program = new RouteListener({ host: "127.0.0.1", port: resolved.programPort, maxMessageBytes: resolved.maxMessageBytes });
+  // A vault key of 65,535 bytes, percent-encoded, is up to 192 KiB of URL: the program's heads may be that long.
+  const program = new RouteListener({ host: "127.0.0.1", port: resolved.programPort, maxMessageBytes: resolved.maxMessageBytes, maxHeaderBytes: 256 * 1024 });
   const gate = new Gate(!resolved.secretsGate);
   const context: ProxyContext = { options: resolved, provider, program, gate };
   const paths = attachPaths(context);

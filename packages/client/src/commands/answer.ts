@@ -1,22 +1,29 @@
 // `diverge answer`: relay a proxy's MCP asks to an MCP server until interrupted.
 import { parseArgs } from "node:util";
-import { connectProxy } from "../paths/connect.js";
-import { relayToMcp, type McpTarget } from "../paths/relay.js";
+import { connectProxy, type ProxyHandlers } from "../paths/connect.js";
+import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
+import { commandExec } from "../families/command-exec.js";
 
-export const answerUsage = "  answer     relay a proxy's MCP asks (/requests) to an MCP server until interrupted";
+export const answerUsage = "  answer     answer a proxy's asks (/requests): MCP relayed to an MCP server, commands run by an executable";
 
 const help = `Usage:
   diverge answer --proxy ws://127.0.0.1:14979 --mcp http://127.0.0.1:3000/mcp
   diverge answer --proxy ws://127.0.0.1:14979 -- <command> [args...]
+  diverge answer --proxy ws://127.0.0.1:14979 --command-exec ./run-command
 
 Holds the proxy's /requests connection (dialled again with backoff when it ends) and answers every
 MCP ask (list tools, list resources, call tool, read resource, notifications) by forwarding it to an
 MCP server: a Streamable HTTP endpoint (--mcp) or a command speaking MCP on stdio (after --).
-Other asks (vault, command, postgres, FUSE) are declined. Runs until SIGINT or SIGTERM.
+With --command-exec, each command runs that executable once with the command's bytes on stdin;
+each line it writes to stdout is one item; exit status 0 ends the command cleanly, any other the
+error {"exit":<status>,"stderr":"<last 4 KiB of stderr>"}. Asks with no answerer here (postgres,
+FUSE, and MCP or command without their flags) are declined. Runs until SIGINT or SIGTERM.
 
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
+  --command-exec <executable>
+                  run each command with this executable
   --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
@@ -34,6 +41,7 @@ export async function runAnswer(args: string[]): Promise<number> {
         proxy: { type: "string", default: "ws://127.0.0.1:14979" },
         revision: { type: "string" },
         mcp: { type: "string" },
+        "command-exec": { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -49,18 +57,22 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.stdout.write(help);
     return 0;
   }
-  let target: McpTarget;
+  let target: McpTarget | undefined;
   if (values.mcp && command.length === 0) target = { url: values.mcp };
   else if (!values.mcp && command.length > 0) target = { command: command[0]!, args: command.slice(1) };
-  else {
-    process.stderr.write(`give exactly one MCP server: --mcp <url> or -- <command> [args...]\n\n${help}`);
+  else if (values.mcp || !values["command-exec"]) {
+    process.stderr.write(`give exactly one MCP server: --mcp <url> or -- <command> [args...] (or only --command-exec)\n\n${help}`);
     return 2;
   }
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
   };
-  const relay = relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
-  const connection = connectProxy(values.proxy!, relay, {
+  const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
+  const executable = values["command-exec"];
+  // The relay's MCP handlers, and the command handler beside them when asked for.
+  const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, executable ? { command: commandExec(executable) } : {});
+  if (executable) say(`commands run ${executable}`);
+  const connection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
     onEvent: (event) => {
       switch (event.type) {
@@ -83,6 +95,6 @@ export async function runAnswer(args: string[]): Promise<number> {
   });
   say("stopping");
   await connection.close();
-  await relay.close();
+  await relay?.close();
   return 0;
 }

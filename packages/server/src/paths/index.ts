@@ -4,6 +4,7 @@ import type { ProxyContext, ProxyPart } from "../proxy.js";
 import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
+import { ProgramApi } from "./program-api.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
@@ -11,6 +12,7 @@ export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type 
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
+export { ProgramApi } from "./program-api.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
@@ -31,6 +33,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log);
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);
+  // The vault and command API beside /mcp; a body is at most one message less the ask's header.
+  const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
+  program.addRequestRoute(programApi.route);
   board.onEvent((event) => {
     if (event.type === "requestsOpened") options.log(`/requests connection ${event.connection} opened`);
     else if (event.type === "requestsClosed") options.log(`/requests connection ${event.connection} closed; ${event.reasked} ask(s) to ask again`);
@@ -42,6 +47,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     programMcp,
     async close() {
       mcp.close();
+      programApi.close();
       board.close();
       await programMcp.close();
     },
