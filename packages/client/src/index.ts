@@ -23,3 +23,4 @@ export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/m
 export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProviderAsks, type ProviderHandlers, type ProviderAsks, type DispatchedAsk } from "./gen/exchanges.js";
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "./exchanges/engine.js";
 export { commandExec, STDERR_TAIL_BYTES } from "./families/command-exec.js";
+export { PostgresVault, type SqlClient, type VaultOptions } from "./families/vault.js";

@@ -190,7 +190,7 @@ describe("kind 19 added by a spec edit alone runs end to end", () => {
     );
     const compiled = run(program, [tsc, "-p", "tsconfig.json"]);
     expect(compiled.out).toBe("");
-    const driven = run(program, [join(program, "out", "drive.mjs")]);
+    const driven = run(program, [join(program, "out", "drive.mjs")], 60_000);
     expect(driven.stderr).toBe("");
     expect(JSON.parse(driven.stdout)).toEqual({ text: "hi via echo", declined: "notServed" });
   }, 600_000);

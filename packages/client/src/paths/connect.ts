@@ -25,6 +25,7 @@ import {
 import { checkMcp } from "@diverge/codec/mcp";
 import { ProviderError } from "./errors.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
+import { requestsAskExchangesByKind } from "@diverge/codec";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
 /** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
@@ -100,28 +101,8 @@ export interface ProxyConnection {
   close(): Promise<void>;
 }
 
-/** The answer path of every kind of the `/requests` table, by kind number. */
-const PATH_OF_KIND: readonly string[] = [
-  "/mcp/list-tools",
-  "/mcp/list-resources",
-  "/mcp/call-tool",
-  "/mcp/read-resource",
-  "/mcp/notifications",
-  "/vault/get",
-  "/vault/set",
-  "/vault/delete",
-  "/vault/lock",
-  "/vault/unlock",
-  "/command",
-  "/postgres",
-  "/fuse/read",
-  "/fuse/write",
-  "/fuse/list",
-  "/fuse/remove",
-  "/fuse/rename",
-  "/fuse/mkdir",
-  "/fuse/stat",
-];
+/** The answer path of every kind of the `/requests` table, by kind number, from the generated exchange table. */
+const PATH_OF_KIND: readonly (string | undefined)[] = Array.from({ length: 256 }, (_, kind) => requestsAskExchangesByKind.get(kind)?.pathPrefix.replace(/\/$/, ""));
 
 const INTERNAL_ERROR = -32603;
 
