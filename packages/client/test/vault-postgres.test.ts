@@ -1,6 +1,8 @@
 // PostgresVault end to end: two proxies (two containers) whose providers keep one store on one real
 // PostgreSQL contend for one key through the program-facing API; and the embedded PGlite store.
+import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -97,15 +99,43 @@ describe("PostgresVault on one real PostgreSQL", () => {
 describe("PostgresVault on embedded PGlite", () => {
   it("keeps values in its directory across restarts of the vault", async () => {
     const dir = mkdtempSync(join(tmpdir(), "diverge-vault-pglite-"));
-    const first = await PostgresVault.embedded(dir, { namespace: "demo", holder: "c" });
+    const first = PostgresVault.embedded(dir, { namespace: "demo", holder: "c" });
     const a = await container("c", first);
     expect((await a.call("PUT", "/vault/k", "kept")).status).toBe(204);
     expect((await a.call("POST", "/vault/k/lock?ttl=10", "")).status).toBe(204);
     await a.connection.close();
     await first.close();
-    const again = await PostgresVault.embedded(dir, { namespace: "demo", holder: "c" });
+    const again = PostgresVault.embedded(dir, { namespace: "demo", holder: "c" });
     running.push(again);
     expect(await again.get("k")).toEqual({ variant: "Present", value: new TextEncoder().encode("kept") });
     expect(await again.get("other")).toEqual({ variant: "Missing" });
   }, 60_000);
+});
+
+describe("diverge answer serves the vault", () => {
+  it("from the PostgreSQL at --vault-database-url, in its --vault-namespace", async () => {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: () => {} });
+    running.push(proxy);
+    const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+    const child = spawn(process.execPath, [cli, "answer", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--vault-database-url", postgres.url, "--vault-namespace", "cli-ns"], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    running.push({ close: async () => void (child.exitCode === null && child.kill("SIGKILL")) });
+    const deadline = Date.now() + 15_000;
+    while (!stderr.includes("connected to")) {
+      if (Date.now() > deadline) throw new Error(`diverge answer did not connect: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(stderr).toContain("vault in PostgreSQL (namespace cli-ns)");
+    const base = `http://127.0.0.1:${proxy.programPort}`;
+    expect((await fetch(`${base}/vault/cli-k`, { method: "PUT", body: "from the cli" })).status).toBe(204);
+    expect(await (await fetch(`${base}/vault/cli-k`)).text()).toBe("from the cli");
+    // The value is in the namespace it was given, and only there.
+    const other = await PostgresVault.connect(postgres.url, { namespace: "cli-ns", holder: "x" });
+    running.push(other);
+    expect(await other.get("cli-k")).toEqual({ variant: "Present", value: new TextEncoder().encode("from the cli") });
+    child.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 30_000);
 });

@@ -3,6 +3,10 @@ import { parseArgs } from "node:util";
 import { connectProxy, type ProxyHandlers } from "../paths/connect.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
 import { commandExec } from "../families/command-exec.js";
+import { PostgresVault } from "../families/vault.js";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export const answerUsage = "  answer     answer a proxy's asks (/requests): MCP relayed to an MCP server, commands run by an executable";
 
@@ -16,14 +20,23 @@ MCP ask (list tools, list resources, call tool, read resource, notifications) by
 MCP server: a Streamable HTTP endpoint (--mcp) or a command speaking MCP on stdio (after --).
 With --command-exec, each command runs that executable once with the command's bytes on stdin;
 each line it writes to stdout is one item; exit status 0 ends the command cleanly, any other the
-error {"exit":<status>,"stderr":"<last 4 KiB of stderr>"}. Asks with no answerer here (postgres,
-FUSE, and MCP or command without their flags) are declined. Runs until SIGINT or SIGTERM.
+error {"exit":<status>,"stderr":"<last 4 KiB of stderr>"}. Vault asks are always answered, from
+PostgreSQL at --vault-database-url, else from an embedded PGlite database in --vault-dir (default a
+directory under the OS temp dir, printed at start); the tables are created on first use. Asks with
+no answerer here (postgres, FUSE, and MCP or command without their flags) are declined. Runs until
+SIGINT or SIGTERM.
 
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
   --command-exec <executable>
                   run each command with this executable
+  --vault-database-url <url>
+                  keep the vault in this PostgreSQL
+  --vault-dir <dir>
+                  keep the vault in an embedded PGlite database here (without a URL)
+  --vault-namespace <name>
+                  which store the keys live in (default "default")
   --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
@@ -42,6 +55,9 @@ export async function runAnswer(args: string[]): Promise<number> {
         revision: { type: "string" },
         mcp: { type: "string" },
         "command-exec": { type: "string" },
+        "vault-database-url": { type: "string" },
+        "vault-dir": { type: "string" },
+        "vault-namespace": { type: "string", default: "default" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -60,8 +76,8 @@ export async function runAnswer(args: string[]): Promise<number> {
   let target: McpTarget | undefined;
   if (values.mcp && command.length === 0) target = { url: values.mcp };
   else if (!values.mcp && command.length > 0) target = { command: command[0]!, args: command.slice(1) };
-  else if (values.mcp || !values["command-exec"]) {
-    process.stderr.write(`give exactly one MCP server: --mcp <url> or -- <command> [args...] (or only --command-exec)\n\n${help}`);
+  else if (values.mcp || !(values["command-exec"] || values["vault-database-url"] || values["vault-dir"])) {
+    process.stderr.write(`give at most one MCP server (--mcp <url> or -- <command> [args...]) and something to answer: an MCP server, --command-exec, or a vault (--vault-database-url, --vault-dir)\n\n${help}`);
     return 2;
   }
   const say = (line: string) => {
@@ -69,8 +85,26 @@ export async function runAnswer(args: string[]): Promise<number> {
   };
   const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
   const executable = values["command-exec"];
-  // The relay's MCP handlers, and the command handler beside them when asked for.
-  const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, executable ? { command: commandExec(executable) } : {});
+  // The vault's holder is the container this run answers for: the proxy it dials.
+  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
+  let vault: PostgresVault;
+  try {
+    if (values["vault-database-url"]) {
+      vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
+      say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+    } else {
+      const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
+      mkdirSync(dir, { recursive: true });
+      vault = PostgresVault.embedded(dir, vaultOptions);
+      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+    }
+  } catch (problem) {
+    process.stderr.write(`the vault could not start: ${(problem as Error).message}\n`);
+    await relay?.close();
+    return 1;
+  }
+  // The relay's MCP handlers, and the vault and command handlers beside them.
+  const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
   if (executable) say(`commands run ${executable}`);
   const connection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
@@ -96,5 +130,6 @@ export async function runAnswer(args: string[]): Promise<number> {
   say("stopping");
   await connection.close();
   await relay?.close();
+  await vault.close();
   return 0;
 }

@@ -58,23 +58,28 @@ export class PostgresVault {
     );
   }
 
-  /** A vault in an embedded PGlite database kept in `dir`. */
-  static async embedded(dir: string, options: VaultOptions): Promise<PostgresVault> {
-    const { PGlite } = await import("@electric-sql/pglite");
-    const db = await PGlite.create(dir);
+  /**
+   * A vault in an embedded PGlite database kept in `dir`. The database starts on the first ask (it
+   * takes seconds), so a provider that is never asked about its vault never waits for it.
+   */
+  static embedded(dir: string, options: VaultOptions): PostgresVault {
+    let opening: Promise<import("@electric-sql/pglite").PGlite> | undefined;
+    const db = () => (opening ??= import("@electric-sql/pglite").then(({ PGlite }) => PGlite.create(dir)));
     // PGlite runs one statement at a time; queue them so concurrent asks never interleave.
     let queue: Promise<unknown> = Promise.resolve();
     return new PostgresVault(
       {
         query: (text, params) => {
           const run = queue.then(async () => {
-            const result = await db.query<Record<string, unknown>>(text, params as unknown[]);
+            const result = await (await db()).query<Record<string, unknown>>(text, params as unknown[]);
             return { rows: result.rows, affected: result.affectedRows ?? 0 };
           });
           queue = run.catch(() => {});
           return run;
         },
-        close: () => db.close(),
+        close: async () => {
+          if (opening) await (await opening).close();
+        },
       },
       options,
     );
