@@ -5,8 +5,8 @@ export {
   relayToMcp,
   ProviderError,
   type ProxyHandlers,
-  type ProxyConnection,
-  type ProxyConnectionEvent,
+  type PathsConnection,
+  type PathsConnectionEvent,
   type ConnectOptions,
   type McpAnswer,
   type AskInfo,
@@ -15,10 +15,14 @@ export {
   type RelayOptions,
   type McpRelay,
   type ProviderErrorDetail,
+  type SocketEnding,
   type WebSocketLike,
   type WebSocketConstructor,
 } from "./paths/index.js";
 export * from "./multiplexed/index.js";
+export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./paths/fetch.js";
+export { proxyBase, ProxyUrlError, type ProxyUrlErrorDetail } from "./url.js";
+export { DEFAULT_TIMEOUT_MS, type RequestOptions } from "./waiting.js";
 export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/multiplexer";
 export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProviderAsks, type ProviderHandlers, type ProviderAsks, type DispatchedAsk } from "./gen/exchanges.js";
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "./exchanges/engine.js";

@@ -4,14 +4,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type RunningProxy } from "@diverge/server";
-import { openContainer, pipePostgres, type AnnouncedConnection, type ContainerConnection } from "../src/index.js";
+import { openContainer, pipePostgres, type AnnouncedConnection, type MultiplexedConnection } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "./multiplexed-postgres-server.js";
 
 let database: ThrowawayPostgres;
 let app: ExampleContainer;
 let pgPortOfProxy = 0;
 const proxies: RunningProxy[] = [];
-const connections: ContainerConnection[] = [];
+const connections: MultiplexedConnection[] = [];
 
 beforeAll(async () => {
   database = await startThrowawayPostgres();
@@ -26,7 +26,7 @@ afterEach(async () => {
   await Promise.allSettled(proxies.splice(0).map((proxy) => proxy.close()));
 });
 
-async function pairedContainer(onPostgres?: (announced: AnnouncedConnection) => void): Promise<{ proxy: RunningProxy; connection: ContainerConnection; announced: number[] }> {
+async function pairedContainer(onPostgres?: (announced: AnnouncedConnection) => void): Promise<{ proxy: RunningProxy; connection: MultiplexedConnection; announced: number[] }> {
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false });
   proxies.push(proxy);
   pgPortOfProxy = proxy.multiplexed.pgPort;

@@ -8,11 +8,11 @@ import { decodeClientFrame, encodeClientFrame, encodeServerFrame } from "@diverg
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type ProxyOptions, type RunningProxy } from "@diverge/server";
 import { WebSocket } from "ws";
-import { ContainerError, openContainer, type AnnouncedConnection, type ContainerConnection, type OpenContainerOptions } from "../src/index.js";
+import { ContainerError, openContainer, type AnnouncedConnection, type MultiplexedConnection, type OpenContainerOptions } from "../src/index.js";
 
 let app: ExampleContainer;
 const proxies: RunningProxy[] = [];
-const connections: ContainerConnection[] = [];
+const connections: MultiplexedConnection[] = [];
 
 beforeAll(async () => {
   app = await startExampleContainer();
@@ -25,7 +25,7 @@ afterEach(async () => {
   await Promise.allSettled(proxies.splice(0).map((proxy) => proxy.close()));
 });
 
-async function container(options: OpenContainerOptions = {}, proxyOptions: ProxyOptions = {}): Promise<{ proxy: RunningProxy; connection: ContainerConnection }> {
+async function container(options: OpenContainerOptions = {}, proxyOptions: ProxyOptions = {}): Promise<{ proxy: RunningProxy; connection: MultiplexedConnection }> {
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, ...proxyOptions });
   proxies.push(proxy);
   const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, options);
@@ -99,11 +99,12 @@ describe("openContainer", () => {
     ]);
   });
 
-  it("rejects a refused begin and a second begin with Refused", async () => {
+  it("rejects a refused begin with Refused; the connection is not begun, so a second begin may succeed, and a third is Refused", async () => {
     const { connection } = await container();
     expect((await rejection(connection.beginTools({ arguments: 7 }))).detail.variant).toBe("Refused");
-    const second = await rejection(connection.beginTools({ arguments: { greeting: "Hi" } }));
-    expect(second.detail).toMatchObject({ variant: "Refused", error: { error: "the connection has already begun" } });
+    await connection.beginTools({ arguments: { greeting: "Hi" } });
+    const third = await rejection(connection.beginTools({ arguments: { greeting: "Hi" } }));
+    expect(third.detail).toMatchObject({ variant: "Refused", error: { error: "the connection has already begun" } });
   });
 
   it("holds MCP exchanges until the secrets are fed", async () => {

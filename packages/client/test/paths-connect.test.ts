@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { decodeMcpNotificationsAnswer, RequestsAskError, type ServerNotification } from "@diverge/codec";
 import { startProxy, type McpExchangeError, type NotificationStreamEvent, type RunningProxy } from "@diverge/server";
-import { connectProxy, ProviderError, type ProxyConnection, type ProxyConnectionEvent, type ProxyHandlers } from "../src/index.js";
+import { connectProxy, ProviderError, type PathsConnection, type PathsConnectionEvent, type ProxyHandlers } from "../src/index.js";
 import { delay, FakeProxy, rawAsk, rejection } from "./paths-helpers.js";
 
 const running: { close(): Promise<void> }[] = [];
@@ -17,14 +17,14 @@ async function proxy(): Promise<RunningProxy> {
   return p;
 }
 
-function connect(url: string, handlers: ProxyHandlers, options: Parameters<typeof connectProxy>[2] = {}): { connection: ProxyConnection; events: ProxyConnectionEvent[] } {
-  const events: ProxyConnectionEvent[] = [];
+function connect(url: string, handlers: ProxyHandlers, options: Parameters<typeof connectProxy>[2] = {}): { connection: PathsConnection; events: PathsConnectionEvent[] } {
+  const events: PathsConnectionEvent[] = [];
   const connection = connectProxy(url, handlers, { minBackoffMs: 10, maxBackoffMs: 50, ...options, onEvent: (event) => events.push(event) });
   running.push(connection);
   return { connection, events };
 }
 
-const errorsOf = (events: ProxyConnectionEvent[]) => events.flatMap((event) => (event.type === "error" ? [event.error] : []));
+const errorsOf = (events: PathsConnectionEvent[]) => events.flatMap((event) => (event.type === "error" ? [event.error] : []));
 
 describe("connectProxy with a real proxy", () => {
   it("dispatches kinds 0 to 3 to their typed handlers and answers with their results", async () => {

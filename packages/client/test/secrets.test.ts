@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { encodeToolsBeginChannelRequest } from "@diverge/codec";
 import { startProxy, type RunningProxy } from "@diverge/server";
-import { openContainer, type ContainerConnection } from "../src/index.js";
+import { openContainer, type MultiplexedConnection } from "../src/index.js";
 import { startTestProgram, type TestProgram } from "../../server/test/hostile-support.js";
 
 const SECRETS = {
@@ -24,7 +24,7 @@ const NEEDLES = Object.values(SECRETS).flatMap((value) => [value, JSON.stringify
 const output: string[] = [];
 const proxies: RunningProxy[] = [];
 const programs: TestProgram[] = [];
-const connections: ContainerConnection[] = [];
+const connections: MultiplexedConnection[] = [];
 afterEach(async () => {
   for (const connection of connections.splice(0)) connection.close();
   await Promise.allSettled(proxies.splice(0).map((proxy) => proxy.close()));
@@ -50,7 +50,7 @@ async function deadPort(): Promise<number> {
   return port;
 }
 
-async function setUp(secrets: "accept" | "refuse" | "error" | "unreachable"): Promise<{ proxy: RunningProxy; connection: ContainerConnection; program?: TestProgram }> {
+async function setUp(secrets: "accept" | "refuse" | "error" | "unreachable"): Promise<{ proxy: RunningProxy; connection: MultiplexedConnection; program?: TestProgram }> {
   let appPort: number;
   let program: TestProgram | undefined;
   if (secrets === "unreachable") appPort = await deadPort();

@@ -1,7 +1,7 @@
 // The JSON reader's failure reasons: serde_json's wording, positions only, never a quote of the input.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { describeJsonError, JsonFailure, readJson } from "../src/runtime/index.js";
+import { describeJsonError, findJsonProblem, JsonFailure, readJson } from "../src/runtime/index.js";
 
 const reason = (text: string) => describeJsonError(text);
 
@@ -27,16 +27,25 @@ describe("describeJsonError", () => {
     ["{", "EOF while parsing an object at line 1 column 1"],
     ["-", "EOF while parsing a value at line 1 column 1"],
     ["1.", "EOF while parsing a value at line 1 column 2"],
+    ["01", "invalid number at line 1 column 2"],
+    ["[-01]", "invalid number at line 1 column 4"],
+    ["1e+x", "invalid number at line 1 column 4"],
+    ["1e", "EOF while parsing a value at line 1 column 2"],
+    ["-x", "invalid number at line 1 column 2"],
+    ['"\\u12"', "EOF while parsing a string at line 1 column 6"],
+    ['"\\u12x4"', "invalid escape at line 1 column 6"],
+    // Columns count bytes, as serde_json's do: é is two.
+    ['{"é":tru}', "expected ident at line 1 column 10"],
   ])("%j → %s", (text, expected) => {
     expect(() => JSON.parse(text)).toThrow();
     expect(reason(text)).toBe(expected);
   });
 
-  it("survives nesting far deeper than any stack", () => {
+  it("survives nesting far deeper than any stack, refusing it where serde_json's recursion limit does", () => {
     const deep = "[".repeat(200_000);
-    expect(reason(deep)).toBe("EOF while parsing a list at line 1 column 200000");
+    expect(reason(deep)).toBe("recursion limit exceeded at line 1 column 128");
     const bytes = new TextEncoder().encode("[".repeat(100_000) + "]".repeat(100_000));
-    expect(readJson(bytes, 0, bytes.length)).toBeInstanceOf(Array);
+    expect(() => readJson(bytes, 0, bytes.length)).toThrow(JsonFailure);
   });
 
   it("finds a reason for every string JSON.parse refuses, and quotes none of it", () => {
@@ -83,6 +92,9 @@ describe("numbers JSON cannot carry back", () => {
     ['{"code":-3e2601,"message":"x"}', "number out of range at line 1 column 15"],
     ["[1, 1e999]", "number out of range at line 1 column 9"],
     [`[${"9".repeat(400)}]`, "number out of range at line 1 column 401"],
+    // An exponent past i32 is refused at the digit that overflowed it.
+    ["1e99999999999", "number out of range at line 1 column 12"],
+    ["[1E+2147483648]", "number out of range at line 1 column 14"],
   ])("%s is refused: %s", (text, expected) => {
     const bytes = new TextEncoder().encode(text);
     expect(() => readJson(bytes, 0, bytes.length)).toThrow(JsonFailure);
@@ -96,5 +108,110 @@ describe("numbers JSON cannot carry back", () => {
   it("keeps large finite numbers and exponent-looking strings", () => {
     const bytes = new TextEncoder().encode('{"a":1e300,"b":"1e999","c":-2.5E-300}');
     expect(readJson(bytes, 0, bytes.length)).toEqual({ a: 1e300, b: "1e999", c: -2.5e-300 });
+  });
+});
+
+/** What `readJson` says about `text`: the value, or the reason it refused. */
+function read(text: string): { value: unknown } | { reason: string } {
+  const bytes = new TextEncoder().encode(text);
+  try {
+    return { value: readJson(bytes, 0, bytes.length) };
+  } catch (error) {
+    if (!(error instanceof JsonFailure)) throw error;
+    return { reason: error.reason };
+  }
+}
+
+describe("lone surrogates: a string, key or value, must be Unicode text", () => {
+  it.each([
+    // The issue's secret: a leading surrogate and then the closing quote.
+    ['{"API_KEY":"abc\\ud800"}', "unexpected end of hex escape at line 1 column 22"],
+    ['"\\ud800"', "unexpected end of hex escape at line 1 column 8"],
+    ['"\\uD800\\n"', "unexpected end of hex escape at line 1 column 9"],
+    ['"\\ud800\\u0041"', "lone leading surrogate in hex escape at line 1 column 13"],
+    ['"\\ud800\\ud800"', "lone leading surrogate in hex escape at line 1 column 13"],
+    // A trailing surrogate alone: serde_json calls it a lone leading one too.
+    ['"\\udc00"', "lone leading surrogate in hex escape at line 1 column 7"],
+    ['"a\\uDFFFb"', "lone leading surrogate in hex escape at line 1 column 8"],
+    // Object keys are strings like any other.
+    ['{"\\udfff":1}', "lone leading surrogate in hex escape at line 1 column 8"],
+    ['{"ok":{"\\ud83d":true}}', "unexpected end of hex escape at line 1 column 15"],
+    ['"\\\\\\ud800"', "unexpected end of hex escape at line 1 column 10"],
+    ['"\\ud800', "EOF while parsing a string at line 1 column 7"],
+    ['"\\ud800\\', "EOF while parsing a string at line 1 column 8"],
+    ['"\\ud800\\u12', "EOF while parsing a string at line 1 column 11"],
+    ['{"é":"\\udc00"}', "lone leading surrogate in hex escape at line 1 column 13"],
+    ['[1,\n "\\udc00"]', "lone leading surrogate in hex escape at line 2 column 8"],
+  ])("%s is refused: %s", (text, expected) => {
+    expect(read(text)).toEqual({ reason: expected });
+    expect(describeJsonError(text)).toBe(expected);
+  });
+
+  it("the first complaint in reading order wins, as serde_json reads", () => {
+    expect(read('["\\udc00", 1e999]')).toEqual({ reason: "lone leading surrogate in hex escape at line 1 column 8" });
+    expect(read('[1e999, "\\udc00"]')).toEqual({ reason: "number out of range at line 1 column 6" });
+    expect(describeJsonError('["\\udc00", tru]')).toBe("lone leading surrogate in hex escape at line 1 column 8");
+  });
+
+  it("keeps pairs, escaped backslashes and surrogate-looking text", () => {
+    expect(read('"\\ud83d\\ude00"')).toEqual({ value: "\u{1F600}" });
+    expect(read('{"\\uD83D\\uDE00":"x"}')).toEqual({ value: { "\u{1F600}": "x" } });
+    expect(read('"\\\\ud800"')).toEqual({ value: "\\ud800" });
+    expect(read('"\\u00e9 \\\\udc00 \\u0041"')).toEqual({ value: "é \\udc00 A" });
+    expect(read('"😀 \\ud7ff \\ue000"')).toEqual({ value: "😀 \ud7ff \ue000" });
+  });
+
+  it("refuses exactly what leaves a string that is not well-formed, for any JSON", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4, stringUnit: "binary" }), (value) => {
+        const text = JSON.stringify(value);
+        const wellFormed = (v: unknown): boolean =>
+          typeof v === "string"
+            ? v.isWellFormed()
+            : typeof v === "object" && v !== null
+              ? Object.entries(v).every(([k, item]) => k.isWellFormed() && wellFormed(item))
+              : true;
+        const result = read(text);
+        if (wellFormed(value)) expect(result).toEqual({ value: JSON.parse(text) });
+        else expect(result).toMatchObject({ reason: expect.stringMatching(/^(lone leading surrogate in hex escape|unexpected end of hex escape) at line 1 column \d+$/) });
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+});
+
+describe("nesting: serde_json's recursion limit of 128", () => {
+  it("keeps 127 nested arrays or objects and refuses the 128th, where it opens", () => {
+    expect(read("[".repeat(127) + "]".repeat(127))).toHaveProperty("value");
+    expect(read("[".repeat(128) + "]".repeat(128))).toEqual({ reason: "recursion limit exceeded at line 1 column 128" });
+    expect(read('{"a":'.repeat(127) + "{}" + "}".repeat(127))).toEqual({ reason: "recursion limit exceeded at line 1 column 636" });
+    expect(read('{"a":'.repeat(126) + "[]" + "}".repeat(126))).toHaveProperty("value");
+    // Empty containers count as serde_json counts them: on opening.
+    expect(read("[".repeat(127) + "[]" + "]".repeat(127))).toEqual({ reason: "recursion limit exceeded at line 1 column 128" });
+  });
+
+  it("refuses 5,000-deep params as a failure to read, never a stack overflow", () => {
+    const text = `{"name":"deep","arguments":${'{"a":'.repeat(5_000)}1${"}".repeat(5_000)}}`;
+    expect(read(text)).toEqual({ reason: "recursion limit exceeded at line 1 column 658" });
+  });
+});
+
+describe("what readJson accepts is what findJsonProblem finds nothing in", () => {
+  it("agrees on any text", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.json({ maxDepth: 3 }),
+          fc.string({ unit: fc.constantFrom("[", "]", "{", "}", '"', "\\", "u", "d", "8", "0", "c", "e", "1", ",", ":", " ", "-", ".") , maxLength: 30 }),
+        ),
+        (text) => {
+          const result = read(text);
+          const problem = findJsonProblem(text);
+          if (problem === undefined) expect(result).toEqual({ value: JSON.parse(text) });
+          else expect(result).toEqual({ reason: problem });
+        },
+      ),
+      { numRuns: 5_000 },
+    );
   });
 });

@@ -21,6 +21,9 @@ const brokenFeeds = (value: string): string[] => {
     `{"API_KEY":${quoted},"N":7}`, // a value that is not a string
     `{"API_KEY":${quoted}} ${quoted}`, // trailing characters
     `{${quoted}:1}`, // the secret as a key with a number
+    `{"API_KEY":${quoted.slice(0, -1)}\\ud800"}`, // a lone leading surrogate after the secret
+    `{"API_KEY":"\\udc00${quoted.slice(1)}}`, // a lone trailing surrogate before it
+    `{${quoted.slice(0, -1)}\\udfff":"x"}`, // a lone surrogate in the secret's key
   ];
 };
 
@@ -47,5 +50,27 @@ describe("Secrets decode errors", () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("Secrets values are Unicode text", () => {
+  it("refuses a value with a lone surrogate escape as the Secrets variant, quoting none of it", () => {
+    const bytes = Uint8Array.from([8, ...encoder.encode('{"API_KEY":"abc\\ud800"}')]);
+    let error: unknown;
+    try {
+      decodeToolsBeginChannelRequest(bytes);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ToolsBeginChannelRequestError);
+    const e = error as ToolsBeginChannelRequestError;
+    expect(e.detail).toEqual({ variant: "Secrets", reason: "unexpected end of hex escape at line 1 column 22" });
+    expect(e.message).toBe("secrets feed did not parse: unexpected end of hex escape at line 1 column 22");
+    expect(e.message).not.toContain("abc");
+  });
+
+  it("keeps a value written with a surrogate pair", () => {
+    const bytes = Uint8Array.from([8, ...encoder.encode('{"API_KEY":"abc\\ud83d\\ude00"}')]);
+    expect(decodeToolsBeginChannelRequest(bytes)).toEqual({ variant: "Secrets", values: { API_KEY: "abc\u{1F600}" } });
   });
 });

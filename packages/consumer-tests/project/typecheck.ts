@@ -21,7 +21,7 @@ import { readU32, type TypeCheck } from "@diverge/codec/runtime";
 import { answer, registry, type FrameEntry } from "@diverge/conformance";
 import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
 import { PROXY_PORT, startProxy, type RunningProxy } from "@diverge/server";
-import { connectProxy, type ProxyConnection, type ProxyHandlers } from "@diverge/client";
+import { connectProxy, type PathsConnection, type ProxyHandlers } from "@diverge/client";
 
 const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
 const id: number = request.connection_id;
@@ -64,7 +64,7 @@ const handlers: ProxyHandlers = {
 };
 export async function loopback(): Promise<unknown> {
   const proxy: RunningProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false });
-  const connection: ProxyConnection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers);
+  const connection: PathsConnection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers);
   await connection.whenConnected();
   const tools = await proxy.mcp.listTools();
   await connection.close();

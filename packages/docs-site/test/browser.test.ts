@@ -110,6 +110,24 @@ describe("the site in headless chromium", () => {
     await page.screenshot({ path: join(tmpdir(), "diverge-docs-postgres-request.png"), fullPage: true });
   });
 
+  it("opens the guide from the header, reads a guide page and follows its link into the wire reference and back", async () => {
+    await open("/2.3.0/");
+    await page.locator("header.top a.guide").click();
+    await page.waitForURL(`${origin}/guide/`);
+    expect(await page.locator("h1").textContent()).toBe("Guide");
+    expect((await tableRows(["Page", "What it covers"])).map((row) => row[0])).toEqual(["Run a provider", "Write a container program", "Run the proxy", "Use the codec"]);
+    await page.locator("nav.side a", { hasText: "Run a provider" }).click();
+    await page.waitForURL(`${origin}/guide/run-a-provider/`);
+    expect(await page.locator("h1").textContent()).toBe("Run a provider");
+    expect(await page.locator("#nothing-waits-silently").count()).toBe(1);
+    expect(await page.locator("main pre code").count()).toBeGreaterThan(3);
+    await page.locator("main a", { hasText: "the tools::begin channels" }).click();
+    await page.waitForURL(`${origin}/2.3.0/container-proxy-endpoints/tools-begin/channels/`);
+    await open("/2.3.0/");
+    await page.locator("main a", { hasText: "the guide" }).click();
+    await page.waitForURL(`${origin}/guide/`);
+  });
+
   it("asked the server for nothing that is not there", () => {
     expect(misses).toEqual([]);
   });

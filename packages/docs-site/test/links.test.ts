@@ -99,6 +99,11 @@ describe("the generated site's links", () => {
       "/2.3.0/container-proxy-endpoints/mcp/list-tools/result/answer/",
       "/2.3.0/container-proxy-endpoints/mcp/answer/error/",
       "/2.3.0/container-proxy-endpoints/postgres/request/",
+      "/guide/",
+      "/guide/run-a-provider/",
+      "/guide/write-a-container-program/",
+      "/guide/run-the-proxy/",
+      "/guide/use-the-codec/",
     ];
     for (const url of stable) {
       expect(fileOfUrl(url), `site page ${url}`).toBeDefined();
@@ -118,5 +123,21 @@ describe("the generated site's links", () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it("links the guide and the wire reference both ways", () => {
+    const guidePages = walk(join(siteDir, "guide")).filter((f) => f.endsWith(".html"));
+    expect(guidePages).toHaveLength(5);
+    for (const file of guidePages) {
+      const at = urlOfFile(file);
+      const targets = linksOf(readFileSync(file, "utf8")).map((link) => resolveLink(at, link.split("#")[0]!));
+      // Every guide page reaches the reference (at least its home), every page but the index a revision page.
+      expect(targets.some((t) => t === "/" || /^\/\d+\.\d+\.\d+\//.test(t)), at).toBe(true);
+      if (at !== "/guide/") expect(targets.some((t) => /^\/\d+\.\d+\.\d+\//.test(t)), at).toBe(true);
+    }
+    for (const at of ["/", "/2.3.0/"]) {
+      const targets = linksOf(readFileSync(fileOfUrl(at)!, "utf8")).map((link) => resolveLink(at, link.split("#")[0]!));
+      expect(targets, at).toContain("/guide/");
+    }
   });
 });

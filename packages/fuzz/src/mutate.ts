@@ -24,7 +24,7 @@ export class Random {
 }
 
 const INTERESTING = [0x00, 0x01, 0x02, 0x07, 0x08, 0x09, 0x0b, 0x0c, 0x12, 0x13, 0x7f, 0x80, 0xc0, 0xc3, 0xed, 0xf4, 0xfe, 0xff];
-const TOKENS = ["{", "}", "[", "]", '"', ":", ",", "null", "true", "-", "0", "1e999", "\\u", "\\ud800", "__proto__", "constructor", "\u0000", "\u2028", "\ufffd"].map((t) => new TextEncoder().encode(t));
+const TOKENS = ["{", "}", "[", "]", '"', ":", ",", "null", "true", "-", "0", "1e999", "\\u", "\\ud800", "\\udc00", "\\ud83d\\ude00", "1e99999999999", "__proto__", "constructor", "\u0000", "\u2028", "\ufffd"].map((t) => new TextEncoder().encode(t));
 
 function splice(base: Uint8Array, at: number, remove: number, insert: Uint8Array): Uint8Array {
   const out = new Uint8Array(base.length - remove + insert.length);

@@ -35,6 +35,8 @@ export class FrameSocket {
   readonly mux: Multiplexer;
   private pauses = 0;
   private isClosed = false;
+  private drainWaiters: { readonly lowWater: number; readonly resolve: () => void }[] = [];
+  private drainTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
     if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
@@ -55,6 +57,9 @@ export class FrameSocket {
     socket.addEventListener("close", (event: { code?: number }) => {
       if (this.isClosed) return;
       this.isClosed = true;
+      if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
+      this.drainTimer = undefined;
+      this.releaseDrained();
       this.mux.end();
       options.closed?.(event.code ?? 1006);
     });
@@ -69,16 +74,40 @@ export class FrameSocket {
     return this.socket.bufferedAmount;
   }
 
-  /** Resolves once at most `lowWater` bytes wait to be sent (or the socket has closed). */
+  /**
+   * Resolves once at most `lowWater` bytes wait to be sent, or the socket has closed. Every waiter
+   * shares one poll (the WebSocket has no drain event), and the close releases them all at once.
+   */
   drained(lowWater: number): Promise<void> {
     if (this.socket.bufferedAmount <= lowWater || this.isClosed) return Promise.resolve();
     return new Promise((resolve) => {
-      const check = () => {
-        if (this.socket.bufferedAmount <= lowWater || this.isClosed) resolve();
-        else setTimeout(check, DRAIN_POLL_MS);
-      };
-      setTimeout(check, DRAIN_POLL_MS);
+      this.drainWaiters.push({ lowWater, resolve });
+      this.pollDrain();
     });
+  }
+
+  /** Callers waiting in `drained()` now. */
+  get drainWaiting(): number {
+    return this.drainWaiters.length;
+  }
+
+  private pollDrain(): void {
+    if (this.drainTimer !== undefined || this.drainWaiters.length === 0) return;
+    this.drainTimer = setTimeout(() => {
+      this.drainTimer = undefined;
+      this.releaseDrained();
+      this.pollDrain();
+    }, DRAIN_POLL_MS);
+  }
+
+  private releaseDrained(): void {
+    const buffered = this.socket.bufferedAmount;
+    const waiting = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const waiter of waiting) {
+      if (this.isClosed || buffered <= waiter.lowWater) waiter.resolve();
+      else this.drainWaiters.push(waiter);
+    }
   }
 
   /**

@@ -80,6 +80,34 @@ describe("FrameSocket", () => {
     expect(clientSocket.isPaused).toBe(false);
   });
 
+  it("drained(): waiters share one poll, are released once the buffer drains, and all at once when the socket closes", async () => {
+    serverEvents = {};
+    let serverSide!: FrameSocket;
+    const { client, clientSocket } = await pair((frames) => (serverSide = frames));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The client stops reading; the server sends until its buffer is well over a megabyte.
+    clientSocket.pause();
+    const big = new Uint8Array(256 * 1024);
+    while (serverSide.bufferedAmount < 4 * 1024 * 1024) serverSide.socket.send(big);
+    const released: number[] = [];
+    const waits = Array.from({ length: 50 }, (_, i) => serverSide.drained(1024 * 1024).then(() => released.push(i)));
+    expect(serverSide.drainWaiting).toBe(50);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(released).toEqual([]);
+    clientSocket.resume();
+    await Promise.all(waits);
+    expect(released).toHaveLength(50);
+    expect(serverSide.drainWaiting).toBe(0);
+    // Waiting again, then the socket closes: every waiter is released with it.
+    clientSocket.pause();
+    while (serverSide.bufferedAmount < 4 * 1024 * 1024) serverSide.socket.send(big);
+    const stuck = Array.from({ length: 10 }, () => serverSide.drained(0));
+    expect(serverSide.drainWaiting).toBe(10);
+    clientSocket.terminate();
+    await Promise.all(stuck);
+    expect(serverSide.drainWaiting).toBe(0);
+  });
+
   it("reads every binary shape a WebSocket delivers, and none for text", () => {
     expect(binaryOf("text")).toBeUndefined();
     expect(toHex(binaryOf(new Uint8Array([1, 2]))!)).toBe("0102");

@@ -28,6 +28,15 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
+  --max-pair-backlog-bytes <n>
+                           bytes a program's database or daemon socket may leave unread before
+                           that pair alone ends (default 67108864)
+  --max-held-connections <n>
+                           program connections held before the begin; more are closed (default 256)
+  --allow-host <name>      a Host name the program port accepts besides localhost, 127.0.0.1 and
+                           [::1] (repeatable; "*" accepts any); others get 403
+  --allow-origin <origin>  an Origin (scheme://host[:port]) the program port accepts besides
+                           loopback ones (repeatable; "*" accepts any); others get 403
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
@@ -66,6 +75,10 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-open-channels": { type: "string" },
       "max-open-scopes": { type: "string" },
       "max-notification-backlog-bytes": { type: "string" },
+      "max-pair-backlog-bytes": { type: "string" },
+      "max-held-connections": { type: "string" },
+      "allow-host": { type: "string", multiple: true },
+      "allow-origin": { type: "string", multiple: true },
       revision: { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -89,6 +102,10 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxOpenChannels: positive("max-open-channels", values["max-open-channels"]),
     maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
     maxNotificationBacklogBytes: positive("max-notification-backlog-bytes", values["max-notification-backlog-bytes"]),
+    maxPairBacklogBytes: positive("max-pair-backlog-bytes", values["max-pair-backlog-bytes"]),
+    maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
+    allowedHosts: values["allow-host"],
+    allowedOrigins: values["allow-origin"],
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
   };
 }
@@ -118,16 +135,27 @@ async function main(argv: string[]): Promise<number> {
       `${proxy.options.secretsGate ? " (MCP held until the program takes its secrets)" : ""}\n`,
   );
   await stopped;
-  await proxy.close();
+  // Closing aborts every call still waiting on the program (/register, /secrets, the inward MCP
+  // session) and ends every socket; should anything still hang, the proxy exits regardless after
+  // SHUTDOWN_GRACE_MS. A second signal exits at once.
+  const again = () => process.exit(1);
+  process.once("SIGINT", again);
+  process.once("SIGTERM", again);
+  const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), SHUTDOWN_GRACE_MS).unref());
+  if ((await Promise.race([proxy.close(), grace])) === "late") options.log?.(`diverge-proxy: closing took longer than ${SHUTDOWN_GRACE_MS} ms; exiting anyway`);
   return 0;
 }
 
+/** The longest the proxy waits for its parts to close after SIGINT or SIGTERM before exiting. */
+const SHUTDOWN_GRACE_MS = 800;
+
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code;
+    // Exits explicitly: a keep-alive socket or timer of a dependency must not keep a stopped proxy alive.
+    process.exit(code);
   },
   (error: unknown) => {
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    process.exit(1);
   },
 );

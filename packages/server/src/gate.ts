@@ -5,7 +5,13 @@ export class Gate {
   private opened: boolean;
   private readonly waiting: (() => void)[] = [];
 
-  constructor(open = false) {
+  private reported = false;
+
+  /** `onFirstHold` is called once, when the first exchange is held (for the proxy's log). */
+  constructor(
+    open = false,
+    private readonly onFirstHold?: () => void,
+  ) {
     this.opened = open;
   }
 
@@ -23,6 +29,10 @@ export class Gate {
   /** Resolves at once when open, else when the gate opens; callers resume in the order they waited. */
   pass(): Promise<void> {
     if (this.opened) return Promise.resolve();
+    if (!this.reported) {
+      this.reported = true;
+      this.onFirstHold?.();
+    }
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 }

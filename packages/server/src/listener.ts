@@ -22,6 +22,64 @@ export interface ListenerOptions {
   readonly maxMessageBytes?: number;
   /** Largest request head (request line and headers), in bytes. Default Node's own (16 KiB). */
   readonly maxHeaderBytes?: number;
+  /** When given, every request and upgrade is checked against it first (DNS-rebinding protection); a refusal is 403. */
+  readonly guard?: HostGuard;
+}
+
+/** The `Host` names and `Origin`s a loopback listener accepts. */
+export interface HostGuard {
+  /** Host names (port-agnostic; IPv6 in brackets, `[::1]`) accepted besides the loopback names; `"*"` accepts any. */
+  readonly hosts: readonly string[];
+  /** Origins (`scheme://host[:port]`) accepted besides loopback ones; `"*"` accepts any. A request without `Origin` is not checked. */
+  readonly origins: readonly string[];
+}
+
+/** The names a loopback listener always accepts in `Host`, and in an `Origin`'s host. */
+export const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
+
+/**
+ * Why a request must be refused, or undefined when it may pass. MCP's Streamable HTTP transport asks
+ * servers to refuse an `Origin` they do not allow, and loopback servers a `Host` that is not theirs.
+ * The MCP SDK's own checks are an Express middleware (`hostHeaderValidation`, same rule: the host
+ * name, port-agnostic) and deprecated transport options that would cover `/mcp` only; this listener
+ * also serves `/daemon` upgrades, so the check is made here, for every path, before any route runs.
+ */
+export function guardRefusal(guard: HostGuard, headers: IncomingMessage["headers"]): string | undefined {
+  const host = headers.host;
+  if (!guard.hosts.includes("*")) {
+    if (host === undefined) return "Missing Host header";
+    // Only `name[:port]`: no userinfo, path or query smuggled in for the URL parser to drop.
+    const name = /[@/\\?#\s]/.test(host) ? undefined : hostnameOf(`http://${host}`);
+    if (name === undefined || (!LOOPBACK_HOSTS.includes(name) && !guard.hosts.some((allowed) => hostnameOf(`http://${allowed}`) === name))) return `Invalid Host: ${host}`;
+  }
+  const origin = headers.origin;
+  if (origin !== undefined && !guard.origins.includes("*")) {
+    let allowed = false;
+    try {
+      const url = new URL(origin);
+      allowed = ((url.protocol === "http:" || url.protocol === "https:") && LOOPBACK_HOSTS.includes(url.hostname)) || guard.origins.some((entry) => sameOrigin(entry, url.origin));
+    } catch {
+      allowed = false;
+    }
+    if (!allowed) return `Invalid Origin: ${origin}`;
+  }
+  return undefined;
+}
+
+function hostnameOf(url: string): string | undefined {
+  try {
+    return new URL(url).hostname.toLowerCase();
+  } catch {
+    return undefined;
+  }
+}
+
+function sameOrigin(entry: string, origin: string): boolean {
+  try {
+    return new URL(entry).origin === origin;
+  } catch {
+    return false;
+  }
 }
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -54,6 +112,9 @@ export class RouteListener {
       this.server.once("error", reject);
       this.server.listen(this.options.port ?? 0, this.options.host ?? "127.0.0.1", () => {
         this.server.off("error", reject);
+        // Once listening, an error of the listener itself (EMFILE on accept, say) drops that one
+        // connection; without a listener it would end the whole process.
+        this.server.on("error", () => {});
         resolve();
       });
     });
@@ -71,6 +132,12 @@ export class RouteListener {
   }
 
   private onRequest(request: IncomingMessage, response: ServerResponse): void {
+    const refusal = this.options.guard && guardRefusal(this.options.guard, request.headers);
+    if (refusal) {
+      // As the MCP SDK answers it: a JSON-RPC error with no id. The body is not read.
+      response.writeHead(403, { "content-type": "application/json", connection: "close" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: refusal }, id: null }));
+      return;
+    }
     const pathname = pathOf(request);
     for (const route of this.requests) if (route(request, response, pathname)) return;
     response.writeHead(this.upgrades.length > 0 ? 426 : 404, { "content-type": "text/plain" }).end(this.upgrades.length > 0 ? "WebSocket upgrade required\n" : "not found\n");
@@ -78,6 +145,7 @@ export class RouteListener {
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
+    if (this.options.guard && guardRefusal(this.options.guard, request.headers)) return refuse(socket, 403);
     const pathname = pathOf(request);
     for (const route of this.upgrades) {
       const decision = route.decide(pathname, request);
@@ -96,7 +164,7 @@ export class RouteListener {
   }
 }
 
-const REASONS: Record<number, string> = { 400: "Bad Request", 404: "Not Found", 409: "Conflict", 426: "Upgrade Required" };
+const REASONS: Record<number, string> = { 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 426: "Upgrade Required" };
 
 function refuse(socket: Duplex, status: number): void {
   const reason = REASONS[status] ?? "Refused";

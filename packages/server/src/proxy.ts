@@ -4,7 +4,7 @@ import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import { Gate } from "./gate.js";
 import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
-import type { PairStats } from "./multiplexed/pairs.js";
+import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
 
 export const PROXY_PORT = 14979;
@@ -36,11 +36,29 @@ export interface ProxyOptions {
   readonly maxOpenScopes?: number;
   /** Bytes that may wait in the multiplexed connection's send buffer before a tag-7 channel drops notifications (counted in `stats()`). Default 8 MiB. */
   readonly maxNotificationBacklogBytes?: number;
+  /** Bytes from the provider one program socket (a database driver's, a daemon connection's) may hold unread; beyond it that pair ends, and only it. Default 64 MiB. */
+  readonly maxPairBacklogBytes?: number;
+  /** Program connections (database drivers, `/daemon` dials) held before the provider has begun; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
+  readonly maxHeldConnections?: number;
+  /**
+   * `Host` names the program-facing listener accepts besides `localhost`, `127.0.0.1` and `[::1]`
+   * (any port); `"*"` accepts any. Every other `Host` is refused with 403 (DNS-rebinding protection).
+   */
+  readonly allowedHosts?: readonly string[];
+  /**
+   * `Origin`s (`scheme://host[:port]`) the program-facing listener accepts besides loopback ones;
+   * `"*"` accepts any. A request with any other `Origin` is refused with 403; one without is not checked.
+   */
+  readonly allowedOrigins?: readonly string[];
+  /** A program MCP session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000 (5 minutes). */
+  readonly programSessionIdleMs?: number;
   /** Where the proxy reports what happens; never given a secret value. Default: silent. */
   readonly log?: (line: string) => void;
 }
 
-export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision">> {
+export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins">> {
+  readonly allowedHosts: readonly string[];
+  readonly allowedOrigins: readonly string[];
   readonly revision: SpokenRevision;
   readonly log: (line: string) => void;
 }
@@ -62,6 +80,8 @@ export interface ProxyPart {
 export const DEFAULT_MAX_OPEN_CHANNELS = 4096;
 export const DEFAULT_MAX_OPEN_SCOPES = 64;
 export const DEFAULT_NOTIFICATION_BACKLOG_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_MAX_HELD_CONNECTIONS = 256;
+export const DEFAULT_PROGRAM_SESSION_IDLE_MS = 300_000;
 
 /** Counters of a running proxy: what its bounded queues dropped or refused, and what is open now. */
 export interface ProxyStats {
@@ -78,10 +98,12 @@ export interface ProxyStats {
   readonly openChannels: number;
   readonly refusedChannels: number;
   readonly refusedScopes: number;
-  /** Answers on `/` that were larger than the message limit and were replaced by an MCP error. */
+  /** Answers on `/` that were larger than the message limit: an MCP answer replaced by an MCP error, or an Info not served. */
   readonly oversizedAnswers: number;
   /** Traffic of the postgres pairs, with the peaks of their buffers. */
   readonly postgres: PairStats;
+  /** Traffic of the daemon pairs, with the peaks of their buffers. */
+  readonly daemon: PairStats;
 }
 
 export interface RunningProxy {
@@ -118,6 +140,11 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     maxOpenChannels: options.maxOpenChannels ?? DEFAULT_MAX_OPEN_CHANNELS,
     maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
     maxNotificationBacklogBytes: options.maxNotificationBacklogBytes ?? DEFAULT_NOTIFICATION_BACKLOG_BYTES,
+    maxPairBacklogBytes: options.maxPairBacklogBytes ?? DEFAULT_PAIR_BACKLOG_BYTES,
+    maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
+    allowedHosts: [...(options.allowedHosts ?? [])],
+    allowedOrigins: [...(options.allowedOrigins ?? [])],
+    programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
     log: options.log ?? (() => {}),
   };
 }
@@ -126,9 +153,19 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
 export async function startProxy(options: ProxyOptions = {}): Promise<RunningProxy> {
   const resolved = resolveOptions(options);
   const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
-  // A vault key of 65,535 bytes, percent-encoded, is up to 192 KiB of URL: the program's heads may be that long.
-  const program = new RouteListener({ host: "127.0.0.1", port: resolved.programPort, maxMessageBytes: resolved.maxMessageBytes, maxHeaderBytes: 256 * 1024 });
-  const gate = new Gate(!resolved.secretsGate);
+  // Loopback, so every request and upgrade must name a loopback host (or an allowed one) and come
+  // from no Origin or an allowed one: MCP's rule for Streamable HTTP servers, applied to every path.
+  const program = new RouteListener({
+    host: "127.0.0.1",
+    port: resolved.programPort,
+    maxMessageBytes: resolved.maxMessageBytes,
+    // A vault key of 65,535 bytes, percent-encoded, is up to 192 KiB of URL: the program's heads may be that long.
+    maxHeaderBytes: 256 * 1024,
+    guard: { hosts: resolved.allowedHosts, origins: resolved.allowedOrigins },
+  });
+  const gate = new Gate(!resolved.secretsGate, () =>
+    resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
+  );
   const context: ProxyContext = { options: resolved, provider, program, gate };
   const paths = attachPaths(context);
   const multiplexed = await attachMultiplexed(context);
@@ -157,6 +194,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
         refusedScopes: connection?.refusedScopes ?? 0,
         oversizedAnswers: connection?.oversizedAnswers ?? 0,
         postgres: multiplexed.postgresStats(),
+        daemon: multiplexed.daemonStats(),
       };
     },
     async close() {

@@ -7,16 +7,19 @@
 //   a proxy in front of the example container, with faults of its own: unknown tools (MCP errors),
 //   malformed channel requests (bare finish), and abrupt closes of the whole connection (every
 //   exchange in flight is lost; the next exchanges go to a fresh proxy, since `/` is one per life).
+//   Every cycle also meets the program-side faults of `program-faults.ts`: a driver reset and two
+//   failed handshakes on `/` before the provider dials, and a daemon program that never reads.
 //
 // Checked for every exchange: it ends exactly once for its caller, with the outcome the faults imply;
 // a watchdog fails the run when any exchange stays open too long; RSS is sampled against a bound.
-import { ContainerError, openContainer, type ContainerConnection } from "@diverge/client";
+import { ContainerError, openContainer, type MultiplexedConnection } from "@diverge/client";
 import { McpExchangeError, startProxy, type RunningProxy } from "@diverge/server";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { encodeToolsBeginChannelRequest } from "@diverge/codec";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { errorCodeOf, FaultyProvider, TERMINAL_PATH_FAULTS, type PathFault } from "./paths.js";
+import { beforeProvider, StalledDaemon, type ProgramFaultCounts } from "./program-faults.js";
 
 export interface SoakOptions {
   /** Exchanges in all, over both transports. */
@@ -126,7 +129,9 @@ async function pathsExchange(proxy: RunningProxy, i: number): Promise<Outcome> {
 /** One proxy in front of the example container and the provider's one connection to it. */
 interface MuxCycle {
   readonly proxy: RunningProxy;
-  readonly connection: ContainerConnection;
+  readonly connection: MultiplexedConnection;
+  /** A daemon program that never reads, flooded by the provider until the proxy ends its pair. */
+  readonly stalled: StalledDaemon;
   cut: boolean;
 }
 
@@ -227,13 +232,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const muxFaults: Record<string, number> = {};
   let current: Promise<MuxCycle> | undefined;
   const retired: MuxCycle[] = [];
+  const programFaults: ProgramFaultCounts = { driverResetBeforeProvider: 0, failedHandshake: 0, stalledDaemon: 0 };
   const openCycle = async (): Promise<MuxCycle> => {
     cycles++;
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot });
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`);
+    // Before the provider dials: a driver reset, a failed handshake, a client gone before the 101.
+    await beforeProvider(proxy, programFaults);
+    const stalled = new StalledDaemon(programFaults);
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { onDaemon: stalled.onDaemon });
     await connection.beginTools({ arguments: { greeting: "Hi" } });
     await connection.feedSecrets({ API_KEY: "soak-key" });
-    return { proxy, connection, cut: false };
+    await stalled.start(proxy);
+    return { proxy, connection, stalled, cut: false };
   };
   const cycle = (): Promise<MuxCycle> => (current ??= openCycle());
   const cutCycle = (which: MuxCycle) => {
@@ -352,6 +362,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   current = undefined;
   const last = endCycle ? await endCycle.catch(() => undefined) : undefined;
   for (const which of [...retired, ...(last ? [last] : [])]) {
+    // Each cycle's stalled daemon ended by the proxy (unless its connection was cut first).
+    const problem = await which.stalled.problem(which.cut);
+    if (problem) fail(`multiplexed cycle: ${problem}`);
+    which.stalled.close();
     which.connection.close();
     await which.proxy.close();
   }
@@ -373,6 +387,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   // consequence of a fault, not one of their own; they are reported apart.
   for (const [name, count] of Object.entries(provider.faults)) if (name !== "answer" && name !== "refused") faults[`paths.${name}`] = count;
   for (const [name, count] of Object.entries(muxFaults)) faults[`multiplexed.${name}`] = count;
+  for (const [name, count] of Object.entries(programFaults)) faults[`multiplexed.${name}`] = count;
   return {
     seed: options.seed,
     exchanges: options.exchanges,

@@ -14,6 +14,10 @@ describe(`soak (seed ${SEED}, ${EXCHANGES} exchanges)`, () => {
     expect(report.pathsExchanges + report.multiplexedExchanges).toBe(EXCHANGES);
     expect(report.faultTotal).toBeGreaterThan(EXCHANGES / 10);
     expect(report.faults["multiplexed.abruptClose"]).toBeGreaterThan(0);
+    // Every cycle: a driver reset before the provider, two failed handshakes on /, a stalled daemon.
+    expect(report.faults["multiplexed.driverResetBeforeProvider"]).toBe(report.multiplexedConnections);
+    expect(report.faults["multiplexed.failedHandshake"]).toBe(2 * report.multiplexedConnections);
+    expect(report.faults["multiplexed.stalledDaemon"]).toBe(report.multiplexedConnections);
     expect(report.reasked).toBeGreaterThan(0);
     expect(report.peakRssMiB).toBeLessThan(report.rssBoundMiB);
     // Nothing the run made outlives it: the heap returns to within 32 MiB of where it began.

@@ -8,7 +8,7 @@ import { emitCodec } from "./emit/codec.js";
 import { emitArbitraries, emitCodecTests, emitVectors } from "./emit/examples.js";
 import { emitConformanceRegistry } from "./emit/conformance.js";
 import { emitCodecPackageJson, emitCodecRoot } from "./emit/root.js";
-import { emitDocs } from "./emit/docs.js";
+import { emitDocs, readGuide } from "./emit/docs.js";
 import { emitExchanges } from "./emit/exchanges.js";
 import type { GeneratedFile } from "./emit/project.js";
 
@@ -57,7 +57,7 @@ export function generateAll(root: string, compilerVersion: string): GeneratedFil
   }
   files.push(...emitCodecRoot(revisions, compilerVersion));
   files.push(emitConformanceRegistry(revisions, compilerVersion));
-  files.push(...emitDocs(revisions, compilerVersion));
+  files.push(...emitDocs(revisions, compilerVersion, readGuide(root)));
   // The codec's `./<revision>` subpath exports follow the revisions under spec/.
   const codecManifest = join(root, "packages", "codec", "package.json");
   if (existsSync(codecManifest)) files.push(emitCodecPackageJson(readFileSync(codecManifest, "utf8"), revisions));

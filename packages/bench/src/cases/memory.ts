@@ -10,7 +10,7 @@
 import { connect, type Socket } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { openContainer, type AnnouncedConnection, type ContainerConnection } from "@diverge/client";
+import { openContainer, type AnnouncedConnection, type MultiplexedConnection } from "@diverge/client";
 import { WebSocket } from "ws";
 import type { ChildMemory } from "../child.js";
 import { startChild, type Child } from "../processes.js";
@@ -50,7 +50,7 @@ async function until(what: string, done: () => boolean, ms: number): Promise<voi
   }
 }
 
-async function perChannel(proxy: Child, connection: ContainerConnection, count: number): Promise<MemoryResult["perChannel"]> {
+async function perChannel(proxy: Child, connection: MultiplexedConnection, count: number): Promise<MemoryResult["perChannel"]> {
   // One stream first, so the proxy's upstream MCP session exists before the baseline.
   const first = connection.mcp.notifications();
   await connection.mcp.callTool({ name: "greet", arguments: { name: "warm" } });
@@ -180,7 +180,7 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
   await idleNode.close();
   const container = await startChild(["container"]);
   const proxy = await startChild(["proxy", String(container.ready.port)]);
-  let connection: ContainerConnection | undefined;
+  let connection: MultiplexedConnection | undefined;
   try {
     await sleep(quick ? 100 : 1000);
     const idleMem = await proxy.memory();

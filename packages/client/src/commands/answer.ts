@@ -26,6 +26,12 @@ directory under the OS temp dir, printed at start); the tables are created on fi
 no answerer here (postgres, FUSE, and MCP or command without their flags) are declined. Runs until
 SIGINT or SIGTERM.
 
+The secrets gate: a proxy started without --no-secrets-gate holds every MCP exchange (so no ask
+reaches this command) until the program inside has taken its secrets, which a provider feeds on
+the multiplexed connection (\`diverge tools … --secret\`, or openContainer + feedSecrets). The proxy
+logs a line when it first holds one. Start the proxy with --no-secrets-gate when the program
+declares no secrets.
+
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
@@ -80,6 +86,7 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.stderr.write(`give at most one MCP server (--mcp <url> or -- <command> [args...]) and something to answer: an MCP server, --command-exec, or a vault (--vault-database-url, --vault-dir)\n\n${help}`);
     return 2;
   }
+  let stopping = false;
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
   };
@@ -113,12 +120,14 @@ export async function runAnswer(args: string[]): Promise<number> {
         case "requestsOpened":
           return say(`connected to ${values.proxy}/requests`);
         case "requestsClosed":
-          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"}); dialling again`);
+          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
         case "ask":
           return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
         case "pathEnded":
           return say(`${event.path}: ${event.outcome}`);
         case "error":
+          // Once stopping, the paths being cut are not news.
+          if (stopping) return;
           return process.stderr.write(`${event.error.message}\n`);
       }
     },
@@ -127,6 +136,7 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  stopping = true;
   say("stopping");
   await connection.close();
   await relay?.close();

@@ -2,8 +2,7 @@
 // The proxy takes one connection in its life, so each run begins the container, optionally feeds its
 // secrets, makes its one exchange and prints the result as JSON.
 import { parseArgs } from "node:util";
-import { openContainer, type ContainerConnection } from "../multiplexed/container.js";
-import { pipePostgres } from "../multiplexed/postgres.js";
+import { ContainerError, openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
 
 export const toolsUsage = "  tools      begin a tool container through its proxy (/) and list, call or read its tools";
 
@@ -15,8 +14,10 @@ const help = `Usage:
   diverge tools notifications    [flags]            print notifications until interrupted (or --count)
   diverge tools info             [flags]            the container's DIVERGE.md, parsed
 
-Each run opens the proxy's one multiplexed connection, begins the container with --arguments, feeds
-the secrets if any are given, makes its exchange and prints the result as JSON on stdout.
+Each run opens the proxy's one multiplexed connection, begins the container with --arguments, reads
+its DIVERGE.md, feeds the secrets (a secret the front matter declares and no flag gives is named on
+stderr before the run waits), makes its exchange and prints the result as JSON.
+A proxy takes one connection on / in its life: a second run against the same proxy is refused.
 
 Flags:
   --proxy <url>           the proxy's provider-facing address (default ws://127.0.0.1:14979)
@@ -27,11 +28,12 @@ Flags:
   --cursor <cursor>       the page to list from (list, resources)
   --count <n>             notifications: stop after n
   --database-url <url>    serve the container's database connections from this PostgreSQL server
+  --timeout <ms>          give up on any one wait after this long (default 60000; 0: never)
   --revision <r>          the spec revision to speak (default the newest spoken)
   -h, --help              this text
 `;
 
-type Exchange = (connection: ContainerConnection) => Promise<unknown>;
+type Exchange = (connection: MultiplexedConnection) => Promise<unknown>;
 
 export async function runTools(args: string[]): Promise<number> {
   let parsed;
@@ -48,6 +50,7 @@ export async function runTools(args: string[]): Promise<number> {
         cursor: { type: "string" },
         count: { type: "string" },
         "database-url": { type: "string" },
+        timeout: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -91,15 +94,18 @@ export async function runTools(args: string[]): Promise<number> {
     if (value === undefined) return usage(`--secret-env ${name}: no such environment variable`);
     secrets[name] = value;
   }
+  const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
+  if (timeoutMs !== undefined && !(timeoutMs >= 0)) return usage("--timeout must be a number of milliseconds");
+  const wait = { timeoutMs };
   const params = values.cursor !== undefined ? { cursor: values.cursor } : undefined;
   const [command, ...rest] = positionals;
   let exchange: Exchange;
   switch (command) {
     case "list":
-      exchange = (c) => c.mcp.listTools(params);
+      exchange = (c) => c.mcp.listTools(params, wait);
       break;
     case "resources":
-      exchange = (c) => c.mcp.listResources(params);
+      exchange = (c) => c.mcp.listResources(params, wait);
       break;
     case "call": {
       const [name, json] = rest;
@@ -112,17 +118,17 @@ export async function runTools(args: string[]): Promise<number> {
           return usage("the tool's arguments are not JSON");
         }
       }
-      exchange = (c) => c.mcp.callTool(toolArguments === undefined ? { name } : { name, arguments: toolArguments });
+      exchange = (c) => c.mcp.callTool(toolArguments === undefined ? { name } : { name, arguments: toolArguments }, wait);
       break;
     }
     case "read": {
       const [uri] = rest;
       if (!uri) return usage("read needs a resource URI");
-      exchange = (c) => c.mcp.readResource({ uri });
+      exchange = (c) => c.mcp.readResource({ uri }, wait);
       break;
     }
     case "info":
-      exchange = async (c) => (await c.info()) ?? null;
+      exchange = async (c) => (await c.info(wait)) ?? null;
       break;
     case "notifications": {
       const count = values.count === undefined ? Infinity : Number(values.count);
@@ -146,20 +152,45 @@ export async function runTools(args: string[]): Promise<number> {
   }
 
   const databaseUrl = values["database-url"];
-  const connection = await openContainer(values.proxy, {
-    revision: values.revision,
-    onPostgres: (announced) => {
-      if (!databaseUrl) return announced.decline();
-      pipePostgres(announced, databaseUrl).catch((error: Error) => process.stderr.write(`database: ${error.message}\n`));
-    },
-  });
+  let connection: MultiplexedConnection;
   try {
-    await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments });
-    if (Object.keys(secrets).length > 0) await connection.feedSecrets(secrets);
+    connection = await openContainer(values.proxy, {
+      revision: values.revision,
+      timeoutMs,
+      ...(databaseUrl ? { database: databaseUrl } : {}),
+      onEvent: (event) => {
+        if (event.type === "pairFailed") process.stderr.write(`${event.kind} connection ${event.id}: ${event.error.message}\n`);
+      },
+    });
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n`);
+    return 1;
+  }
+  try {
+    await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, wait);
+    if (command !== "info") {
+      // What the program declares it needs: a missing secret would leave every MCP exchange held.
+      const info = await connection.info(wait);
+      const declared = info?.frontMatter.secrets ?? [];
+      const missing = declared.filter((name) => !(name in secrets));
+      if (missing.length > 0) {
+        // Said before the wait: a proxy with the secrets gate (the default) holds the exchange until they are fed.
+        process.stderr.write(
+          `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${missing.join(", ")}, not given: ` +
+            `add ${missing.map((name) => `--secret ${name}=… (or --secret-env ${name})`).join(" ")}. ` +
+            `A proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets; waiting${timeoutMs === 0 ? "" : ` at most ${timeoutMs ?? 60000} ms`}\n`,
+        );
+      }
+      if (missing.length === 0 && (declared.length > 0 || Object.keys(secrets).length > 0)) await connection.feedSecrets(secrets, wait);
+    } else if (Object.keys(secrets).length > 0) await connection.feedSecrets(secrets, wait);
     const result = await exchange(connection);
     if (result !== undefined) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
+  } catch (problem) {
+    if (!(problem instanceof ContainerError)) throw problem;
+    process.stderr.write(`${problem.message}\n`);
+    return 1;
   } finally {
-    connection.close();
+    await connection.close();
   }
 }

@@ -23,6 +23,9 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { FrameSocket, speakRevision, type Responder, type SpokenRevision, type WebSocketLike } from "@diverge/multiplexer";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket as NodeWebSocket } from "ws";
+import { endpointUrl, proxyBase } from "../url.js";
+import { bounded, type RequestOptions } from "../waiting.js";
+import { pipePostgres, type DatabaseAddress } from "./postgres.js";
 
 /** A JSON-RPC error object as the container's MCP server sent it. */
 export interface ErrorData {
@@ -38,12 +41,23 @@ export type ContainerErrorDetail =
   | { readonly variant: "Refused"; readonly what: string; readonly error: unknown }
   /** The container's MCP server answered with an error. */
   | { readonly variant: "Mcp"; readonly what: string; readonly error: ErrorData }
-  /** The connection ended before the answer finished. */
+  /**
+   * The connection ended, or the proxy ended the tools::begin scope (it does so when it is ending),
+   * before the answer finished or before the ask was made.
+   */
   | { readonly variant: "Lost"; readonly what: string }
   /** The answer's bytes did not decode. */
   | { readonly variant: "Unreadable"; readonly what: string; readonly reason: string }
   /** An ask that needs `Begun` was made before it. */
-  | { readonly variant: "NotBegun"; readonly what: string };
+  | { readonly variant: "NotBegun"; readonly what: string }
+  /** No answer within `timeoutMs`; `waitingFor` says what was awaited (and why it may be held). */
+  | { readonly variant: "TimedOut"; readonly what: string; readonly waitingFor: string; readonly timeoutMs: number }
+  /** The caller's signal aborted the wait. */
+  | { readonly variant: "Aborted"; readonly what: string; readonly waitingFor: string; readonly reason: unknown }
+  /** The proxy refused `/` with 409: it has had its one provider connection (a proxy takes one in its life). */
+  | { readonly variant: "AlreadyConnected"; readonly what: string; readonly url: string }
+  /** The proxy could not be reached, or refused the upgrade for another reason. */
+  | { readonly variant: "Unreachable"; readonly what: string; readonly url: string; readonly status: number | undefined; readonly reason: string };
 
 export class ContainerError extends Error {
   override readonly name = "ContainerError";
@@ -64,11 +78,19 @@ function describe(detail: ContainerErrorDetail): string {
     case "Mcp":
       return `${detail.what}: MCP error ${detail.error.code}: ${detail.error.message}`;
     case "Lost":
-      return `${detail.what}: the connection ended before the answer`;
+      return `${detail.what}: the connection (or the proxy's tools::begin scope) ended before the answer`;
     case "Unreadable":
       return `${detail.what}: unreadable answer: ${detail.reason}`;
     case "NotBegun":
-      return `${detail.what}: the container has not begun`;
+      return `${detail.what}: the container has not begun (call beginTools first)`;
+    case "TimedOut":
+      return `${detail.what}: no answer within ${detail.timeoutMs} ms; waiting for ${detail.waitingFor}`;
+    case "Aborted":
+      return `${detail.what}: aborted while waiting for ${detail.waitingFor}${detail.reason instanceof Error ? `: ${detail.reason.message}` : ""}`;
+    case "AlreadyConnected":
+      return `${detail.what}: the proxy at ${detail.url} refused / with HTTP 409: it has already had its one provider connection. A proxy takes exactly one connection on / in its life, even after that connection ended; restart the proxy (its container) to begin again`;
+    case "Unreachable":
+      return `${detail.what}: could not open ${detail.url}${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
   }
 }
 
@@ -80,7 +102,7 @@ export interface AnnouncedConnection {
   /**
    * Opens the provider's half. `data` receives what the program sent (driver bytes, or one daemon
    * client frame per call); `end` is called once that half finishes (`served` false: the proxy did not
-   * know the id) or the connection ends.
+   * know the id) or the connection ends. A handler that throws ends the pair (reported as `pairFailed`).
    */
   accept(handlers: { data(bytes: Uint8Array): void; end(served: boolean): void }): PairHalf;
   /** Declines the connection: the proxy closes the program's socket. */
@@ -105,61 +127,208 @@ export interface BeginRequest {
   readonly image?: { readonly name: string; readonly digest: string };
 }
 
-export interface DivergeInfo {
-  readonly frontMatter: Record<string, unknown>;
+/** A tool the program declared when it took the arguments (the `Begun` answer), as it produced it. */
+export interface DeclaredTool {
+  /** Unique in the list; the caller's handle for it. */
+  readonly name: string;
+  readonly image?: { readonly name: string; readonly digest: string };
+  /** Bytes of memory the tool container may use. */
+  readonly memory?: number;
+  /** Bytes the tool container may write. */
+  readonly disk?: number;
+  /** The arguments to register the tool with. */
+  readonly arguments?: unknown;
+  readonly instructions?: string;
+  readonly [member: string]: unknown;
+}
+
+/**
+ * The front matter of `DIVERGE.md`: the members this project reads, typed, and every other member kept
+ * as the file has it.
+ */
+export interface DivergeFrontMatter {
+  readonly title?: string;
+  readonly summary?: string;
+  /** A JSON Schema of what the begin's `arguments` may be. */
+  readonly arguments?: Record<string, unknown>;
+  /** The names of the secrets the program needs fed before it serves MCP. */
+  readonly secrets?: readonly string[];
+  readonly [member: string]: unknown;
+}
+
+/** The container's `DIVERGE.md`, parsed by the proxy. */
+export interface ContainerInfo {
+  readonly frontMatter: DivergeFrontMatter;
+  /** The front matter exactly as the proxy sent it, including a known member of another type (left out of `frontMatter`). */
+  readonly rawFrontMatter: Readonly<Record<string, unknown>>;
+  /** The Markdown after the front matter. */
   readonly body: string;
 }
 
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
-export interface OpenContainerOptions {
+/** What happened on the connection besides the answers to the provider's own asks. */
+export type MultiplexedConnectionEvent =
+  /** The proxy announced a program's database or daemon connection. */
+  | { readonly type: "announced"; readonly kind: "postgres" | "daemon"; readonly id: number }
+  /** An announced connection was declined (no handler, no `database`, or the handler declined it). */
+  | { readonly type: "declined"; readonly kind: "postgres" | "daemon"; readonly id: number; readonly reason: string }
+  /** A pair failed: the database could not be reached, a handler threw or rejected. Never thrown. */
+  | { readonly type: "pairFailed"; readonly kind: "postgres" | "daemon"; readonly id: number; readonly error: Error }
+  /**
+   * The first MCP exchange asked before the secrets were fed (reported once). A proxy with the secrets gate (the
+   * default) holds it until `feedSecrets` resolves; `feedSecrets({})` opens it for a program that
+   * declares none.
+   */
+  | { readonly type: "heldForSecrets"; readonly what: string }
+  /** A `notifications()` iterator whose loop did not keep pace lost its oldest notifications. */
+  | { readonly type: "notificationsDropped"; readonly dropped: number }
+  /** The WebSocket closed. */
+  | { readonly type: "ended"; readonly code: number };
+
+export interface OpenContainerOptions extends RequestOptions {
   /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
   readonly revision?: string;
   /** The WebSocket implementation; default `ws`. */
   readonly WebSocket?: WebSocketConstructor;
-  /** Called for every database connection the proxy announces; without it each is declined. */
-  readonly onPostgres?: (connection: AnnouncedConnection) => void;
-  /** Called for every daemon connection the proxy announces; without it each is declined. */
-  readonly onDaemon?: (connection: AnnouncedConnection) => void;
+  /**
+   * Where the program's database connections go: a `postgres://` URL or `{host, port}` (e.g. an
+   * embedded PGlite behind `@electric-sql/pglite-socket`). Every announced database connection is
+   * piped there; a failure is a `pairFailed` event. Ignored when `onPostgres` is given.
+   */
+  readonly database?: string | DatabaseAddress;
+  /**
+   * Called for every database connection the proxy announces; without it (and without `database`)
+   * each is declined. What it throws or its promise rejects with is a `pairFailed` event.
+   */
+  readonly onPostgres?: (connection: AnnouncedConnection) => unknown;
+  /** Called for every daemon connection the proxy announces; without it each is declined. As `onPostgres` for failures. */
+  readonly onDaemon?: (connection: AnnouncedConnection) => unknown;
+  /** Sees every event, from the first. */
+  readonly onEvent?: (event: MultiplexedConnectionEvent) => void;
+}
+
+export interface NotificationsOptions {
+  /** Notifications kept for a loop that does not pull; older ones beyond it are dropped. Default 1024. */
+  readonly maxQueued?: number;
 }
 
 export interface NotificationStream extends AsyncIterable<ServerNotification> {
-  /** Stops delivering; the channel itself lives until the proxy finishes it. */
+  /** Stops delivering to this iterator; its loop ends. The connection's one notification channel stays for the others. */
   close(): void;
 }
 
-/** Dials the proxy's `/` and resolves once the WebSocket is open. */
-export async function openContainer(url: string | URL, options: OpenContainerOptions = {}): Promise<ContainerConnection> {
+/**
+ * Dials the proxy's `/` (give the proxy's base URL: ws or http, with or without a trailing slash)
+ * and resolves once the WebSocket is open. Rejects with ContainerError `AlreadyConnected` when the
+ * proxy has had its one connection, `Unreachable` otherwise, or ProxyUrlError for a URL that names
+ * another endpoint. `timeoutMs`/`signal` bound the dial.
+ */
+export async function openContainer(url: string | URL, options: OpenContainerOptions = {}): Promise<MultiplexedConnection> {
   speakRevision(options.revision); // refuse a revision not spoken here before dialling
+  const target = endpointUrl(proxyBase(url), "");
+  const what = "openContainer";
   const Implementation = options.WebSocket ?? (NodeWebSocket as unknown as WebSocketConstructor);
-  const socket = new Implementation(String(url));
-  await new Promise<void>((resolve, reject) => {
+  let socket: WebSocketLike | undefined;
+  await bounded<void>(options, failures(what, () => `the WebSocket to ${target} to open`), (resolve, reject) => {
+    try {
+      socket = new Implementation(target);
+    } catch (problem) {
+      reject(new ContainerError({ variant: "Unreachable", what, url: target, status: undefined, reason: problem instanceof Error ? problem.message : String(problem) }));
+      return;
+    }
+    let lastError = "";
     socket.addEventListener("open", () => resolve());
-    socket.addEventListener("error", (event: { message?: string; error?: Error }) => reject(event.error ?? new Error(event.message ?? `could not connect to ${String(url)}`)));
+    socket.addEventListener("error", (event: { message?: string; error?: Error }) => {
+      lastError = event.error?.message ?? event.message ?? lastError;
+    });
+    socket.addEventListener("close", (event: { code?: number }) => {
+      const status = /Unexpected server response: (\d+)/.exec(lastError);
+      const code = status ? Number(status[1]) : undefined;
+      if (code === 409) reject(new ContainerError({ variant: "AlreadyConnected", what, url: target }));
+      else reject(new ContainerError({ variant: "Unreachable", what, url: target, status: code, reason: lastError || `closed with ${event.code ?? 1006} before opening` }));
+    });
+    return () => {
+      // A dial abandoned before it opened is closed; an open one is handed over.
+      if (socket && socket.readyState === 0) {
+        socket.addEventListener("open", () => socket!.close(1000));
+      }
+    };
   });
-  return new ContainerConnection(socket, options);
+  return new MultiplexedConnection(socket!, options);
 }
 
-export class ContainerConnection {
+function failures(what: string, waitingFor: () => string) {
+  return {
+    timedOut: (timeoutMs: number) => new ContainerError({ variant: "TimedOut", what, waitingFor: waitingFor(), timeoutMs }),
+    aborted: (reason: unknown) => new ContainerError({ variant: "Aborted", what, waitingFor: waitingFor(), reason }),
+  };
+}
+
+/** The connection's one notification channel, shared by every `notifications()` iterator. */
+interface NotificationHub {
+  readonly sinks: Set<NotificationSinkState>;
+  ended: boolean;
+}
+
+interface NotificationSinkState {
+  push(notification: ServerNotification): void;
+  fail(error: ContainerError): void;
+  end(): void;
+}
+
+/** The provider's side of the multiplexed connection (path `/`) to one container's proxy. */
+export class MultiplexedConnection {
   readonly frames: FrameSocket;
   private beginScope: number | undefined;
+  private scopeEnded = false;
+  private secretsFed = false;
+  private heldReported = false;
   private readonly endWaiters: (() => void)[] = [];
   private hasEnded = false;
-  readonly mcp: McpAsks;
+  private hub: NotificationHub | undefined;
+  private readonly listeners = new Set<(event: MultiplexedConnectionEvent) => void>();
+  readonly mcp: ContainerMcp;
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
 
   constructor(socket: WebSocketLike, private readonly options: OpenContainerOptions = {}) {
     this.revision = speakRevision(options.revision);
+    if (options.onEvent) this.listeners.add(options.onEvent);
+    // Errors after the open end in a close, which ends every stream; the listener keeps them from being unhandled.
+    socket.addEventListener("error", () => {});
     this.frames = new FrameSocket(socket, {
       role: "client",
       events: { channel: (responder, payload) => this.onProxyChannel(responder, payload) },
-      closed: () => {
+      closed: (code) => {
         this.hasEnded = true;
         for (const resolve of this.endWaiters.splice(0)) resolve();
+        this.emit({ type: "ended", code });
       },
     });
-    this.mcp = new McpAsks(this);
+    this.mcp = new ContainerMcp(this);
+  }
+
+  /** Adds an event listener; returns its removal. */
+  onEvent(listener: (event: MultiplexedConnectionEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** @internal */
+  emit(event: MultiplexedConnectionEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's failure is its own; the connection goes on.
+      }
+    }
+  }
+
+  /** Whether the WebSocket has closed. */
+  get isEnded(): boolean {
+    return this.hasEnded;
   }
 
   /** Resolves when the connection has ended. */
@@ -169,54 +338,82 @@ export class ContainerConnection {
   }
 
   /** Opens the tools::begin scope; resolves with the tools the program declared. */
-  beginTools(request: BeginRequest): Promise<unknown[]> {
+  beginTools(request: BeginRequest, options?: RequestOptions): Promise<DeclaredTool[]> {
     const what = "tools::begin";
     const begin: Record<string, unknown> = { arguments: request.arguments ?? null };
     if (request.image) begin.image = { name: request.image.name, digest: request.image.digest };
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      const settle = (action: () => void) => {
-        if (settled) return;
-        settled = true;
-        action();
-      };
+    return bounded<DeclaredTool[]>(options, failures(what, () => "the proxy's Begun (the program's POST /register answer)"), (resolve, reject) => {
+      if (this.frames.mux.ended) return reject(new ContainerError({ variant: "Lost", what }));
+      let begun = false;
       const opened = this.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin }), {
         response: (payload) => {
           try {
             const answer = decodeToolsBeginResponse(payload);
             if (answer.variant === "Begun") {
+              begun = true;
               this.beginScope = opened.scope;
-              settle(() => resolve(Array.isArray(answer.tools) ? answer.tools : []));
-            } else settle(() => reject(new ContainerError({ variant: "Refused", what, error: answer.error })));
+              this.scopeEnded = false;
+              resolve(declaredTools(answer.tools));
+            } else reject(new ContainerError({ variant: "Refused", what, error: answer.error }));
           } catch (error) {
-            settle(() => reject(unreadable(what, error)));
+            reject(unreadable(what, error));
           }
         },
-        finish: () => settle(() => reject(new ContainerError({ variant: "NotServed", what }))),
-        lost: () => settle(() => reject(new ContainerError({ variant: "Lost", what }))),
+        finish: () => {
+          if (begun) this.endScope(opened.scope);
+          reject(new ContainerError({ variant: "NotServed", what }));
+        },
+        lost: () => {
+          if (begun) this.endScope(opened.scope);
+          reject(new ContainerError({ variant: "Lost", what }));
+        },
       });
     });
   }
 
+  private endScope(scope: number): void {
+    if (this.beginScope !== scope) return;
+    this.beginScope = undefined;
+    this.scopeEnded = true;
+  }
+
   /** The container's `DIVERGE.md`, parsed; undefined when the image has none. */
-  async info(): Promise<DivergeInfo | undefined> {
-    const answer = await this.askOnce("info", { variant: "Info" }, (bytes) => decodeInfoAnswer(bytes));
-    return answer.variant === "Info" ? (answer.info as unknown as DivergeInfo) : undefined;
+  async info(options?: RequestOptions): Promise<ContainerInfo | undefined> {
+    const answer = await this.askOnce("info", { variant: "Info" }, (bytes) => decodeInfoAnswer(bytes), options, () => "the proxy's reading of DIVERGE.md");
+    if (answer.variant !== "Info") return undefined;
+    return typedInfo(answer.info);
   }
 
   /** Feeds the secrets' values; resolves on `Fed`, rejects with `Refused` and the program's words. */
-  async feedSecrets(values: Record<string, string>): Promise<void> {
-    const answer = await this.askOnce("secrets", { variant: "Secrets", values }, (bytes) => decodeSecretsAnswer(bytes));
+  async feedSecrets(values: Record<string, string>, options?: RequestOptions): Promise<void> {
+    const answer = await this.askOnce("secrets", { variant: "Secrets", values }, (bytes) => decodeSecretsAnswer(bytes), options, () => "the program's POST /secrets answer");
     if (answer.variant === "Refused") throw new ContainerError({ variant: "Refused", what: "secrets", error: answer.refusal });
+    this.secretsFed = true;
   }
 
-  close(): void {
+  /** Closes the connection; resolves once it has ended. */
+  close(): Promise<void> {
     this.frames.close(1000);
+    return this.ended();
+  }
+
+  /** @internal What an MCP exchange waits for, with the secrets gate named while the secrets are not fed. */
+  mcpWaitingFor(what: string): string {
+    return this.secretsFed
+      ? `the container's MCP server to answer ${what} through the proxy`
+      : `the container's MCP server to answer ${what} through the proxy; the secrets were never fed, and a proxy with the secrets gate (the default) holds every MCP exchange until feedSecrets resolves`;
+  }
+
+  /** @internal Reports the first MCP exchange asked before the secrets were fed. */
+  noteMcpAsk(what: string): void {
+    if (this.secretsFed || this.beginScope === undefined || this.heldReported) return;
+    this.heldReported = true;
+    this.emit({ type: "heldForSecrets", what });
   }
 
   /** Opens one channel on the begin scope and decodes its one answer. */
-  askOnce<T>(what: string, request: ToolsBeginChannelRequest, decode: (bytes: Uint8Array) => T): Promise<T> {
-    return new Promise((resolve, reject) => {
+  askOnce<T>(what: string, request: ToolsBeginChannelRequest, decode: (bytes: Uint8Array) => T, options?: RequestOptions, waitingFor: () => string = () => `the answer to ${what}`): Promise<T> {
+    return bounded<T>(options, failures(what, waitingFor), (resolve, reject) => {
       let first: Uint8Array | undefined;
       this.openChannel(what, request, {
         response: (payload) => {
@@ -230,16 +427,72 @@ export class ContainerConnection {
             reject(unreadable(what, error));
           }
         },
-        lost: () => reject(new ContainerError({ variant: "Lost", what })),
-      }).catch(reject);
+        lost: () => reject(this.lostError(what)),
+      });
     });
   }
 
-  /** Opens a channel of the provider's on the begin scope. */
-  async openChannel(what: string, request: ToolsBeginChannelRequest, handlers: { response(payload: Uint8Array): void; finish(served: boolean): void; lost(): void }): Promise<void> {
-    if (this.beginScope === undefined) throw new ContainerError({ variant: "NotBegun", what });
+  private lostError(what: string): ContainerError {
+    return new ContainerError({ variant: "Lost", what });
+  }
+
+  /** Opens a channel of the provider's on the begin scope. Throws ContainerError when it cannot. */
+  openChannel(what: string, request: ToolsBeginChannelRequest, handlers: { response(payload: Uint8Array): void; finish(served: boolean): void; lost(): void }): void {
     if (this.frames.mux.ended) throw new ContainerError({ variant: "Lost", what });
+    if (this.scopeEnded && this.beginScope === undefined) throw new ContainerError({ variant: "Lost", what });
+    if (this.beginScope === undefined) throw new ContainerError({ variant: "NotBegun", what });
     this.frames.mux.openChannel(this.beginScope, encodeToolsBeginChannelRequest(request), handlers);
+  }
+
+  /** @internal Subscribes a sink to the connection's one notification channel, opening it when none is open. */
+  subscribeNotifications(sink: NotificationSinkState): () => void {
+    let hub = this.hub;
+    if (!hub || hub.ended) {
+      const fresh: NotificationHub = { sinks: new Set(), ended: false };
+      const what = "notifications";
+      let errorSeen = false;
+      const finishAll = (each: (sink: NotificationSinkState) => void) => {
+        fresh.ended = true;
+        if (this.hub === fresh) this.hub = undefined;
+        for (const member of [...fresh.sinks]) each(member);
+        fresh.sinks.clear();
+      };
+      // Throws (NotBegun, Lost) before anything is kept.
+      this.openChannel(what, { variant: "McpNotifications" }, {
+        response: (payload) => {
+          if (fresh.ended) return;
+          let answer;
+          try {
+            answer = decodeMcpNotificationsAnswer(payload, { check: checkMcp });
+          } catch (error) {
+            const failure = unreadable(what, error);
+            for (const member of fresh.sinks) member.fail(failure);
+            return;
+          }
+          if (answer.variant === "Notification") {
+            for (const member of fresh.sinks) member.push(answer.notification as ServerNotification);
+          } else {
+            errorSeen = true;
+            const failure = new ContainerError({ variant: "Mcp", what, error: answer.error as ErrorData });
+            finishAll((member) => member.fail(failure));
+          }
+        },
+        finish: (served) => {
+          if (!served && !errorSeen) {
+            const failure = new ContainerError({ variant: "NotServed", what });
+            finishAll((member) => member.fail(failure));
+          } else finishAll((member) => member.end());
+        },
+        lost: () => {
+          const failure = this.lostError(what);
+          finishAll((member) => member.fail(failure));
+        },
+      });
+      this.hub = hub = fresh;
+    }
+    const current = hub;
+    current.sinks.add(sink);
+    return () => current.sinks.delete(sink);
   }
 
   private onProxyChannel(responder: Responder, payload: Uint8Array): void {
@@ -252,26 +505,61 @@ export class ContainerConnection {
     }
     if (request.variant === "Postgres" || request.variant === "Daemon") {
       const kind = request.variant === "Postgres" ? "postgres" : "daemon";
-      const announced = this.announced(kind, request.connection_id, responder);
-      const handler = kind === "postgres" ? this.options.onPostgres : this.options.onDaemon;
-      if (handler) handler(announced);
-      else announced.decline();
+      const id = request.connection_id;
+      const announced = this.announced(kind, id, responder);
+      this.emit({ type: "announced", kind, id });
+      const handler = kind === "postgres" ? (this.options.onPostgres ?? this.databaseHandler()) : this.options.onDaemon;
+      if (!handler) {
+        announced.decline();
+        this.emit({ type: "declined", kind, id, reason: kind === "postgres" ? "no onPostgres handler and no database option" : "no onDaemon handler" });
+        return;
+      }
+      const failed = (error: unknown) => {
+        announced.decline();
+        announced.failed(error);
+      };
+      try {
+        const outcome = handler(announced);
+        if (outcome && typeof (outcome as PromiseLike<unknown>).then === "function") (outcome as PromiseLike<unknown>).then(undefined, failed);
+      } catch (error) {
+        failed(error);
+      }
       return;
     }
     // Vault and outward MCP are not served on this connection by this client.
     responder.finish();
   }
 
-  private announced(kind: "postgres" | "daemon", id: number, proxyHalf: Responder): AnnouncedConnection {
+  private databaseHandler(): ((connection: AnnouncedConnection) => unknown) | undefined {
+    const database = this.options.database;
+    if (database === undefined) return undefined;
+    return (connection) => pipePostgres(connection, database);
+  }
+
+  private announced(kind: "postgres" | "daemon", id: number, proxyHalf: Responder): AnnouncedConnection & { failed(error: unknown): void } {
     const connection = this;
     let decided = false;
+    let declined = false;
+    let reported = false;
+    let half: { end(): void } | undefined;
+    const failed = (error: unknown) => {
+      if (reported) return;
+      reported = true;
+      connection.emit({ type: "pairFailed", kind, id, error: error instanceof Error ? error : new Error(String(error)) });
+    };
     return {
       kind,
       id,
+      failed,
       decline() {
-        if (decided) return;
-        decided = true;
-        proxyHalf.finish();
+        if (!decided) {
+          decided = true;
+          declined = true;
+          proxyHalf.finish();
+          return;
+        }
+        // After an accept, declining ends the proxy's half.
+        if (!declined) half?.end();
       },
       accept(handlers) {
         if (decided) throw new Error(`${kind} connection ${id} was already accepted or declined`);
@@ -281,15 +569,34 @@ export class ContainerConnection {
         const end = (served: boolean) => {
           if (ended) return;
           ended = true;
-          handlers.end(served);
+          try {
+            handlers.end(served);
+          } catch (error) {
+            failed(error);
+          }
         };
-        connection
-          .openChannel(`${kind} connection ${id}`, tag, {
-            response: (bytes) => handlers.data(bytes),
+        try {
+          connection.openChannel(`${kind} connection ${id}`, tag, {
+            response: (bytes) => {
+              if (ended) return;
+              try {
+                handlers.data(bytes);
+              } catch (error) {
+                failed(error);
+                proxyHalf.finish();
+                end(true);
+              }
+            },
             finish: (served) => end(served),
             lost: () => end(false),
-          })
-          .catch(() => end(false));
+          });
+        } catch (error) {
+          queueMicrotask(() => end(false));
+          if (!(error instanceof ContainerError)) failed(error);
+        }
+        half = {
+          end: () => proxyHalf.finish(),
+        };
         return {
           send: (bytes) => proxyHalf.respond(bytes),
           end: () => proxyHalf.finish(),
@@ -305,32 +612,39 @@ export class ContainerConnection {
 }
 
 /** The five MCP exchanges with the container's own MCP server. */
-export class McpAsks {
-  constructor(private readonly connection: ContainerConnection) {}
+export class ContainerMcp {
+  constructor(private readonly connection: MultiplexedConnection) {}
 
-  async listTools(params?: PaginatedRequestParams): Promise<ListToolsResult> {
-    const answer = await this.connection.askOnce("tools/list", { variant: "McpListTools", params: params ?? null }, (bytes) => decodeMcpListToolsAnswer(bytes, { check: checkMcp }));
-    return resultOf("tools/list", answer) as ListToolsResult;
+  private ask<T>(what: string, request: ToolsBeginChannelRequest, decode: (bytes: Uint8Array) => { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown }, options: RequestOptions | undefined): Promise<T> {
+    this.connection.noteMcpAsk(what);
+    return this.connection.askOnce(what, request, (bytes) => resultOf(what, decode(bytes)) as T, options, () => this.connection.mcpWaitingFor(what));
   }
 
-  async listResources(params?: PaginatedRequestParams): Promise<ListResourcesResult> {
-    const answer = await this.connection.askOnce("resources/list", { variant: "McpListResources", params: params ?? null }, (bytes) => decodeMcpListResourcesAnswer(bytes, { check: checkMcp }));
-    return resultOf("resources/list", answer) as ListResourcesResult;
+  listTools(params?: PaginatedRequestParams, options?: RequestOptions): Promise<ListToolsResult> {
+    return this.ask("tools/list", { variant: "McpListTools", params: params ?? null }, (bytes) => decodeMcpListToolsAnswer(bytes, { check: checkMcp }), options);
   }
 
-  async callTool(params: CallToolRequestParams): Promise<CallToolResult> {
-    const answer = await this.connection.askOnce("tools/call", { variant: "McpCallTool", params }, (bytes) => decodeMcpCallToolAnswer(bytes, { check: checkMcp }));
-    return resultOf("tools/call", answer) as CallToolResult;
+  listResources(params?: PaginatedRequestParams, options?: RequestOptions): Promise<ListResourcesResult> {
+    return this.ask("resources/list", { variant: "McpListResources", params: params ?? null }, (bytes) => decodeMcpListResourcesAnswer(bytes, { check: checkMcp }), options);
   }
 
-  async readResource(params: ReadResourceRequestParams): Promise<ReadResourceResult> {
-    const answer = await this.connection.askOnce("resources/read", { variant: "McpReadResource", params }, (bytes) => decodeMcpReadResourceAnswer(bytes, { check: checkMcp }));
-    return resultOf("resources/read", answer) as ReadResourceResult;
+  callTool(params: CallToolRequestParams, options?: RequestOptions): Promise<CallToolResult> {
+    return this.ask("tools/call", { variant: "McpCallTool", params }, (bytes) => decodeMcpCallToolAnswer(bytes, { check: checkMcp }), options);
   }
 
-  /** Every notification the container's MCP server sends from now on, in order. */
-  notifications(): NotificationStream {
-    const what = "notifications";
+  readResource(params: ReadResourceRequestParams, options?: RequestOptions): Promise<ReadResourceResult> {
+    return this.ask("resources/read", { variant: "McpReadResource", params }, (bytes) => decodeMcpReadResourceAnswer(bytes, { check: checkMcp }), options);
+  }
+
+  /**
+   * Every notification the container's MCP server sends from now on, in order. Every iterator shares
+   * the connection's one notification channel (opened by the first). The loop throws ContainerError
+   * `Lost` when the connection drops, `Mcp` when the server's stream ends with an error; it ends
+   * normally after `close()`. Throws at once (ContainerError) when there is no begun scope to ask on.
+   */
+  notifications(options: NotificationsOptions = {}): NotificationStream {
+    const maxQueued = Math.max(1, options.maxQueued ?? 1024);
+    const connection = this.connection;
     const queue: ServerNotification[] = [];
     let failure: ContainerError | undefined;
     let done = false;
@@ -339,57 +653,69 @@ export class McpAsks {
       wake?.();
       wake = undefined;
     };
-    let errorSeen = false;
-    this.connection
-      .openChannel(what, { variant: "McpNotifications" }, {
-        response: (payload) => {
-          if (done) return;
-          try {
-            const answer = decodeMcpNotificationsAnswer(payload, { check: checkMcp });
-            if (answer.variant === "Notification") queue.push(answer.notification as ServerNotification);
-            else {
-              errorSeen = true;
-              failure = new ContainerError({ variant: "Mcp", what, error: answer.error as ErrorData });
-            }
-          } catch (error) {
-            failure = unreadable(what, error);
-          }
-          signal();
-        },
-        finish: (served) => {
-          if (!served && !errorSeen) failure ??= new ContainerError({ variant: "NotServed", what });
-          done = true;
-          signal();
-        },
-        lost: () => {
-          done = true;
-          signal();
-        },
-      })
-      .catch((error: ContainerError) => {
-        failure = error;
+    connection.noteMcpAsk("notifications");
+    const unsubscribe = connection.subscribeNotifications({
+      push: (notification) => {
+        if (done) return;
+        queue.push(notification);
+        if (queue.length > maxQueued) {
+          queue.shift();
+          connection.emit({ type: "notificationsDropped", dropped: 1 });
+        }
+        signal();
+      },
+      fail: (error) => {
+        if (done) return;
+        failure ??= error;
         done = true;
         signal();
-      });
+      },
+      end: () => {
+        done = true;
+        signal();
+      },
+    });
     return {
       close() {
+        if (!done) failure = undefined;
         done = true;
         queue.length = 0;
+        unsubscribe();
         signal();
       },
       async *[Symbol.asyncIterator]() {
-        for (;;) {
-          if (queue.length > 0) {
-            yield queue.shift()!;
-            continue;
+        try {
+          for (;;) {
+            if (queue.length > 0) {
+              yield queue.shift()!;
+              continue;
+            }
+            if (failure) throw failure;
+            if (done) return;
+            await new Promise<void>((resolve) => (wake = resolve));
           }
-          if (failure) throw failure;
-          if (done) return;
-          await new Promise<void>((resolve) => (wake = resolve));
+        } finally {
+          unsubscribe();
         }
       },
     };
   }
+}
+
+function declaredTools(tools: unknown): DeclaredTool[] {
+  if (!Array.isArray(tools)) return [];
+  return tools.filter((tool): tool is DeclaredTool => typeof tool === "object" && tool !== null && typeof (tool as { name?: unknown }).name === "string");
+}
+
+function typedInfo(info: Record<string, unknown>): ContainerInfo {
+  const raw = typeof info.frontMatter === "object" && info.frontMatter !== null && !Array.isArray(info.frontMatter) ? (info.frontMatter as Record<string, unknown>) : {};
+  const frontMatter: Record<string, unknown> = { ...raw };
+  // A member of a known name but another type is kept out of the typed view; rawFrontMatter has it.
+  if (frontMatter.title !== undefined && typeof frontMatter.title !== "string") delete frontMatter.title;
+  if (frontMatter.summary !== undefined && typeof frontMatter.summary !== "string") delete frontMatter.summary;
+  if (frontMatter.arguments !== undefined && (typeof frontMatter.arguments !== "object" || frontMatter.arguments === null || Array.isArray(frontMatter.arguments))) delete frontMatter.arguments;
+  if (frontMatter.secrets !== undefined && !(Array.isArray(frontMatter.secrets) && frontMatter.secrets.every((name) => typeof name === "string"))) delete frontMatter.secrets;
+  return { frontMatter: frontMatter as DivergeFrontMatter, rawFrontMatter: raw, body: typeof info.body === "string" ? info.body : "" };
 }
 
 function resultOf(what: string, answer: { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown }): unknown {
@@ -398,6 +724,8 @@ function resultOf(what: string, answer: { variant: "Result"; result: unknown } |
 }
 
 function unreadable(what: string, error: unknown): ContainerError {
+  if (error instanceof ContainerError) return error;
   if (error instanceof DecodeError) return new ContainerError({ variant: "Unreadable", what, reason: error.message });
   return new ContainerError({ variant: "Unreadable", what, reason: error instanceof Error ? error.message : String(error) });
 }
+

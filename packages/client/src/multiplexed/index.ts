@@ -1,16 +1,20 @@
 // The multiplexed connection to a container's proxy (path `/`), provider side.
 export {
   openContainer,
-  ContainerConnection,
+  MultiplexedConnection,
   ContainerError,
-  McpAsks,
+  ContainerMcp,
   type AnnouncedConnection,
   type PairHalf,
   type BeginRequest,
   type ContainerErrorDetail,
-  type DivergeInfo,
+  type ContainerInfo,
+  type DeclaredTool,
+  type DivergeFrontMatter,
   type ErrorData as McpErrorData,
+  type MultiplexedConnectionEvent,
   type NotificationStream,
+  type NotificationsOptions,
   type OpenContainerOptions,
   type WebSocketConstructor as MultiplexedWebSocketConstructor,
 } from "./container.js";

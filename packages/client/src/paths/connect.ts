@@ -23,6 +23,8 @@ import {
   type ServerNotification,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
+import { endpointUrl, proxyBase } from "../url.js";
+import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
 import { requestsAskExchangesByKind } from "@diverge/codec";
@@ -66,9 +68,10 @@ export interface NotificationSink {
   readonly signal: AbortSignal;
 }
 
-export type ProxyConnectionEvent =
+export type PathsConnectionEvent =
   | { readonly type: "requestsOpened" }
-  | { readonly type: "requestsClosed"; readonly ending: SocketEnding }
+  /** `/requests` ended; `redial` says whether it is dialled again (false once `close()` was called). */
+  | { readonly type: "requestsClosed"; readonly ending: SocketEnding; readonly redial: boolean }
   | { readonly type: "ask"; readonly ask: RequestsAsk }
   /** An answer path ended: `answered` (one message sent), `declined` (none), or a stream's end. */
   | { readonly type: "pathEnded"; readonly path: string; readonly outcome: "answered" | "declined" | "streamEnded"; readonly ending: SocketEnding }
@@ -83,17 +86,21 @@ export interface ConnectOptions {
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
   /** Also reachable with `onEvent` on the connection; this one sees the first events too. */
-  readonly onEvent?: (event: ProxyConnectionEvent) => void;
+  readonly onEvent?: (event: PathsConnectionEvent) => void;
 }
 
-export interface ProxyConnection {
+/** The provider's many-paths connection (`/requests` and the answer paths) to one proxy. */
+export interface PathsConnection {
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
-  onEvent(listener: (event: ProxyConnectionEvent) => void): () => void;
+  onEvent(listener: (event: PathsConnectionEvent) => void): () => void;
   /** True while `/requests` is open. */
   readonly connected: boolean;
-  /** Resolves when `/requests` is open (at once if it is). */
-  whenConnected(): Promise<void>;
+  /**
+   * Resolves when `/requests` is open (at once if it is). Rejects with ProviderError `Closed` once
+   * `close()` is called, `TimedOut` after `timeoutMs` (default 60 000), `Aborted` on the signal.
+   */
+  whenConnected(options?: RequestOptions): Promise<void>;
   /**
    * Stops: `/requests` and every open answer path end abruptly where the implementation allows it,
    * so the proxy asks again whatever was not answered (a clean close would say "not served").
@@ -106,24 +113,28 @@ const PATH_OF_KIND: readonly (string | undefined)[] = Array.from({ length: 256 }
 
 const INTERNAL_ERROR = -32603;
 
-/** Holds `/requests` on the proxy at `url` (e.g. `ws://127.0.0.1:14979`) and answers with `handlers`. */
-export function connectProxy(url: string | URL, handlers: ProxyHandlers, options: ConnectOptions = {}): ProxyConnection {
+/**
+ * Holds `/requests` on the proxy at `url` and answers with `handlers`. `url` is the proxy's base URL
+ * (ws or http, with or without a trailing slash, e.g. `ws://127.0.0.1:14979`); a path naming one of
+ * its endpoints (e.g. `/requests`) throws ProxyUrlError.
+ */
+export function connectProxy(url: string | URL, handlers: ProxyHandlers, options: ConnectOptions = {}): PathsConnection {
   const revision = speakRevision(options.revision);
+  const base = proxyBase(url);
   const Impl = options.WebSocket ?? defaultWebSocket;
   const minBackoff = options.minBackoffMs ?? 100;
   const maxBackoff = Math.max(options.maxBackoffMs ?? 5000, minBackoff);
-  const base = new URL(String(url));
-  const urlOf = (path: string) => new URL(path, base).toString();
-  const listeners = new Set<(event: ProxyConnectionEvent) => void>();
+  const urlOf = (path: string) => endpointUrl(base, path.replace(/^\//, ""));
+  const listeners = new Set<(event: PathsConnectionEvent) => void>();
   if (options.onEvent) listeners.add(options.onEvent);
-  const emit = (event: ProxyConnectionEvent) => {
+  const emit = (event: PathsConnectionEvent) => {
     for (const listener of listeners) listener(event);
   };
   const openPaths = new Set<OpenSocket>();
   let requests: OpenSocket | undefined;
   let stopped = false;
   let wakeUp: (() => void) | undefined;
-  const connectedWaiters: (() => void)[] = [];
+  const connectedWaiters = new Set<{ resolve(): void; reject(error: ProviderError): void }>();
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -326,10 +337,10 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       backoff = minBackoff;
       socket.onMessage(onAsk);
       emit({ type: "requestsOpened" });
-      for (const resume of connectedWaiters.splice(0)) resume();
+      for (const waiter of [...connectedWaiters]) waiter.resolve();
       const ending = await socket.ended;
       requests = undefined;
-      emit({ type: "requestsClosed", ending });
+      emit({ type: "requestsClosed", ending, redial: !stopped });
       if (!stopped) await sleep(backoff);
     }
   };
@@ -344,12 +355,26 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     get connected() {
       return requests !== undefined;
     },
-    whenConnected() {
+    whenConnected(waitOptions?: RequestOptions) {
       if (requests) return Promise.resolve();
-      return new Promise((resolve) => connectedWaiters.push(resolve));
+      const waitingFor = `/requests at ${urlOf("/requests")} to open`;
+      return bounded<void>(
+        waitOptions,
+        {
+          timedOut: (timeoutMs) => new ProviderError({ variant: "TimedOut", waitingFor, timeoutMs }),
+          aborted: (reason) => new ProviderError({ variant: "Aborted", waitingFor, reason }),
+        },
+        (resolve, reject) => {
+          if (stopped) return reject(new ProviderError({ variant: "Closed", waitingFor }));
+          const waiter = { resolve, reject };
+          connectedWaiters.add(waiter);
+          return () => connectedWaiters.delete(waiter);
+        },
+      );
     },
     async close() {
       stopped = true;
+      for (const waiter of [...connectedWaiters]) waiter.reject(new ProviderError({ variant: "Closed", waitingFor: `/requests at ${urlOf("/requests")} to open` }));
       wakeUp?.();
       const sockets = [...openPaths, ...(requests ? [requests] : [])];
       for (const socket of sockets) abort(socket);

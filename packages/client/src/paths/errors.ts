@@ -32,6 +32,23 @@ export type ProviderErrorDetail =
       readonly reason: string;
     }
   | {
+      /** `whenConnected()` waited on a connection that `close()` stopped. */
+      readonly variant: "Closed";
+      readonly waitingFor: string;
+    }
+  | {
+      /** `whenConnected()` waited longer than its `timeoutMs`. */
+      readonly variant: "TimedOut";
+      readonly waitingFor: string;
+      readonly timeoutMs: number;
+    }
+  | {
+      /** `whenConnected()`'s signal aborted the wait. */
+      readonly variant: "Aborted";
+      readonly waitingFor: string;
+      readonly reason: unknown;
+    }
+  | {
       /** An answer could not be written (its JSON did not serialize); the path was closed with no message. */
       readonly variant: "AnswerUnwritable";
       readonly path: string;
@@ -48,6 +65,12 @@ function describe(detail: ProviderErrorDetail): string {
       return `${detail.path} could not be opened${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
     case "HandlerFailed":
       return `the handler of ${detail.path} failed: ${detail.reason}`;
+    case "Closed":
+      return `the connection was closed while waiting for ${detail.waitingFor}`;
+    case "TimedOut":
+      return `nothing within ${detail.timeoutMs} ms while waiting for ${detail.waitingFor}`;
+    case "Aborted":
+      return `aborted while waiting for ${detail.waitingFor}${detail.reason instanceof Error ? `: ${detail.reason.message}` : ""}`;
     case "AnswerUnwritable":
       return `the answer on ${detail.path} could not be written: ${detail.reason}`;
   }

@@ -2,7 +2,7 @@
 // SDK's client (Streamable HTTP or stdio), and relay that server's notifications on the stream.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CallToolResultSchema,
@@ -15,6 +15,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ErrorData } from "@diverge/codec";
 import type { McpAnswer, NotificationSink, ProxyHandlers } from "./connect.js";
+import { perRequestSignalFetch } from "./fetch.js";
 
 /** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */
 export type McpTarget =
@@ -49,7 +50,7 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
 
   const makeTransport = (): Transport =>
     "url" in target
-      ? new StreamableHTTPClientTransport(new URL(String(target.url)))
+      ? new StreamableHTTPClientTransport(new URL(String(target.url)), { fetch: perRequestSignalFetch() })
       : new StdioClientTransport({ command: target.command, args: [...(target.args ?? [])], env: target.env, cwd: target.cwd, stderr: "inherit" });
 
   /** One client, dialled on first use and again after its transport ended. */
@@ -103,30 +104,51 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
   };
 
   const forward = async <R>(call: (mcp: Client) => Promise<R>): Promise<McpAnswer<R>> => {
-    let mcp: Client | undefined;
-    try {
-      mcp = await client();
-      return { variant: "Result", result: await call(mcp) };
-    } catch (problem) {
-      const error = errorDataOf(problem, options.onError);
-      // Not the server's own answer: the connection may be stale (a restarted server forgets its
-      // sessions), so the next exchange dials afresh.
-      if (mcp && !isServerError(problem)) {
-        if (live === mcp) {
-          live = undefined;
-          connecting = undefined;
+    for (let attempt = 0; ; attempt++) {
+      let mcp: Client | undefined;
+      try {
+        mcp = await client();
+        return { variant: "Result", result: await call(mcp) };
+      } catch (problem) {
+        // Not the server's own answer: the connection may be stale (a restarted server forgets its
+        // sessions), so the next exchange dials afresh.
+        if (mcp && !isServerError(problem)) {
+          if (live === mcp) {
+            live = undefined;
+            connecting = undefined;
+          }
+          void mcp.close().catch(() => {});
+          // MCP: a 404 to a request of the session means "start a new session". The server never
+          // acted on that request (nor on one whose connection was refused): sent again once, afresh.
+          if (attempt === 0 && !closed && notDelivered(problem)) continue;
         }
-        void mcp.close().catch(() => {});
+        return { variant: "Error", error: errorDataOf(problem, options.onError) };
       }
-      return { variant: "Error", error };
     }
   };
 
+  /**
+   * The request's options. A progress token in `_meta` (the proxy's, unique on its hop) is replaced
+   * on the MCP server's hop by the SDK's own (its request id, unique per connection); the server's
+   * progress comes back through `onprogress` and goes on the notification stream with the proxy's token.
+   */
+  const optionsFor = (params: { _meta?: { progressToken?: unknown } } | null | undefined) => {
+    const token = params?._meta?.progressToken;
+    if (typeof token !== "string" && typeof token !== "number") return NO_TIMEOUT;
+    return {
+      ...NO_TIMEOUT,
+      onprogress: (progress: Record<string, unknown>) => {
+        const notification = { method: "notifications/progress", params: { ...progress, progressToken: token } } as ServerNotification;
+        for (const sink of sinks) sink.send(notification);
+      },
+    };
+  };
+
   return {
-    listTools: (params) => forward((mcp) => mcp.request({ method: "tools/list", params: params ?? undefined }, ListToolsResultSchema, NO_TIMEOUT)),
-    listResources: (params) => forward((mcp) => mcp.request({ method: "resources/list", params: params ?? undefined }, ListResourcesResultSchema, NO_TIMEOUT)),
-    callTool: (params) => forward((mcp) => mcp.request({ method: "tools/call", params }, CallToolResultSchema, NO_TIMEOUT)),
-    readResource: (params) => forward((mcp) => mcp.request({ method: "resources/read", params }, ReadResourceResultSchema, NO_TIMEOUT)),
+    listTools: (params) => forward((mcp) => mcp.request({ method: "tools/list", params: params ?? undefined }, ListToolsResultSchema, optionsFor(params))),
+    listResources: (params) => forward((mcp) => mcp.request({ method: "resources/list", params: params ?? undefined }, ListResourcesResultSchema, optionsFor(params))),
+    callTool: (params) => forward((mcp) => mcp.request({ method: "tools/call", params }, CallToolResultSchema, optionsFor(params))),
+    readResource: (params) => forward((mcp) => mcp.request({ method: "resources/read", params }, ReadResourceResultSchema, optionsFor(params))),
     notifications: async (sink) => {
       sinks.add(sink);
       sink.signal.addEventListener("abort", () => sinks.delete(sink));
@@ -146,6 +168,12 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
       if (pending) await pending.then((mcp) => mcp.close()).catch(() => {});
     },
   };
+}
+
+/** The server cannot have acted on the request: its session was unknown (404), or no connection was made. */
+function notDelivered(problem: unknown): boolean {
+  if (problem instanceof StreamableHTTPError) return problem.code === 404;
+  return (problem as { cause?: { code?: unknown } } | undefined)?.cause?.code === "ECONNREFUSED";
 }
 
 /**

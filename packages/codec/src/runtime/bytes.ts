@@ -51,10 +51,15 @@ export function toHex(bytes: Uint8Array): string {
   return out;
 }
 
-/** Lowercase or uppercase hex, whitespace allowed between bytes. Throws a RangeError on anything else. */
+/**
+ * Lowercase or uppercase hex, whitespace allowed between bytes. Throws a RangeError on anything else,
+ * saying which: a character that is not a hex digit (by its index, not quoted), or an odd count.
+ */
 export function fromHex(hex: string): Uint8Array {
+  const bad = /[^0-9a-fA-F\s]/.exec(hex);
+  if (bad) throw new RangeError(`not hex: the character at index ${bad.index} is not a hex digit (0-9, a-f, A-F) or whitespace`);
   const clean = hex.replace(/\s+/g, "");
-  if (clean.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(clean)) throw new RangeError("not an even number of hex digits");
+  if (clean.length % 2 !== 0) throw new RangeError(`not an even number of hex digits: ${clean.length} digits, half a byte left over`);
   const out = new Uint8Array(clean.length / 2);
   for (let i = 0; i < out.length; i++) out[i] = parseInt(clean.slice(2 * i, 2 * i + 2), 16);
   return out;

@@ -1,5 +1,16 @@
 // JSON payloads: read strictly, and when they fail, say where and why without quoting a byte of the
 // input. JavaScript's own JSON.parse messages quote the input, which would leak secrets into errors.
+//
+// The rule for every JSON field the codec reads is serde_json's (the Rust implementation reads them
+// into `serde_json::Value`, `String` and maps of `String`):
+// - the bytes are UTF-8, strictly;
+// - the text is one JSON value and nothing else;
+// - every string, object keys included, is Unicode text: a `\u` escape of a lone surrogate
+//   (`"\ud800"`, `"\udc00"`, a leading surrogate not followed by a trailing one) is refused;
+// - at most 127 arrays and objects nest: serde_json's recursion limit of 128 refuses the 128th;
+// - every number is finite as an f64: `1e999` is refused, where JSON.parse would give Infinity.
+// A refusal is a `JsonFailure` whose reason is serde_json's own text with its position (line, and
+// column in bytes), e.g. `unexpected end of hex escape at line 1 column 22`, never a quote.
 import { EncodeError } from "./errors.js";
 import { firstInvalidUtf8, readUtf8 } from "./utf8.js";
 
@@ -8,9 +19,37 @@ export class JsonFailure {
   constructor(readonly reason: string) {}
 }
 
+/** serde_json's `remaining_depth`: the 128th array or object nested inside the others is refused. */
+const RECURSION_LIMIT = 128;
+
+const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * The text of `bytes[start, end)` as strict UTF-8, or `undefined`. When the JSON runs to the end of
+ * the frame and the bytes before it are ASCII (a tag byte, say), the whole frame is decoded and the
+ * prefix sliced off: the same text, without allocating a view for the JSON's bytes, which costs more
+ * than the decode of a small payload itself (see packages/bench).
+ */
+function readText(bytes: Uint8Array, start: number, end: number): string | undefined {
+  if (end - start <= 32) return readUtf8(bytes, start, end);
+  if (end === bytes.length && start <= 8) {
+    let ascii = true;
+    for (let i = 0; i < start; i++) if (bytes[i]! >= 0x80) ascii = false;
+    if (ascii) {
+      try {
+        const whole = strict.decode(bytes);
+        return start === 0 ? whole : whole.slice(start);
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return readUtf8(bytes, start, end);
+}
+
 /** Parses `bytes[start, end)` as one JSON value. Throws `JsonFailure` with a quote-free reason. */
 export function readJson(bytes: Uint8Array, start: number, end: number): unknown {
-  const text = readUtf8(bytes, start, end);
+  const text = readText(bytes, start, end);
   if (text === undefined) {
     const at = firstInvalidUtf8(bytes, start, end);
     throw new JsonFailure(`invalid utf-8 at byte ${at < 0 ? 0 : at - start}`);
@@ -21,79 +60,84 @@ export function readJson(bytes: Uint8Array, start: number, end: number): unknown
   } catch {
     throw new JsonFailure(describeJsonError(text));
   }
-  // JSON.parse reads 1e999 as Infinity, which no JSON can carry back; refuse it as serde_json does.
-  // Look for it in the parsed value, whose size is its number of values, not in the text, whose size
-  // is its bytes: a regular expression over the text cost more than JSON.parse itself on a 1 MB
-  // resource (packages/bench). Only when a value overflowed is the text searched for where.
-  if (hasInfinity(value)) throw new JsonFailure(findOutOfRangeNumber(text) ?? "number out of range");
+  // What JSON.parse accepts and serde_json does not, found cheaply, worded only when found:
+  // - a lone surrogate can only be written as a `\u` escape (the bytes are strict UTF-8), so a text
+  //   without `\u` has none; with one, the escapes alone are checked;
+  // - an overflowing number is ±Infinity and too deep a nesting is a deep value: one walk of the
+  //   parsed value finds both, its cost the number of values, not of bytes (a scan of the text cost
+  //   more than JSON.parse itself on a 1 MB resource).
+  // Only then is the text scanned from its start, for serde_json's first complaint and its position.
+  const suspect = typeof value === "object" ? value !== null && suspicious(value, 1) : value === Infinity || value === -Infinity;
+  if (suspect || (text.indexOf("\\u") !== -1 && loneSurrogateEscape(text))) {
+    throw new JsonFailure(findJsonProblem(text) ?? "invalid JSON");
+  }
   return value;
 }
 
-/** Whether a number in `value` is ±Infinity, the only way JSON.parse reports an overflowing number. */
-function hasInfinity(value: unknown): boolean {
-  if (typeof value !== "object" || value === null) return value === Infinity || value === -Infinity;
-  return infinityIn(value, 0);
-}
-
-/** Recursive while shallow (cheaper for the small payloads most frames carry), iterative below that: any depth. */
-function infinityIn(node: object, depth: number): boolean {
-  if (depth > 256) return infinityInDeep(node);
+/** Whether `node` (at nesting `depth`, the outermost being 1) holds ±Infinity or nests too deeply. */
+function suspicious(node: object, depth: number): boolean {
+  if (depth >= RECURSION_LIMIT) return true;
   if (Array.isArray(node)) {
     for (let i = 0; i < node.length; i++) {
       const item: unknown = node[i];
       if (typeof item === "object") {
-        if (item !== null && infinityIn(item, depth + 1)) return true;
+        if (item !== null && suspicious(item, depth + 1)) return true;
       } else if (item === Infinity || item === -Infinity) return true;
     }
   } else {
     for (const key in node) {
       const item: unknown = (node as Record<string, unknown>)[key];
       if (typeof item === "object") {
-        if (item !== null && infinityIn(item, depth + 1)) return true;
+        if (item !== null && suspicious(item, depth + 1)) return true;
       } else if (item === Infinity || item === -Infinity) return true;
     }
   }
   return false;
 }
 
-function infinityInDeep(value: object): boolean {
-  const stack: object[] = [value];
-  while (stack.length > 0) {
-    const node = stack.pop()!;
-    const items: readonly unknown[] = Array.isArray(node) ? node : Object.values(node);
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i];
-      if (typeof item === "object") {
-        if (item !== null) stack.push(item);
-      } else if (item === Infinity || item === -Infinity) return true;
-    }
-  }
-  return false;
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const lower = c | 0x20;
+  if (lower >= 0x61 && lower <= 0x66) return lower - 0x61 + 10;
+  return -1;
 }
 
-/** `number out of range at line L column C` for the first number outside strings that overflows. */
-function findOutOfRangeNumber(text: string): string | undefined {
-  let line = 1;
-  let lineStart = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) inString = false;
-      continue;
-    }
-    if (c === 0x22) inString = true;
-    else if (c === 0x0a) {
-      line++;
-      lineStart = i + 1;
-    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      const token = /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i))![0];
-      if (!Number.isFinite(Number(token))) return `number out of range at line ${line} column ${i - lineStart + token.length}`;
-      i += token.length - 1;
-    }
+/** The four hex digits at `text[at, at + 4)` as a number, or -1. */
+function hex4(text: string, at: number): number {
+  if (at + 4 > text.length) return -1;
+  let n = 0;
+  for (let k = 0; k < 4; k++) {
+    const d = hexValue(text.charCodeAt(at + k));
+    if (d < 0) return -1;
+    n = (n << 4) | d;
   }
-  return undefined;
+  return n;
+}
+
+/**
+ * Whether a `\u` escape in `text`, which JSON.parse accepted, writes a lone surrogate. Every
+ * backslash of valid JSON is inside a string, and starts an escape unless the escape before it is
+ * `\\`: an odd run of backslashes before it.
+ */
+function loneSurrogateEscape(text: string): boolean {
+  let at = text.indexOf("\\u");
+  while (at !== -1) {
+    let run = 0;
+    while (at - run - 1 >= 0 && text.charCodeAt(at - run - 1) === 0x5c) run++;
+    let next = at + 2;
+    if (run % 2 === 0) {
+      const n = hex4(text, at + 2);
+      if (n >= 0xdc00 && n <= 0xdfff) return true;
+      if (n >= 0xd800 && n <= 0xdbff) {
+        if (text.charCodeAt(at + 6) !== 0x5c || text.charCodeAt(at + 7) !== 0x75) return true;
+        const low = hex4(text, at + 8);
+        if (low < 0xdc00 || low > 0xdfff) return true;
+        next = at + 12;
+      } else next = at + 6;
+    }
+    at = text.indexOf("\\u", next);
+  }
+  return false;
 }
 
 const encoder = new TextEncoder();
@@ -149,16 +193,39 @@ export function checkObject(value: unknown): string | undefined {
 }
 
 /**
- * Finds the first reason `text` is not JSON and words it as serde_json does (`EOF while parsing a
- * value at line 1 column 0`), giving only a position. Iterative, so deep nesting cannot overflow.
+ * Finds the first reason `text` is not JSON as serde_json reads it and words it as serde_json does
+ * (`EOF while parsing a value at line 1 column 0`), giving only a position. `invalid JSON` only if
+ * there is none (the caller's text was fine after all).
  */
 export function describeJsonError(text: string): string {
+  return findJsonProblem(text) ?? "invalid JSON";
+}
+
+/** UTF-8 bytes of `text[from, to)`: serde_json counts columns in bytes. The text is well-formed. */
+function byteLength(text: string, from: number, to: number): number {
+  let bytes = 0;
+  for (let k = from; k < to; k++) {
+    const c = text.charCodeAt(k);
+    bytes += c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 2 : 3;
+  }
+  return bytes;
+}
+
+const I32_MAX = 2147483647;
+
+/**
+ * The first thing in `text` serde_json refuses, worded as serde_json words it, in the order it
+ * reads: syntax, lone surrogate escapes, nesting past its recursion limit, numbers that overflow an
+ * f64. `undefined` when it would accept the text. Iterative, so deep nesting cannot overflow.
+ */
+export function findJsonProblem(text: string): string | undefined {
   let i = 0;
   let line = 1;
   let lineStart = 0;
   const n = text.length;
-  const at = (index: number, what: string) => `${what} at line ${line} column ${index - lineStart + 1}`;
-  const eof = (what: string) => `EOF while parsing ${what} at line ${line} column ${n - lineStart}`;
+  // `index` is the byte serde_json blames: its column is 1-based, counted in bytes.
+  const at = (index: number, what: string) => `${what} at line ${line} column ${byteLength(text, lineStart, index) + 1}`;
+  const eof = (what: string) => `EOF while parsing ${what} at line ${line} column ${byteLength(text, lineStart, n)}`;
   const skipSpace = () => {
     while (i < n) {
       const c = text.charCodeAt(i);
@@ -200,6 +267,17 @@ export function describeJsonError(text: string): string {
       return at(i, top === 0x7b ? "expected `,` or `}`" : "expected `,` or `]`");
     }
   };
+  // serde_json's `decode_hex_escape` at `from`: the code unit, or a problem.
+  const escape4 = (from: number): number | string => {
+    if (from + 4 > n) return eof("a string");
+    let value = 0;
+    for (let k = 0; k < 4; k++) {
+      const d = hexValue(text.charCodeAt(from + k));
+      if (d < 0) return at(from + k, "invalid escape");
+      value = (value << 4) | d;
+    }
+    return value;
+  };
   const readString = (): string | undefined => {
     // i is at the opening quote.
     i++;
@@ -213,16 +291,29 @@ export function describeJsonError(text: string): string {
       if (c === 0x5c) {
         i++;
         if (i >= n) return eof("a string");
-        const e = text[i]!;
-        if (e === "u") {
-          for (let k = 1; k <= 4; k++) {
-            if (i + k >= n) return eof("a string");
-            if (!/[0-9a-fA-F]/.test(text[i + k]!)) return at(i + k, "invalid escape");
-          }
+        const e = text.charCodeAt(i);
+        if (e === 0x75) {
+          // \uXXXX: a trailing surrogate alone, or a leading one without its trailing `\uXXXX`, is not
+          // Unicode text; serde_json blames the byte where it found out.
+          const first = escape4(i + 1);
+          if (typeof first === "string") return first;
+          if (first >= 0xdc00 && first <= 0xdfff) return at(i + 4, "lone leading surrogate in hex escape");
           i += 5;
+          if (first >= 0xd800 && first <= 0xdbff) {
+            if (i >= n) return eof("a string");
+            if (text.charCodeAt(i) !== 0x5c) return at(i, "unexpected end of hex escape");
+            if (i + 1 >= n) return eof("a string");
+            if (text.charCodeAt(i + 1) !== 0x75) return at(i + 1, "unexpected end of hex escape");
+            const second = escape4(i + 2);
+            if (typeof second === "string") return second;
+            if (second < 0xdc00 || second > 0xdfff) return at(i + 5, "lone leading surrogate in hex escape");
+            i += 6;
+          }
           continue;
         }
-        if (!'"\\/bfnrt'.includes(e)) return at(i, "invalid escape");
+        if (e !== 0x22 && e !== 0x5c && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) {
+          return at(i, "invalid escape");
+        }
       }
       i++;
     }
@@ -240,12 +331,59 @@ export function describeJsonError(text: string): string {
     i++;
     return undefined;
   };
+  const isDigit = (index: number) => {
+    const c = text.charCodeAt(index);
+    return c >= 0x30 && c <= 0x39;
+  };
+  // A number, as serde_json's parse_integer / parse_decimal / parse_exponent read it.
+  const readNumber = (): string | undefined => {
+    const begin = i;
+    if (text.charCodeAt(i) === 0x2d) {
+      i++;
+      if (i >= n) return eof("a value");
+    }
+    if (text.charCodeAt(i) === 0x30) {
+      i++;
+      if (i < n && isDigit(i)) return at(i, "invalid number");
+    } else if (isDigit(i)) {
+      while (i < n && isDigit(i)) i++;
+    } else return at(i, "invalid number");
+    if (i < n && text.charCodeAt(i) === 0x2e) {
+      i++;
+      if (i >= n) return eof("a value");
+      if (!isDigit(i)) return at(i, "invalid number");
+      while (i < n && isDigit(i)) i++;
+    }
+    let exponentOverflow = -1;
+    if (i < n && (text.charCodeAt(i) | 0x20) === 0x65) {
+      i++;
+      const sign = text.charCodeAt(i);
+      const positive = sign !== 0x2d;
+      if (sign === 0x2b || sign === 0x2d) i++;
+      if (i >= n) return eof("a value");
+      if (!isDigit(i)) return at(i, "invalid number");
+      let exp = 0;
+      while (i < n && isDigit(i)) {
+        const digit = text.charCodeAt(i) - 0x30;
+        if (exponentOverflow < 0 && positive && (exp > (I32_MAX - digit) / 10)) exponentOverflow = i;
+        if (exponentOverflow < 0) exp = exp * 10 + digit;
+        i++;
+      }
+    }
+    const value = Number(text.slice(begin, i));
+    if (value === Infinity || value === -Infinity) {
+      // Past i32 the exponent is refused at the digit that overflowed it; else once read whole.
+      return at(exponentOverflow >= 0 ? exponentOverflow : i - 1, "number out of range");
+    }
+    return undefined;
+  };
   for (;;) {
     // Read one value.
     skipSpace();
     if (i >= n) return eof("a value");
     const c = text.charCodeAt(i);
     if (c === 0x7b || c === 0x5b) {
+      if (stack.length + 1 >= RECURSION_LIMIT) return at(i, "recursion limit exceeded");
       i++;
       skipSpace();
       if (i >= n) return eof(c === 0x7b ? "an object" : "a list");
@@ -271,11 +409,8 @@ export function describeJsonError(text: string): string {
       }
       i += word.length;
     } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      const match = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/.exec(text.slice(i, i + 400));
-      if (!match || match[0] === "-") return i + 1 >= n ? eof("a value") : at(i + 1, "invalid number");
-      i += match[0].length;
-      const next = text[i];
-      if (next === "." || next === "e" || next === "E") return i + 1 >= n ? eof("a value") : at(i + 1, "invalid number");
+      const problem = readNumber();
+      if (problem) return problem;
     } else {
       return at(i, "expected value");
     }
@@ -284,6 +419,6 @@ export function describeJsonError(text: string): string {
     if (after !== undefined) return after;
     skipSpace();
     if (i < n) return at(i, "trailing characters");
-    return "invalid JSON";
+    return undefined;
   }
 }

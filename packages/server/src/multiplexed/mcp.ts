@@ -1,7 +1,10 @@
-// Inward MCP: the provider's five exchanges relayed to the container's own MCP server with the MCP
-// SDK's client over Streamable HTTP. One session for the connection's life, made on first use.
+// Inward MCP: the provider's exchanges relayed to the container's own MCP server with the MCP SDK's
+// client over Streamable HTTP. One session at a time, made on first use and made again whenever the
+// server loses it, as MCP requires: an HTTP 404 to a request of the session ("session not found"), a
+// refused connection, a lost notification stream (the SDK's GET stream). Open notification
+// subscriptions carry over to the new session; when no new session can be made they end with the error.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
   CallToolResultSchema,
   ErrorCode,
@@ -11,6 +14,7 @@ import {
   ReadResourceResultSchema,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
+import { perRequestSignalFetch, type WatchedFetch } from "../fetch.js";
 
 /** A JSON-RPC error object, as relayed in a `[1]` answer. */
 export interface ErrorData {
@@ -34,80 +38,231 @@ const RESULT_SCHEMAS = {
   "resources/read": ReadResourceResultSchema,
 } as const;
 
+/** The SDK's own request timeout is 60 s; the protocol has none, so a long tool call is not cut here. */
+const NO_TIMEOUT = 2_147_483_647;
+
+/** Waits before each attempt to make a new session for open subscriptions; after the last, they end. */
+export const RENEW_DELAYS_MS = [100, 400, 1000] as const;
+
+/** One notification subscription: a tag-7 channel. */
+export interface InwardListener {
+  notify(notification: ServerNotification): void;
+  /** The subscription ended because the server could not be reached again; nothing more comes. */
+  ended?(error: ErrorData): void;
+}
+
+class Session {
+  readonly client: Client;
+  readonly fetch: WatchedFetch;
+  ready!: Promise<Session>;
+  /** Requests of this session not yet answered. */
+  inFlight = 0;
+  /** No longer the current session: closed once its requests are answered. */
+  retired = false;
+
+  constructor(url: URL, onLost: (session: Session, why: string) => void, onNotification: (notification: ServerNotification) => void) {
+    this.client = new Client({ name: "diverge-proxy", version: "2.3.0" });
+    this.client.fallbackNotificationHandler = async (notification) => {
+      // The JSON-RPC envelope is not part of the notification: `method` and `params` only.
+      const { method, params } = notification as { method: string; params?: unknown };
+      onNotification((params === undefined ? { method } : { method, params }) as ServerNotification);
+    };
+    // Transport errors are handled where they surface (a failed request, a lost stream); the SDK also
+    // reports them here, where there is nothing more to do.
+    this.client.onerror = () => {};
+    this.client.onclose = () => onLost(this, "the session closed");
+    this.fetch = perRequestSignalFetch({
+      // The server's notification stream ended: the server went away or forgot the session.
+      bodyEnded: (method) => {
+        if (method === "GET") onLost(this, "its notification stream ended");
+      },
+      responded: (method, status) => {
+        if (status === 404 && method !== "DELETE") onLost(this, "the server answered 404 (session not found)");
+      },
+    });
+    // The SDK's own GET-stream reconnection (same session, backoff) is off: a new session is made instead.
+    const transport = new StreamableHTTPClientTransport(url, {
+      fetch: this.fetch,
+      reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+    });
+    this.ready = this.client.connect(transport).then(() => this);
+  }
+
+  close(): void {
+    void this.client.close().catch(() => {});
+  }
+}
+
 export class InwardMcp {
-  private connecting: Promise<Client> | undefined;
-  private readonly listeners = new Set<(notification: ServerNotification) => void>();
+  private session: Session | undefined;
+  private readonly listeners = new Set<InwardListener>();
   private closed = false;
+  private renewTimer: ReturnType<typeof setTimeout> | undefined;
+  private renewAttempt = 0;
+  /** Every session not yet closed (the current one and retired ones with requests in flight). */
+  private readonly open = new Set<Session>();
 
   constructor(
     private readonly url: URL,
     private readonly log: (line: string) => void,
   ) {}
 
-  /** Relays one exchange; the container's error comes back as itself, anything else as -32603. */
+  /** Sessions made so far (the first counts), for tests and logs. */
+  sessionsMade = 0;
+
+  /**
+   * Relays one exchange; the container's error comes back as itself, anything else as -32603. A
+   * progress token in `params._meta` is replaced on this hop by one the SDK makes unique per session;
+   * the server's progress comes back to every subscription with the provider's own token.
+   */
   async exchange(exchange: InwardExchange): Promise<McpOutcome> {
-    let client: Client;
-    try {
-      client = await this.client();
-    } catch (error) {
-      return { error: unreachable(this.url, error) };
-    }
-    try {
-      const request = exchange.params === null ? { method: exchange.method } : { method: exchange.method, params: exchange.params as Record<string, unknown> };
-      const result = await client.request(request as never, RESULT_SCHEMAS[exchange.method] as never);
-      return { result };
-    } catch (error) {
-      return { error: errorDataOf(error) };
+    const params = exchange.params as { _meta?: { progressToken?: unknown } } | null;
+    const token = params?._meta?.progressToken;
+    const onprogress =
+      typeof token === "string" || typeof token === "number"
+        ? (progress: Record<string, unknown>) => this.deliver({ method: "notifications/progress", params: { ...progress, progressToken: token } } as ServerNotification)
+        : undefined;
+    const request = params === null ? { method: exchange.method } : { method: exchange.method, params: params as Record<string, unknown> };
+    for (let attempt = 0; ; attempt++) {
+      let session: Session;
+      try {
+        session = await this.current();
+      } catch (error) {
+        return { error: unreachable(this.url, error) };
+      }
+      session.inFlight++;
+      try {
+        const result = await session.client.request(request as never, RESULT_SCHEMAS[exchange.method] as never, { timeout: NO_TIMEOUT, onprogress: onprogress as never });
+        return { result };
+      } catch (error) {
+        if (!isTransportFailure(error)) return { error: errorDataOf(error) };
+        // The connection or the session failed: this session is not to be trusted again.
+        this.lost(session, error instanceof StreamableHTTPError ? `HTTP ${error.code}` : "its connection failed");
+        // Sent again once, on a new session, only when the server cannot have acted on it.
+        if (attempt > 0 || !notDelivered(error)) return { error: this.closed ? closing() : errorDataOf(error) };
+      } finally {
+        session.inFlight--;
+        if (session.retired && session.inFlight === 0) this.shut(session);
+      }
     }
   }
 
-  /** Subscribes to the server's notifications; rejects with the error data when it cannot be reached. */
-  async subscribe(listener: (notification: ServerNotification) => void): Promise<{ readonly error: ErrorData } | { readonly unsubscribe: () => void }> {
+  /** Subscribes to the server's notifications; answers with the error data when it cannot be reached. */
+  async subscribe(listener: InwardListener | ((notification: ServerNotification) => void)): Promise<{ readonly error: ErrorData } | { readonly unsubscribe: () => void }> {
+    const entry: InwardListener = typeof listener === "function" ? { notify: listener } : listener;
     try {
-      await this.client();
+      await this.current();
     } catch (error) {
-      return { error: unreachable(this.url, error) };
+      return { error: this.closed ? closing() : unreachable(this.url, error) };
     }
-    this.listeners.add(listener);
-    return { unsubscribe: () => this.listeners.delete(listener) };
+    this.listeners.add(entry);
+    return { unsubscribe: () => this.listeners.delete(entry) };
   }
 
+  /** Aborts whatever is pending (a connect, requests in flight) and ends the session. */
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.renewTimer);
     this.listeners.clear();
-    const pending = this.connecting;
-    this.connecting = undefined;
-    if (pending) await pending.then((client) => client.close()).catch(() => {});
+    this.session = undefined;
+    const sessions = [...this.open];
+    this.open.clear();
+    await Promise.allSettled(sessions.map((session) => session.client.close()));
   }
 
-  private client(): Promise<Client> {
+  /** Subscriptions open now. */
+  get subscriptions(): number {
+    return this.listeners.size;
+  }
+
+  private deliver(notification: ServerNotification): void {
+    for (const listener of this.listeners) listener.notify(notification);
+  }
+
+  private current(): Promise<Session> {
     if (this.closed) return Promise.reject(new Error("the proxy is closing"));
-    if (!this.connecting) {
-      const client = new Client({ name: "diverge-proxy", version: "2.3.0" });
-      client.fallbackNotificationHandler = async (notification) => {
-        // The JSON-RPC envelope is not part of the notification: `method` and `params` only.
-        const { method, params } = notification as { method: string; params?: unknown };
-        const bare = (params === undefined ? { method } : { method, params }) as ServerNotification;
-        for (const listener of this.listeners) listener(bare);
-      };
-      const transport = new StreamableHTTPClientTransport(this.url);
-      this.connecting = client.connect(transport).then(
+    if (this.session) return this.session.ready;
+    const session = new Session(this.url, (lost, why) => this.lost(lost, why), (notification) => {
+      if (this.session === session) this.deliver(notification);
+    });
+    this.session = session;
+    this.open.add(session);
+    this.sessionsMade++;
+    session.ready.then(
+      () => {
+        if (this.closed) return this.shut(session);
+        this.log(`inward MCP session open at ${this.url.href}`);
+      },
+      () => this.lost(session, "it could not be opened"),
+    );
+    return session.ready;
+  }
+
+  /** The session is gone or stale: the next use makes a new one, and open subscriptions are moved. */
+  private lost(session: Session, why: string): void {
+    if (session.retired) return;
+    session.retired = true;
+    if (session.inFlight === 0) this.shut(session);
+    if (this.session !== session) return;
+    this.session = undefined;
+    if (this.closed) return;
+    this.log(`inward MCP session lost: ${why}`);
+    if (this.listeners.size > 0) this.scheduleRenew();
+  }
+
+  private shut(session: Session): void {
+    if (!this.open.delete(session)) return;
+    session.close();
+  }
+
+  private scheduleRenew(): void {
+    if (this.renewTimer !== undefined || this.closed) return;
+    const delay = RENEW_DELAYS_MS[Math.min(this.renewAttempt, RENEW_DELAYS_MS.length - 1)]!;
+    this.renewTimer = setTimeout(() => {
+      this.renewTimer = undefined;
+      if (this.closed || this.listeners.size === 0) return;
+      this.current().then(
         () => {
-          this.log(`inward MCP session open at ${this.url.href}`);
-          client.onclose = () => {
-            // A lost session is made again on the next exchange.
-            this.connecting = undefined;
-          };
-          return client;
+          this.renewAttempt = 0;
+          this.log(`inward MCP: ${this.listeners.size} notification subscription(s) moved to a new session`);
         },
         (error: unknown) => {
-          this.connecting = undefined;
-          throw error;
+          if (this.closed) return;
+          this.renewAttempt++;
+          if (this.renewAttempt < RENEW_DELAYS_MS.length) return this.scheduleRenew();
+          this.renewAttempt = 0;
+          const data = unreachable(this.url, error);
+          this.log(`inward MCP: ending ${this.listeners.size} notification subscription(s): the server cannot be reached`);
+          const ending = [...this.listeners];
+          this.listeners.clear();
+          for (const listener of ending) listener.ended?.(data);
         },
       );
-    }
-    return this.connecting;
+    }, delay);
   }
+}
+
+/** The server never saw the request: its session was unknown (404), or no connection was made. */
+function notDelivered(error: unknown): boolean {
+  if (error instanceof StreamableHTTPError) return error.code === 404;
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return code === "ECONNREFUSED";
+}
+
+/**
+ * A failure of the HTTP exchange or of the session (an HTTP error status, a refused or reset
+ * connection, the SDK's "connection closed"), not the server's own MCP error nor a local one (a
+ * request the SDK could not even write, say).
+ */
+function isTransportFailure(error: unknown): boolean {
+  if (error instanceof StreamableHTTPError) return true;
+  if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed && /^MCP error -32000: Connection closed$/.test(error.message);
+  if (error instanceof TypeError && error.message === "fetch failed") return true;
+  return typeof (error as { cause?: { code?: unknown } } | undefined)?.cause?.code === "string";
+}
+
+function closing(): ErrorData {
+  return { code: ErrorCode.InternalError, message: "the proxy is closing" };
 }
 
 function unreachable(url: URL, error: unknown): ErrorData {

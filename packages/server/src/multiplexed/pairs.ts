@@ -1,9 +1,18 @@
 // The pair designs: a program's database connection (TCP to the proxy's postgres listener) or daemon
 // connection (WebSocket to the proxy's `/daemon`) becomes two channels on the begin scope. The proxy
 // announces it on a channel of its own under a fresh id; the provider opens its half quoting the id.
-// Nothing is read from the program's socket before the provider's half is open; buffering is bounded
-// both ways (the program's socket pauses while the provider connection's send buffer is high, and
-// the provider connection pauses while the program's socket cannot take more).
+// Nothing is read from the program's socket before the provider's half is open.
+//
+// Buffering is bounded both ways, and per channel:
+// - Program → provider: the program's socket pauses while the provider connection's send buffer is
+//   above HIGH_WATER and resumes once it drains to LOW_WATER, so a provider that does not read pushes
+//   back on the program (TCP), not into the proxy's memory.
+// - Provider → program: what the provider sends on a pair's channel is written to that program's
+//   socket; when the program does not read, it waits in that socket's buffer. The connection is never
+//   paused for it (that would stall every other channel). A socket with more than the pair backlog
+//   bound (`maxPairBacklogBytes`) unread ends that pair, and only it: the program's socket is closed,
+//   the provider's half is finished (as when the program closes it), the log says so, and whatever
+//   the provider still sends on the proxy's half is discarded until the provider finishes it.
 import type { Socket } from "node:net";
 import { FrameError, decodeClientFrame, encodeToolsBeginServerChannelRequest } from "@diverge/codec";
 import type { AnswerHandlers, OpenedChannel, Responder } from "@diverge/multiplexer";
@@ -12,36 +21,65 @@ import type { AnswerHandlers, OpenedChannel, Responder } from "@diverge/multiple
 export interface PairLink {
   /** Resolves once `Begun` has been sent; rejects when the connection ends first. */
   readonly begun: Promise<void>;
+  /** Whether the connection has ended: no pair is made any more. */
+  readonly ended: boolean;
   /** Opens a proxy channel on the begin scope; undefined when the connection has ended. */
   openChannel(payload: Uint8Array, handlers: AnswerHandlers): OpenedChannel | undefined;
   readonly bufferedAmount: number;
+  /** Resolves once at most `lowWater` bytes wait in the connection's send buffer, or it has closed. */
   drained(lowWater: number): Promise<void>;
-  pauseIncoming(): () => void;
+}
+
+export interface PairOptions {
+  /** Bytes from the provider one program socket may hold unread before its pair ends. */
+  readonly maxBacklogBytes: number;
+  readonly log: (line: string) => void;
 }
 
 /** Send-buffer level of the provider connection above which a program's socket is paused. */
 export const HIGH_WATER = 1024 * 1024;
 /** Level at which it is resumed. */
 export const LOW_WATER = 256 * 1024;
+/** Default of `maxPairBacklogBytes`: bytes a program's socket may hold unread before its pair ends. */
+export const DEFAULT_PAIR_BACKLOG_BYTES = 64 * 1024 * 1024;
+/** Daemon frames held before the provider's half opens: past either bound the program's socket pauses. */
+const HELD_FRAMES = 64;
+const HELD_BYTES = 1024 * 1024;
+/** How long a program socket closed by the proxy has to answer the close handshake before it is cut. */
+const CLOSE_GRACE_MS = 1000;
 
-/** Traffic of the postgres pairs, for the proxy's report and the tests. */
+/** Traffic of the postgres (or daemon) pairs, for the proxy's report and the tests. */
 export interface PairStats {
-  /** Frames and bytes the provider sent toward drivers (database → program). */
+  /** Frames and bytes the provider sent toward the program (database → driver, daemon → program). */
   toProgramFrames: number;
   toProgramBytes: number;
-  /** Frames and bytes sent toward the provider (program → database). */
+  /** Frames and bytes sent toward the provider (program → database or daemon). */
   toProviderFrames: number;
   toProviderBytes: number;
-  /** The most bytes ever waiting in one driver socket's write buffer. */
+  /** The most bytes ever waiting unread in one program socket's write buffer. */
   maxProgramBuffered: number;
-  /** The most bytes ever waiting in the provider connection's send buffer after a postgres frame. */
+  /** The most bytes ever waiting in the provider connection's send buffer after a pair's frame. */
   maxProviderBuffered: number;
   /** Connections announced. */
   announced: number;
+  /** Pairs ended because their program left more than the backlog bound unread. */
+  endedOverBacklog: number;
+  /** Bytes the provider sent on pairs already ended (discarded). */
+  discardedBytes: number;
 }
 
 export function emptyPairStats(): PairStats {
-  return { toProgramFrames: 0, toProgramBytes: 0, toProviderFrames: 0, toProviderBytes: 0, maxProgramBuffered: 0, maxProviderBuffered: 0, announced: 0 };
+  return {
+    toProgramFrames: 0,
+    toProgramBytes: 0,
+    toProviderFrames: 0,
+    toProviderBytes: 0,
+    maxProgramBuffered: 0,
+    maxProviderBuffered: 0,
+    announced: 0,
+    endedOverBacklog: 0,
+    discardedBytes: 0,
+  };
 }
 
 interface PostgresPair {
@@ -50,6 +88,8 @@ interface PostgresPair {
   providerHalf?: Responder;
   proxyHalfOpen: boolean;
   socketClosed: boolean;
+  /** The socket is paused until the provider connection's send buffer drains. */
+  waitingForDrain: boolean;
 }
 
 export class PostgresPairs {
@@ -59,54 +99,52 @@ export class PostgresPairs {
 
   constructor(
     private readonly link: PairLink,
-    private readonly log: (line: string) => void,
+    private readonly options: PairOptions,
   ) {}
+
+  /** Pairs the proxy keeps now (for the tests: nothing outlives its two halves). */
+  get size(): number {
+    return this.pairs.size;
+  }
 
   /** A driver connected to the proxy's postgres listener. */
   async driverConnected(socket: Socket): Promise<void> {
     // Read nothing until the provider's half is open.
     socket.pause();
     socket.on("error", () => socket.destroy());
+    if (this.link.ended) return void socket.destroy();
     try {
       await this.link.begun;
     } catch {
       socket.destroy();
       return;
     }
-    if (socket.destroyed) return;
+    if (socket.destroyed || this.link.ended) return void socket.destroy();
     const id = this.freshId();
-    const pair: PostgresPair = { id, socket, proxyHalfOpen: true, socketClosed: false };
-    this.pairs.set(id, pair);
-    socket.once("close", () => {
-      pair.socketClosed = true;
-      pair.providerHalf?.finish();
-      this.forgetIfDone(pair);
-    });
-    let resumeProvider: (() => void) | undefined;
+    const pair: PostgresPair = { id, socket, proxyHalfOpen: true, socketClosed: false, waitingForDrain: false };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Postgres", connection_id: id }), {
       response: (bytes) => {
-        // What the database says, written to the driver unread.
-        if (pair.socketClosed) return;
+        // What the database says, written to the driver unread; the socket's buffer is the channel's.
+        if (pair.socketClosed) {
+          this.stats.discardedBytes += bytes.length;
+          return;
+        }
         this.stats.toProgramFrames++;
         this.stats.toProgramBytes += bytes.length;
-        const accepted = socket.write(bytes);
-        if (socket.writableLength > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = socket.writableLength;
-        if (!accepted && !resumeProvider) {
-          resumeProvider = this.link.pauseIncoming();
-          socket.once("drain", () => {
-            resumeProvider?.();
-            resumeProvider = undefined;
-          });
-          socket.once("close", () => {
-            resumeProvider?.();
-            resumeProvider = undefined;
-          });
+        socket.write(bytes);
+        const waiting = socket.writableLength;
+        if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
+        if (waiting > this.options.maxBacklogBytes) {
+          this.stats.endedOverBacklog++;
+          this.options.log(`postgres connection ${id}: the driver left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
+          this.programGone(pair);
+          socket.destroy();
         }
       },
       finish: (served) => {
         pair.proxyHalfOpen = false;
         // A bare finish declines the connection; a finish after bytes means the database closed it.
-        this.log(served ? `postgres connection ${id} closed by the database` : `postgres connection ${id} declined`);
+        this.options.log(served ? `postgres connection ${id} closed by the database` : `postgres connection ${id} declined`);
         if (served) socket.end();
         else socket.destroy();
         this.forgetIfDone(pair);
@@ -117,12 +155,14 @@ export class PostgresPairs {
         this.forgetIfDone(pair);
       },
     });
-    if (!opened) {
-      socket.destroy();
-      return;
-    }
+    if (!opened) return void socket.destroy();
+    this.pairs.set(id, pair);
+    socket.once("close", () => {
+      this.programGone(pair);
+      this.forgetIfDone(pair);
+    });
     this.stats.announced++;
-    this.log(`postgres connection ${id} announced`);
+    this.options.log(`postgres connection ${id} announced`);
   }
 
   /** The provider opened its half of connection `id` (tag 0). */
@@ -137,9 +177,11 @@ export class PostgresPairs {
       responder.respond(chunk);
       const buffered = this.link.bufferedAmount;
       if (buffered > this.stats.maxProviderBuffered) this.stats.maxProviderBuffered = buffered;
-      if (buffered > HIGH_WATER && !socket.isPaused()) {
+      if (buffered > HIGH_WATER && !pair.waitingForDrain) {
+        pair.waitingForDrain = true;
         socket.pause();
         void this.link.drained(LOW_WATER).then(() => {
+          pair.waitingForDrain = false;
           if (!socket.destroyed) socket.resume();
         });
       }
@@ -152,6 +194,12 @@ export class PostgresPairs {
   closeAll(): void {
     for (const pair of this.pairs.values()) pair.socket.destroy();
     this.pairs.clear();
+  }
+
+  /** The driver's side is over: nothing more is written to it, and the provider's half is finished. */
+  private programGone(pair: PostgresPair): void {
+    pair.socketClosed = true;
+    pair.providerHalf?.finish();
   }
 
   private forgetIfDone(pair: PostgresPair): void {
@@ -175,6 +223,7 @@ export interface ProgramSocket {
   terminate(): void;
   pause(): void;
   resume(): void;
+  readonly bufferedAmount: number;
 }
 
 interface DaemonPair {
@@ -185,38 +234,62 @@ interface DaemonPair {
   readonly held: Uint8Array[];
   proxyHalfOpen: boolean;
   socketClosed: boolean;
+  waitingForDrain: boolean;
+  /** Closes the program's socket at once with `code` (a grace for its close handshake, then cut). */
+  closeSocket?: (code: number) => void;
 }
 
 export class DaemonPairs {
   private readonly pairs = new Map<number, DaemonPair>();
   private nextId = 1;
+  readonly stats = emptyPairStats();
 
   constructor(
     private readonly link: PairLink,
-    private readonly log: (line: string) => void,
+    private readonly options: PairOptions,
   ) {}
 
-  /** A program dialled the proxy's `/daemon`. */
+  get size(): number {
+    return this.pairs.size;
+  }
+
+  /** A program dialled the proxy's `/daemon` (its socket may come paused, held before the provider). */
   async programConnected(socket: ProgramSocket): Promise<void> {
     const held: Uint8Array[] = [];
+    let heldBytes = 0;
     let pair: DaemonPair | undefined;
+    // Once the proxy has closed (or is closing) the socket, whatever the program still sends is dropped.
+    let closing = false;
     socket.on("message", (data: Buffer, isBinary: boolean) => {
-      if (!isBinary) return;
-      if (pair?.providerHalf) this.relay(pair, data);
-      else {
-        held.push(data);
-        // The daemon protocol is client-first, so little arrives before the half opens; bound it.
-        if (held.length > 64) socket.pause();
-      }
+      if (!isBinary || closing) return;
+      if (pair?.providerHalf) return void this.relay(pair, data);
+      held.push(data);
+      heldBytes += data.length;
+      // The daemon protocol is client-first, so little arrives before the half opens; bound it.
+      if (held.length > HELD_FRAMES || heldBytes > HELD_BYTES) socket.pause();
     });
     let closedEarly = false;
+    let graceTimer: NodeJS.Timeout | undefined;
     socket.once("close", () => {
       closedEarly = true;
+      closing = true;
+      held.length = 0;
+      if (graceTimer) clearTimeout(graceTimer);
       if (!pair) return;
       pair.socketClosed = true;
       pair.providerHalf?.finish();
       this.forgetIfDone(pair);
     });
+    /** Closes the program's socket at once: reading again so its close handshake can complete, cut after a grace. */
+    const closeSocket = (code: number) => {
+      closing = true;
+      socket.resume();
+      socket.close(code);
+      graceTimer ??= setTimeout(() => socket.terminate(), CLOSE_GRACE_MS);
+      graceTimer.unref?.();
+    };
+    socket.resume();
+    if (this.link.ended) return socket.terminate();
     try {
       await this.link.begun;
     } catch {
@@ -224,19 +297,35 @@ export class DaemonPairs {
       return;
     }
     if (closedEarly) return;
+    if (this.link.ended) return socket.terminate();
     const id = this.freshId();
-    const current: DaemonPair = { id, socket, held, proxyHalfOpen: true, socketClosed: false };
-    pair = current;
-    this.pairs.set(id, current);
+    const current: DaemonPair = { id, socket, held, proxyHalfOpen: true, socketClosed: false, waitingForDrain: false };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Daemon", connection_id: id }), {
       // Each response is one daemon server frame, written to the program as one message, unread.
       response: (frame) => {
-        if (!current.socketClosed) socket.send(frame);
+        if (current.socketClosed || closing) {
+          this.stats.discardedBytes += frame.length;
+          return;
+        }
+        this.stats.toProgramFrames++;
+        this.stats.toProgramBytes += frame.length;
+        socket.send(frame);
+        const waiting = socket.bufferedAmount;
+        if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
+        if (waiting > this.options.maxBacklogBytes) {
+          this.stats.endedOverBacklog++;
+          this.options.log(`daemon connection ${id}: the program left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
+          closing = true;
+          current.socketClosed = true;
+          current.providerHalf?.finish();
+          // It does not read, so no close handshake could complete: cut it.
+          socket.terminate();
+        }
       },
       finish: (served) => {
         current.proxyHalfOpen = false;
-        this.log(served ? `daemon connection ${id} closed by the daemon` : `daemon connection ${id} declined`);
-        socket.close(1000);
+        this.options.log(served ? `daemon connection ${id} closed by the daemon` : `daemon connection ${id} declined`);
+        closeSocket(1000);
         this.forgetIfDone(current);
       },
       lost: () => {
@@ -246,7 +335,11 @@ export class DaemonPairs {
       },
     });
     if (!opened) return socket.terminate();
-    this.log(`daemon connection ${id} announced`);
+    pair = current;
+    this.pairs.set(id, current);
+    this.stats.announced++;
+    this.options.log(`daemon connection ${id} announced`);
+    current.closeSocket = closeSocket;
   }
 
   /** The provider opened its half of daemon connection `id` (tag 2). */
@@ -257,7 +350,7 @@ export class DaemonPairs {
     for (const frame of pair.held.splice(0)) {
       if (!this.relay(pair, frame)) return;
     }
-    pair.socket.resume();
+    if (!pair.waitingForDrain) pair.socket.resume();
   }
 
   closeAll(): void {
@@ -277,12 +370,25 @@ export class DaemonPairs {
       valid = false;
     }
     if (!valid) {
-      this.log(`daemon connection ${pair.id}: the program sent something that is not a daemon client frame; closing it`);
+      this.options.log(`daemon connection ${pair.id}: the program sent something that is not a daemon client frame; closing it`);
       half.finish();
-      pair.socket.close(1008);
+      pair.closeSocket?.(1008);
       return false;
     }
     half.respond(frame);
+    this.stats.toProviderFrames++;
+    this.stats.toProviderBytes += frame.length;
+    const buffered = this.link.bufferedAmount;
+    if (buffered > this.stats.maxProviderBuffered) this.stats.maxProviderBuffered = buffered;
+    if (buffered > HIGH_WATER && !pair.waitingForDrain) {
+      // The provider is not keeping up: stop reading this program until its send buffer drains.
+      pair.waitingForDrain = true;
+      pair.socket.pause();
+      void this.link.drained(LOW_WATER).then(() => {
+        pair.waitingForDrain = false;
+        if (!pair.socketClosed) pair.socket.resume();
+      });
+    }
     return true;
   }
 

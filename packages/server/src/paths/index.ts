@@ -11,7 +11,7 @@ import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
-export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, programErrorOf } from "./program-mcp.js";
+export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, STREAM_GRACE_MS, programErrorOf, type ProgramMcpOptions } from "./program-mcp.js";
 export { ProgramApi } from "./program-api.js";
 
 export interface PathsPart extends ProxyPart {
@@ -30,7 +30,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
   const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
-  const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, options.log);
+  const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);
   // The vault and command API beside /mcp; a body is at most one message less the ask's header.

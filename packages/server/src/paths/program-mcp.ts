@@ -1,11 +1,13 @@
 // The program-facing side of the outward MCP exchanges: an MCP server (the SDK's, over its Streamable
 // HTTP transport) at `/mcp` on the proxy's loopback listener. The program inside the container uses
 // any MCP client; its `tools/list`, `resources/list`, `tools/call` and `resources/read` become asks
-// on `/requests`, their answers go back to it, and the provider's notifications reach every session.
+// on `/requests`, their answers go back to it. The provider's progress reaches the request that asked
+// for it; its other notifications reach every live session.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import {
   CallToolRequestSchema,
   ErrorCode,
@@ -14,10 +16,13 @@ import {
   ListToolsRequestSchema,
   ReadResourceRequestSchema,
   type JSONRPCMessage,
+  type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestRoute } from "../listener.js";
 import { McpExchangeError } from "./errors.js";
 import type { McpAsks } from "./mcp.js";
+
+type RequestExtra = RequestHandlerExtra<never, never>;
 
 /** The MCP server's own name and version, as `initialize` reports them. */
 export const PROGRAM_MCP_SERVER_INFO = { name: "diverge-proxy", version: "2.3.0" } as const;
@@ -49,23 +54,48 @@ export function programErrorOf(problem: unknown): ProgramFacingError {
 interface Session {
   readonly transport: StreamableHTTPServerTransport;
   readonly server: Server;
+  /** HTTP requests of this session whose responses are still open (a notification stream counts). */
+  open: number;
+  /** Releases the session once it has been quiet long enough. */
+  timer?: ReturnType<typeof setTimeout>;
 }
+
+/** Where a progress token of the provider's hop leads: the program's request and its own token. */
+interface ProgressRoute {
+  readonly token: string | number;
+  readonly send: (notification: ServerNotification) => Promise<void>;
+}
+
+export interface ProgramMcpOptions {
+  /** A session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000. */
+  readonly sessionIdleMs?: number;
+  readonly log?: (line: string) => void;
+}
+
+/**
+ * After a session's notification stream (its GET) closes with nothing else open, the session is
+ * released this soon: the MCP SDK's client closes its stream and sends no DELETE when it closes.
+ * A client that only lost its stream reopens it within this time (the SDK's first retry is at 1 s).
+ */
+export const STREAM_GRACE_MS = 5_000;
 
 export class ProgramMcpServer {
   private readonly sessions = new Map<string, Session>();
   private readonly stopRelaying: () => void;
+  private readonly progress = new Map<string | number, ProgressRoute>();
+  private nextProgressToken = 0;
+  private readonly idleMs: number;
+  private readonly log: (line: string) => void;
 
   constructor(
     private readonly mcp: McpAsks,
     private readonly maxBodyBytes: number,
-    private readonly log: (line: string) => void = () => {},
+    options: ProgramMcpOptions | ((line: string) => void) = {},
   ) {
-    this.stopRelaying = mcp.onNotification((notification) => {
-      // Relayed as sent: no capability check of the SDK's server stands between the provider's
-      // notification and the program. A session with no open GET stream simply misses it (no replay).
-      const message = { jsonrpc: "2.0", ...notification } as JSONRPCMessage;
-      for (const { transport } of this.sessions.values()) transport.send(message).catch(() => {});
-    });
+    const resolved = typeof options === "function" ? { log: options } : options;
+    this.idleMs = resolved.sessionIdleMs ?? 300_000;
+    this.log = resolved.log ?? (() => {});
+    this.stopRelaying = mcp.onNotification((notification) => this.relayNotification(notification));
   }
 
   /** The route to add to the program-facing listener. */
@@ -83,11 +113,37 @@ export class ProgramMcpServer {
     return this.sessions.size;
   }
 
+  /** Progress tokens of the provider's hop waiting for their requests' answers. */
+  get progressRoutes(): number {
+    return this.progress.size;
+  }
+
   async close(): Promise<void> {
     this.stopRelaying();
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
+    for (const session of sessions) clearTimeout(session.timer);
     await Promise.allSettled(sessions.map(({ server }) => server.close()));
+  }
+
+  /**
+   * A notification of the provider: progress goes to the one request that asked for it, with that
+   * request's own token (the provider saw a token unique on its hop); a cancellation names a request
+   * of another hop and goes nowhere; everything else (list changes, log messages, resource updates)
+   * goes to every live session. Relayed as sent: no capability check of the SDK's server stands
+   * between the provider's notification and the program. A session with no open GET stream misses
+   * what is not tied to one of its requests (no replay).
+   */
+  private relayNotification(notification: ServerNotification): void {
+    if (notification.method === "notifications/progress") {
+      const params = notification.params as { progressToken: string | number };
+      const route = this.progress.get(params.progressToken);
+      if (route) route.send({ ...notification, params: { ...params, progressToken: route.token } } as ServerNotification).catch(() => {});
+      return;
+    }
+    if (notification.method === "notifications/cancelled") return;
+    const message = { jsonrpc: "2.0", ...notification } as JSONRPCMessage;
+    for (const { transport } of this.sessions.values()) transport.send(message).catch(() => {});
   }
 
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -105,13 +161,38 @@ export class ProgramMcpServer {
     if (typeof sessionId === "string") {
       const session = this.sessions.get(sessionId);
       if (!session) return respondError(response, 404, ErrorCode.InvalidRequest, "no such session");
+      this.track(session, request, response);
       return session.transport.handleRequest(request, response, body);
     }
     if (request.method === "POST" && isInitializeRequest(body)) {
       const session = await this.openSession();
+      this.track(session, request, response);
       return session.transport.handleRequest(request, response, body);
     }
     respondError(response, 400, ErrorCode.InvalidRequest, "no session: initialize first");
+  }
+
+  /** Counts the session's open responses; once none is open, the session's release is timed. */
+  private track(session: Session, request: IncomingMessage, response: ServerResponse): void {
+    session.open++;
+    clearTimeout(session.timer);
+    session.timer = undefined;
+    response.once("close", () => {
+      session.open--;
+      if (session.open > 0 || !session.transport.sessionId || !this.sessions.has(session.transport.sessionId)) return;
+      const quiet = request.method === "GET" ? Math.min(STREAM_GRACE_MS, this.idleMs) : this.idleMs;
+      session.timer = setTimeout(() => this.release(session, request.method === "GET" ? "its notification stream closed" : "idle"), quiet);
+      session.timer.unref();
+    });
+  }
+
+  private release(session: Session, why: string): void {
+    const id = session.transport.sessionId;
+    if (id === undefined || this.sessions.get(id) !== session) return;
+    this.sessions.delete(id);
+    clearTimeout(session.timer);
+    this.log(`program session ${id} released: ${why}`);
+    void session.server.close().catch(() => {});
   }
 
   private async openSession(): Promise<Session> {
@@ -123,18 +204,33 @@ export class ProgramMcpServer {
       },
       onsessionclosed: (id) => {
         this.sessions.delete(id);
+        clearTimeout(session.timer);
       },
     });
     const server = new Server(PROGRAM_MCP_SERVER_INFO, {
+      // Only what the wire carries: tools (list, call) and resources (list, read). Anything else
+      // (prompts, completion, logging/setLevel, resources/templates/list, subscriptions) is answered
+      // by the SDK with -32601 method not found.
       capabilities: { tools: { listChanged: true }, resources: { listChanged: true } },
       instructions: "Tools and resources of the provider beside this container, reached through its Diverge proxy.",
     });
-    const relay = async <T>(ask: () => Promise<T>): Promise<T> => {
+    const relay = async <P extends { _meta?: { progressToken?: string | number } } | null | undefined, T>(params: P, extra: RequestExtra, ask: (params: P) => Promise<T>): Promise<T> => {
+      // The program's progress token is its own (two sessions may both use 1): the provider is
+      // given one unique on its hop, mapped back when its progress arrives.
+      const token = params?._meta?.progressToken;
+      let hop: number | undefined;
+      if (token !== undefined && params) {
+        hop = ++this.nextProgressToken;
+        this.progress.set(hop, { token, send: extra.sendNotification as ProgressRoute["send"] });
+        params = { ...params, _meta: { ...params._meta, progressToken: hop } };
+      }
       let result: T;
       try {
-        result = await ask();
+        result = await ask(params);
       } catch (problem) {
         throw programErrorOf(problem);
+      } finally {
+        if (hop !== undefined) this.progress.delete(hop);
       }
       // An answer the SDK cannot write as JSON (nested too deeply, say) it drops without a word,
       // which would leave the program waiting forever: answer with an error instead.
@@ -146,14 +242,15 @@ export class ProgramMcpServer {
       }
       return result;
     };
-    server.setRequestHandler(ListToolsRequestSchema, (request) => relay(() => this.mcp.listTools(request.params ?? null)));
-    server.setRequestHandler(ListResourcesRequestSchema, (request) => relay(() => this.mcp.listResources(request.params ?? null)));
-    server.setRequestHandler(CallToolRequestSchema, (request) => relay(() => this.mcp.callTool(request.params)));
-    server.setRequestHandler(ReadResourceRequestSchema, (request) => relay(() => this.mcp.readResource(request.params)));
+    server.setRequestHandler(ListToolsRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listTools(params)));
+    server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listResources(params)));
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.callTool(params)));
+    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.readResource(params)));
     transport.onclose = () => {
-      if (transport.sessionId) this.sessions.delete(transport.sessionId);
+      clearTimeout(session.timer);
+      if (transport.sessionId && this.sessions.get(transport.sessionId) === session) this.sessions.delete(transport.sessionId);
     };
-    const session: Session = { transport, server };
+    const session: Session = { transport, server, open: 0 };
     await server.connect(transport);
     return session;
   }

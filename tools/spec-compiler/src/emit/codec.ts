@@ -6,6 +6,7 @@ import { INT_SIZE, type IrBody, type IrErrorType, type IrErrorVariant, type IrFi
 import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
+import { mcpTypeSource } from "./mcp-types.js";
 
 const RUNTIME = "runtime/index.ts";
 
@@ -547,16 +548,20 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   }
 
   function emitMcpTypes(file: SourceFile, ir: IrRevision): void {
-    file.addImportDeclaration({ moduleSpecifier: "@modelcontextprotocol/sdk/types.js", namespaceImport: "sdk", isTypeOnly: true });
-    for (const t of ir.mcpTypes) {
-      const base = `sdk.${t.schema.replace(/Schema$/, "")}`;
+    // Spelled out from the SDK's declarations: the codec's types need no SDK installed, and stay exact.
+    const source = mcpTypeSource(ir.mcpTypes);
+    ir.mcpTypes.forEach((t, i) => {
+      const sdkName = t.schema.replace(/Schema$/, "") + (t.member ? `[${lit(t.member)}]` : "");
       file.addTypeAlias({
         isExported: true,
         name: t.name,
-        docs: [`${t.doc}\n\nThe Model Context Protocol's own type (revision ${ir.mcpRevision}), as the MCP TypeScript SDK declares it.`],
-        type: t.member ? `${base}[${lit(t.member)}]` : base,
+        docs: [
+          `${t.doc}\n\nThe Model Context Protocol's own type (revision ${ir.mcpRevision}): the MCP TypeScript SDK's \`${sdkName}\` ` +
+            `(@modelcontextprotocol/sdk ${source.sdkVersion}), written out here so these types need no SDK installed.`,
+        ],
+        type: source.types[i]!,
       });
-    }
+    });
     file.addVariableStatement({
       isExported: true,
       declarationKind: VariableDeclarationKind.Const,

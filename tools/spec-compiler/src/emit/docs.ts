@@ -7,14 +7,17 @@ import { bytesToHex, type IrBody, type IrErrorType, type IrErrorVariant, type Ir
 import { decodeName, encodeName, variantTypeName } from "../names.js";
 import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { banner, type GeneratedFile } from "./project.js";
 import { renderSite, type SitePage } from "./site.js";
 
-export function emitDocs(revisions: readonly IrRevision[], compilerVersion: string): GeneratedFile[] {
+export function emitDocs(revisions: readonly IrRevision[], compilerVersion: string, guide: readonly GuideSource[] = []): GeneratedFile[] {
   if (revisions.length === 0) return [];
   const newest = revisions[revisions.length - 1]!;
   const pages: SitePage[] = [homePage(revisions)];
   for (const ir of revisions) pages.push(...revisionPages(ir));
+  if (guide.length > 0) linkGuide(pages, guide);
 
   const seen = new Map<string, string>();
   for (const page of pages) {
@@ -892,4 +895,76 @@ function endings(x: IrExchange): string {
 }
 
 export type { SitePage };
+
+// ---------------------------------------------------------------------------------------------
+// The guide: hand-written pages under docs-src/guide/*.md (how to use the libraries), published
+// beside the wire reference at /guide/<name>/ and linked both ways with it.
+
+/** One hand-written guide page: its file name without `.md`, and its Markdown. */
+export interface GuideSource {
+  readonly name: string;
+  readonly markdown: string;
+}
+
+export const GUIDE_DIR = "docs-src/guide";
+/** The order the guide's pages are read in; a page not listed follows, by name. */
+const GUIDE_ORDER = ["run-a-provider", "write-a-container-program", "run-the-proxy", "use-the-codec"];
+
+/** The guide's pages under `root`, in reading order (none when the folder is missing). */
+export function readGuide(root: string): GuideSource[] {
+  const dir = join(root, GUIDE_DIR);
+  if (!existsSync(dir)) return [];
+  const names = readdirSync(dir)
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => f.slice(0, -3))
+    .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  return names.map((name) => ({ name, markdown: readFileSync(join(dir, `${name}.md`), "utf8") }));
+}
+
+function rank(name: string): number {
+  const at = GUIDE_ORDER.indexOf(name);
+  return at < 0 ? GUIDE_ORDER.length : at;
+}
+
+function guideTitle(source: GuideSource): string {
+  const heading = /^# (.+)$/m.exec(source.markdown);
+  if (!heading) throw new Error(`docs: ${GUIDE_DIR}/${source.name}.md has no "# " title`);
+  return heading[1]!.trim();
+}
+
+function guideSummary(source: GuideSource): string {
+  const quote = /^> (.+(?:\n> .+)*)$/m.exec(source.markdown);
+  return quote ? quote[1]!.replace(/\n> /g, " ").trim() : "";
+}
+
+/** Adds the guide's pages and its index, and links the home page and every revision index to it. */
+function linkGuide(pages: SitePage[], guide: readonly GuideSource[]): void {
+  const indexUrl = "/guide/";
+  const rows = guide.map((source) => [`[${guideTitle(source)}](${href(indexUrl, `/guide/${source.name}/`)})`, guideSummary(source)]);
+  const wire = pages.filter((p) => p.revision && p.nav?.section === "overview");
+  pages.push({
+    url: indexUrl,
+    title: "Guide",
+    nav: { section: "guide" },
+    markdown: page(
+      "Guide",
+      "How to use the diverge-ts libraries and binaries: run a provider, write a container program, run the proxy, use the codec.",
+      indexUrl,
+      undefined,
+      table(["Page", "What it covers"], rows),
+      `What goes over the wire is in the reference: ${wire.map((p) => `[revision ${p.revision}](${href(indexUrl, p.url)})`).join(", ")}.`,
+    ),
+  });
+  for (const source of guide) {
+    const url = `/guide/${source.name}/`;
+    const back = `---\n\n[All guide pages](${href(url, indexUrl)}) · [The wire reference](${href(url, "/")})\n`;
+    pages.push({ url, title: guideTitle(source), nav: { section: "guide" }, markdown: `${source.markdown.trimEnd()}\n\n${back}` });
+  }
+  for (let i = 0; i < pages.length; i++) {
+    const p = pages[i]!;
+    const toGuide = `[the guide](${href(p.url, indexUrl)})`;
+    if (p.url === "/") pages[i] = { ...p, markdown: `${p.markdown.trimEnd()}\n\n## Guide\n\nHow to use the libraries and binaries — run a provider, write a container program, run the proxy, use the codec — is in ${toGuide}.\n` };
+    else if (p.revision && p.nav?.section === "overview") pages[i] = { ...p, markdown: `${p.markdown.trimEnd()}\n\n## Guide\n\nThe calls of the libraries that make these exchanges are in ${toGuide}.\n` };
+  }
+}
 void bodyLayout;

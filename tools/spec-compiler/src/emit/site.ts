@@ -15,7 +15,7 @@ export interface SitePage {
   /** The page's Markdown, without the generated-file banner. */
   readonly markdown: string;
   /** Where the revision's navigation lists the page; a page without one is reached by links. */
-  readonly nav?: { readonly section: "overview" | "exchanges" | "channels" | "frames" | "errors" | "types"; readonly sub?: boolean };
+  readonly nav?: { readonly section: "overview" | "exchanges" | "channels" | "frames" | "errors" | "types" | "guide"; readonly sub?: boolean };
 }
 
 export const SITE_DIR = "docs/site";
@@ -90,7 +90,7 @@ function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions
     return `<li><a href="${link(to)}"${mark}>${escapeHtml(ir.revision)}</a></li>`;
   });
 
-  const nav = p.revision ? revisionNav(p.revision, pages, link, current) : "";
+  const nav = p.revision ? revisionNav(p.revision, pages, link, current) : p.nav?.section === "guide" ? guideNav(pages, link, current) : "";
   const title = p.revision ? `${p.title} · Diverge ${p.revision}` : p.title;
   return [
     bannerLine.trimEnd(),
@@ -106,6 +106,7 @@ function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions
     "<body>",
     '<header class="top">',
     `<a class="brand" href="${link("/")}">Diverge protocol reference</a>`,
+    urls.has("/guide/") ? `<a class="guide" href="${link("/guide/")}"${current("/guide/")}>Guide</a>` : "",
     `<nav class="revisions" aria-label="Revision"><span>Revision</span><ul>${revisionItems.join("")}</ul></nav>`,
     "</header>",
     '<div class="frame">',
@@ -141,6 +142,14 @@ function revisionNav(revision: string, pages: readonly SitePage[], link: (to: st
   }
   out.push("</nav>");
   return out.join("\n");
+}
+
+/** The guide's own navigation: its index and its pages, in reading order. */
+function guideNav(pages: readonly SitePage[], link: (to: string) => string, current: (to: string) => string): string {
+  const items = pages
+    .filter((p) => p.nav?.section === "guide")
+    .map((p) => `<li${p.url === "/guide/" ? "" : ' class="sub"'}><a href="${link(p.url)}"${current(p.url)}>${escapeHtml(p.title)}</a></li>`);
+  return [`<nav class="side" aria-label="Guide">`, `<h2>Guide</h2><ul>${items.join("")}</ul>`, "</nav>"].join("\n");
 }
 
 const CSS = `:root {
