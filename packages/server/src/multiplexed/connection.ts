@@ -16,23 +16,32 @@ import {
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, MultiplexerError, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
-import { readDivergeInfo } from "./info.js";
+import { loadDivergeInfo } from "./info.js";
 import { InwardMcp, type McpOutcome } from "./mcp.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
+import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
 
 const DISREGARDED_KEPT = 1000;
+/** Channels whose dropped notifications are counted apart in `stats()`. */
+const DROPPED_STREAMS_KEPT = 1000;
 /** The Frames-layer header in front of every payload. */
 const FRAME_HEADER = 9;
 
 export interface BeginState {
-  /** The begin's scope number, once a readable begin arrived. */
+  /** The scope of the begin being answered, or of the one answered `Begun`; undefined after a refusal. */
   scope?: number;
   /** True once `Begun` was sent. */
   begun: boolean;
+}
+
+/** How the connection ended: its close code (undefined when the proxy closed it) and whether the provider ever sent anything. */
+export interface ConnectionEnd {
+  readonly code: number | undefined;
+  readonly spoken: boolean;
 }
 
 export class ProxyConnection {
@@ -43,11 +52,19 @@ export class ProxyConnection {
   /** The last frames disregarded (at most 1000), for logs and tests; `disregardedCount` counts them all. */
   readonly disregarded: Disregard[] = [];
   disregardedCount = 0;
+  /** True once the provider has sent its first message. */
+  spoken = false;
   private readonly mcp: InwardMcp;
+  /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
+  private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
   private markBegun!: () => void;
   private failBegun!: (error: Error) => void;
   private readonly begunPromise: Promise<void>;
+  /** Resolves once `Begun` has been sent; rejects when the connection ends first. */
+  get whenBegun(): Promise<void> {
+    return this.begunPromise;
+  }
   private readonly notificationChannels = new Set<Responder>();
   private ended = false;
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
@@ -60,7 +77,7 @@ export class ProxyConnection {
     socket: WebSocketLike,
     private readonly options: ResolvedProxyOptions,
     private readonly gate: Gate,
-    private readonly onEnd: () => void,
+    private readonly onEnd: (how: ConnectionEnd) => void,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -69,6 +86,10 @@ export class ProxyConnection {
     // Nobody may be left waiting on a connection that never begins.
     this.begunPromise.catch(() => {});
     this.mcp = new InwardMcp(new URL(`http://127.0.0.1:${options.appPort}/mcp`), options.log);
+    // Whether the provider has sent anything at all (the proxy sends nothing before its first frame).
+    socket.addEventListener("message", () => {
+      this.spoken = true;
+    });
     this.frames = new FrameSocket(socket, {
       role: "server",
       maxOpenScopes: options.maxOpenScopes,
@@ -95,22 +116,32 @@ export class ProxyConnection {
           this.options.log(`disregarded a frame: ${what.reason}`);
         },
       },
-      closed: () => this.cleanUp(),
+      closed: (code) => this.cleanUp(code),
     });
+    const frames = this.frames;
     const link: PairLink = {
       begun: this.begunPromise,
+      get ended() {
+        return frames.closed || frames.mux.ended;
+      },
       openChannel: (payload, handlers) => {
-        if (this.frames.mux.ended || this.begin.scope === undefined) return undefined;
-        return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        if (this.frames.mux.ended || !this.begin.begun || this.begin.scope === undefined) return undefined;
+        try {
+          return this.frames.mux.openChannel(this.begin.scope, payload, handlers);
+        } catch (error) {
+          // The begin scope is gone (the proxy is ending): no pair is made.
+          if (error instanceof MultiplexerError) return undefined;
+          throw error;
+        }
       },
       get bufferedAmount() {
         return socket.bufferedAmount;
       },
       drained: (lowWater) => this.frames.drained(lowWater),
-      pauseIncoming: () => this.frames.pauseIncoming(),
     };
-    this.postgres = new PostgresPairs(link, options.log);
-    this.daemons = new DaemonPairs(link, options.log);
+    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, log: options.log };
+    this.postgres = new PostgresPairs(link, pairOptions);
+    this.daemons = new DaemonPairs(link, pairOptions);
   }
 
   /** Counters of this connection's bounded queues and caps. */
@@ -132,15 +163,16 @@ export class ProxyConnection {
     await this.mcp.close();
   }
 
-  private cleanUp(): void {
+  private cleanUp(code?: number): void {
     if (this.ended) return;
     this.ended = true;
     this.failBegun(new Error("the connection ended"));
+    this.aborter.abort();
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
     void this.mcp.close();
-    this.onEnd();
+    this.onEnd({ code, spoken: this.spoken });
   }
 
   private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
@@ -158,11 +190,22 @@ export class ProxyConnection {
       return responder.finish();
     }
     if (this.begin.scope !== undefined) {
-      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the connection has already begun" } }));
+      // Begun, or a begin is being answered now: this one gets one error and the finish.
+      const error = this.begin.begun ? "the connection has already begun" : "another begin is being answered";
+      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error } }));
       return responder.finish();
     }
     this.begin.scope = responder.scope;
-    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null));
+    try {
+      await this.answerBegin(responder, begin);
+    } finally {
+      // Any answer but Begun leaves the connection not begun: the provider may send another begin.
+      if (!this.begin.begun) this.begin.scope = undefined;
+    }
+  }
+
+  private async answerBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
+    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null), this.aborter.signal);
     if (responder.finished) return;
     if (answer.ok) {
       const tools = parseJson(answer.body);
@@ -174,10 +217,11 @@ export class ProxyConnection {
         this.markBegun();
         return;
       }
+      this.options.log("the program declared no JSON array of tools; the connection is not begun");
       responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the program declared no JSON array of tools", status: answer.status } }));
       return responder.finish();
     }
-    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"})`);
+    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"}); the connection is not begun`);
     responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: answer.error }));
     responder.finish();
   }
@@ -193,27 +237,21 @@ export class ProxyConnection {
       this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
       return responder.finish();
     }
-    switch (request.variant) {
-      case "Postgres":
-        return this.postgres.providerHalf(request.connection_id, responder);
-      case "Daemon":
-        return this.daemons.providerHalf(request.connection_id, responder);
-      case "Info":
-        return this.guard(responder, `channel ${responder.channel}`, this.answerInfo(responder));
-      case "Secrets":
-        return this.guard(responder, `channel ${responder.channel}`, this.feedSecrets(responder, request.values));
-      case "McpListTools":
-        return this.relayGuarded(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never));
-      case "McpListResources":
-        return this.relayGuarded(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never));
-      case "McpCallTool":
-        return this.relayGuarded(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never));
-      case "McpReadResource":
-        return this.relayGuarded(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never));
-      case "McpNotifications":
-        return this.guard(responder, `channel ${responder.channel}`, this.subscribe(responder));
-    }
+    routeToolsBeginChannelsProviderChannel(request, this.channelRoutes, responder);
   }
+
+  /** What each channel the provider opens does; which tag is which is the generated routing's business. */
+  private readonly channelRoutes: ToolsBeginChannelsProviderRoutes<Responder> = {
+    postgres: (request, responder) => this.postgres.providerHalf(request.connection_id, responder),
+    daemon: (request, responder) => this.daemons.providerHalf(request.connection_id, responder),
+    info: (_request, responder) => this.guard(responder, `channel ${responder.channel}`, this.answerInfo(responder)),
+    secrets: (request, responder) => this.guard(responder, `channel ${responder.channel}`, this.feedSecrets(responder, request.values)),
+    mcpListTools: (request, responder) => this.relayGuarded(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never)),
+    mcpListResources: (request, responder) => this.relayGuarded(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never)),
+    mcpCallTool: (request, responder) => this.relayGuarded(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never)),
+    mcpReadResource: (request, responder) => this.relayGuarded(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never)),
+    mcpNotifications: (_request, responder) => this.guard(responder, `channel ${responder.channel}`, this.subscribe(responder)),
+  };
 
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
   private guard(responder: Responder, what: string, work: Promise<void>): void {
@@ -223,16 +261,34 @@ export class ProxyConnection {
     });
   }
 
+  /**
+   * Info always describes the file: `[0]` with it, `[1]` when there is none. A file whose answer
+   * cannot be sent (larger than the message limit, or unreadable) is not served: a bare finish, which
+   * the provider tells apart from `[1]`, and a log line saying why.
+   */
   private async answerInfo(responder: Responder): Promise<void> {
-    const info = await readDivergeInfo(this.options.root);
-    responder.respond(encodeInfoAnswer(info ? { variant: "Info", info: { frontMatter: info.frontMatter, body: info.body } } : { variant: "None" }));
+    const limit = this.options.maxMessageBytes;
+    const outcome = await loadDivergeInfo(this.options.root, { maxBytes: limit, log: this.options.log });
+    if (responder.finished) return;
+    if (outcome.variant === "NotServed") {
+      if (outcome.tooLarge) this.oversizedAnswers++;
+      this.options.log(`Info: DIVERGE.md is not served (a bare finish): ${outcome.reason}`);
+      return responder.finish();
+    }
+    const answer = encodeInfoAnswer(outcome.variant === "Info" ? { variant: "Info", info: { frontMatter: outcome.info.frontMatter, body: outcome.info.body } } : { variant: "None" });
+    if (answer.length + FRAME_HEADER > limit) {
+      this.oversizedAnswers++;
+      this.options.log(`Info: DIVERGE.md is not served (a bare finish): its answer is ${answer.length} bytes, larger than the message limit of ${limit}`);
+      return responder.finish();
+    }
+    responder.respond(answer);
     responder.finish();
   }
 
   private async feedSecrets(responder: Responder, values: Record<string, string>): Promise<void> {
     // The log names how many values, never one of them.
     this.options.log(`feeding ${Object.keys(values).length} secret(s) to the program`);
-    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values));
+    const answer = await postToProgram(this.options.appPort, "/secrets", JSON.stringify(values), this.aborter.signal);
     if (answer.ok) {
       responder.respond(encodeSecretsAnswer({ variant: "Fed" }));
       responder.finish();
@@ -276,20 +332,32 @@ export class ProxyConnection {
     if (responder.finished) return;
     const stream = `/ channel ${responder.channel}`;
     const drop = () => {
-      this.dropped[stream] = (this.dropped[stream] ?? 0) + 1;
+      // One key per channel that dropped, kept after it ends, but only so many: the rest add up under one key.
+      const key = stream in this.dropped || Object.keys(this.dropped).length < DROPPED_STREAMS_KEPT ? stream : "/ other channels";
+      this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
-    const subscription = await this.mcp.subscribe((notification) => {
-      if (responder.finished) return;
-      // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
-      if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
-      let bytes: Uint8Array;
-      try {
-        bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
-      } catch {
-        return drop();
-      }
-      if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
-      responder.respond(bytes);
+    const subscription = await this.mcp.subscribe({
+      notify: (notification) => {
+        if (responder.finished) return;
+        // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
+        if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
+        let bytes: Uint8Array;
+        try {
+          bytes = encodeMcpNotificationsAnswer({ variant: "Notification", notification: notification as never });
+        } catch {
+          return drop();
+        }
+        if (bytes.length + FRAME_HEADER > this.options.maxMessageBytes) return drop();
+        responder.respond(bytes);
+      },
+      // The container's server went away and no new session could be made: the channel ends with
+      // the error rather than going silent.
+      ended: (error) => {
+        this.notificationChannels.delete(responder);
+        if (responder.finished) return;
+        responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: error as never }));
+        responder.finish();
+      },
     });
     if ("error" in subscription) {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));
