@@ -6,3 +6,4 @@ export { ProxyConnection, parseDivergeMarkdown, readDivergeInfo, type Multiplexe
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 export { RequestsEngine, encodeAskOnRequests, TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding, type RequestsEngineOptions } from "./exchanges/engine.js";
 export { bindProxyAsks, type ProxyAsks } from "./gen/exchanges.js";
+export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";

@@ -6,6 +6,7 @@ import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
 import { RequestsEngine } from "../exchanges/engine.js";
+import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
@@ -19,8 +20,13 @@ export interface PathsPart extends ProxyPart {
   readonly mcp: McpAsks;
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
-  /** Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). */
+  /**
+   * Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). One
+   * with a begin-scope channel goes on that scope once a provider has begun tools on `/`.
+   */
   readonly asks: ProxyAsks;
+  /** Where the begin scope is, while one is begun: the multiplexed part tells. */
+  useBeginScope(source: () => BeginScopeLink | undefined): void;
   /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
   readonly programMcp: ProgramMcpServer;
 }
@@ -29,7 +35,8 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
-  const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
+  let beginScope: () => BeginScopeLink | undefined = () => undefined;
+  const asks = bindProxyAsks(new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log })));
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);
@@ -44,6 +51,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
     mcp,
     board,
     asks,
+    useBeginScope(source) {
+      beginScope = source;
+    },
     programMcp,
     async close() {
       mcp.close();
