@@ -27,6 +27,8 @@ export interface ListenerOptions {
   readonly port?: number;
   /** Largest WebSocket message accepted, in bytes; a larger one ends that connection (close 1009). */
   readonly maxMessageBytes?: number;
+  /** Largest request head (request line and headers), in bytes. Default Node's own (16 KiB). */
+  readonly maxHeaderBytes?: number;
   /** When given, every request and upgrade is checked against it first (DNS-rebinding protection); a refusal is 403. */
   readonly guard?: HostGuard;
   /** Requests and upgrades wait (unanswered, unread) until `release()`: the routes are not added yet. */
@@ -107,7 +109,7 @@ export class RouteListener {
 
   constructor(readonly options: ListenerOptions = {}) {
     this.holding = options.held ? [] : undefined;
-    this.server = createServer((request, response) => this.onRequest(request, response));
+    this.server = createServer(options.maxHeaderBytes ? { maxHeaderSize: options.maxHeaderBytes } : {}, (request, response) => this.onRequest(request, response));
     this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
   }
 

@@ -5,6 +5,7 @@ import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import { bindPorts, PROXY_PORT, resolveBindOptions, type BoundPorts } from "./bind.js";
 import { Gate } from "./gate.js";
 import type { RouteListener } from "./listener.js";
+import { MultiplexerError } from "@diverge/multiplexer";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
@@ -177,6 +178,24 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
     const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg };
     paths = attachPaths(context);
     multiplexed = await attachMultiplexed(context);
+    const beginScopeOf = multiplexed;
+    // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
+    paths.useBeginScope(() => {
+      const connection = beginScopeOf.connection;
+      const scope = connection?.begin.begun ? connection.begin.scope : undefined;
+      if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
+      return {
+        openChannel: (payload, handlers) => {
+          try {
+            return connection.frames.mux.openChannel(scope, payload, handlers);
+          } catch (error) {
+            // The begin scope is gone (the connection is ending): `/requests` carries the ask instead.
+            if (error instanceof MultiplexerError) return undefined;
+            throw error;
+          }
+        },
+      };
+    });
   } catch (problem) {
     await ports.close();
     throw problem;

@@ -3,11 +3,7 @@
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import {
   decodeRequestsAsk,
-  encodeMcpCallToolAnswer,
-  encodeMcpListResourcesAnswer,
-  encodeMcpListToolsAnswer,
   encodeMcpNotificationsAnswer,
-  encodeMcpReadResourceAnswer,
   EncodeError,
   RequestsAskError,
   RequestsAskTag,
@@ -26,6 +22,9 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
+import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
+import type { AnswerContext } from "../exchanges/engine.js";
+import { requestsAskExchangesByKind } from "@diverge/codec";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
 /** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
@@ -45,7 +44,7 @@ type Answering<P, R> = (params: P, ask: AskInfo) => McpAnswer<R> | undefined | P
  * is opened and closed cleanly with no message, which the proxy reads as "not served". A handler
  * that throws answers with an MCP internal error (-32603) carrying the thrown message.
  */
-export interface ProxyHandlers {
+export interface ProxyHandlers extends ProviderHandlers {
   readonly listTools?: Answering<PaginatedRequestParams | null, ListToolsResult>;
   readonly listResources?: Answering<PaginatedRequestParams | null, ListResourcesResult>;
   readonly callTool?: Answering<CallToolRequestParams, CallToolResult>;
@@ -106,28 +105,8 @@ export interface PathsConnection {
   close(): Promise<void>;
 }
 
-/** The answer path of every kind of the `/requests` table, by kind number. */
-const PATH_OF_KIND: readonly string[] = [
-  "/mcp/list-tools",
-  "/mcp/list-resources",
-  "/mcp/call-tool",
-  "/mcp/read-resource",
-  "/mcp/notifications",
-  "/vault/get",
-  "/vault/set",
-  "/vault/delete",
-  "/vault/lock",
-  "/vault/unlock",
-  "/command",
-  "/postgres",
-  "/fuse/read",
-  "/fuse/write",
-  "/fuse/list",
-  "/fuse/remove",
-  "/fuse/rename",
-  "/fuse/mkdir",
-  "/fuse/stat",
-];
+/** The answer path of every kind of the `/requests` table, by kind number, from the generated exchange table. */
+const PATH_OF_KIND: readonly (string | undefined)[] = Array.from({ length: 256 }, (_, kind) => requestsAskExchangesByKind.get(kind)?.pathPrefix.replace(/\/$/, ""));
 
 const INTERNAL_ERROR = -32603;
 
@@ -195,26 +174,34 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     emit({ type: "pathEnded", path, outcome: bytes ? "answered" : "declined", ending });
   };
 
-  const answering = <P, R>(path: string, channel: number, handler: Answering<P, R> | undefined, params: P, encode: (answer: McpAnswer<R>) => Uint8Array) =>
-    answerOnce(path, async () => {
-      if (!handler) return undefined;
-      let answer: McpAnswer<R> | undefined;
-      try {
-        answer = await handler(params, { channel, path });
-      } catch (problem) {
-        const reason = problem instanceof Error ? problem.message : String(problem);
-        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
-        answer = { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
+  /**
+   * Opens `path` and sends the answer messages of a dispatched ask, then closes cleanly. A handler that
+   * fails before its first message declines (a clean close with no message); one that fails after it
+   * ends the path abruptly, so the proxy never takes a half-sent stream for a finished one.
+   */
+  const answerDispatched = async (path: string, channel: number, dispatched: DispatchedAsk) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    const controller = new AbortController();
+    void socket.ended.then(() => controller.abort());
+    let sent = 0;
+    try {
+      for await (const bytes of dispatched.answer({ channel, path, signal: controller.signal })) {
+        if (!socket.isOpen) break;
+        socket.send(bytes);
+        sent++;
       }
-      if (!answer) return undefined;
-      try {
-        return encode(answer);
-      } catch (problem) {
-        if (!(problem instanceof EncodeError)) throw problem;
-        emit({ type: "error", error: new ProviderError({ variant: "AnswerUnwritable", path, reason: problem.message }) });
-        return undefined;
-      }
-    });
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      // An answer that cannot be written (a field over its length prefix) is the handler's mistake too, named as such.
+      emit({ type: "error", error: new ProviderError({ variant: problem instanceof EncodeError ? "AnswerUnwritable" : "HandlerFailed", path, reason }) });
+      if (sent > 0) socket.terminate();
+    }
+    socket.close();
+    const ending = await socket.ended;
+    const single = dispatched.exchange.pattern === "one" || dispatched.exchange.pattern === "oneWhenHeld";
+    emit({ type: "pathEnded", path, outcome: sent === 0 ? "declined" : single ? "answered" : "streamEnded", ending });
+  };
 
   const streamNotifications = async (path: string, channel: number) => {
     const socket = await openPath(path);
@@ -259,24 +246,40 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     }
   };
 
+  /**
+   * The MCP handlers of kinds 0 to 3 in the generated shape: a handler that throws answers with an MCP
+   * internal error (-32603) carrying the thrown message. A generated member given directly wins.
+   */
+  const mcpAnswering =
+    <P, R>(handler: Answering<P, R> | undefined) =>
+    handler &&
+    (async (ask: { readonly params: P }, context: AnswerContext): Promise<McpAnswer<R> | undefined> => {
+      try {
+        return await handler(ask.params, { channel: context.channel, path: context.path });
+      } catch (problem) {
+        const reason = problem instanceof Error ? problem.message : String(problem);
+        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: context.path, reason }) });
+        return { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
+      }
+    });
+  const generated: ProviderHandlers = {
+    mcpListTools: mcpAnswering(handlers.listTools) as ProviderHandlers["mcpListTools"],
+    mcpListResources: mcpAnswering(handlers.listResources) as ProviderHandlers["mcpListResources"],
+    mcpCallTool: mcpAnswering(handlers.callTool) as ProviderHandlers["mcpCallTool"],
+    mcpReadResource: mcpAnswering(handlers.readResource) as ProviderHandlers["mcpReadResource"],
+  };
+  const provider: ProviderHandlers = new Proxy(handlers, {
+    get: (target, key) => (target as Record<PropertyKey, unknown>)[key] ?? (generated as Record<PropertyKey, unknown>)[key],
+  });
+
   const dispatch = (ask: RequestsAsk) => {
     const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
-    switch (ask.kind) {
-      case "McpListTools":
-        return answering(path, ask.channel, handlers.listTools, ask.params, encodeMcpListToolsAnswer);
-      case "McpListResources":
-        return answering(path, ask.channel, handlers.listResources, ask.params, encodeMcpListResourcesAnswer);
-      case "McpCallTool":
-        return answering(path, ask.channel, handlers.callTool, ask.params, encodeMcpCallToolAnswer);
-      case "McpReadResource":
-        return answering(path, ask.channel, handlers.readResource, ask.params, encodeMcpReadResourceAnswer);
-      case "McpNotifications":
-        return streamNotifications(path, ask.channel);
-      default:
-        // Vault, command, postgres and FUSE asks are not answered here: declined, so the proxy
-        // reports them failed inside the container rather than waiting.
-        return answerOnce(path, async () => undefined);
-    }
+    // The notification stream keeps its sink-shaped handler (the relay pushes into it).
+    if (ask.kind === "McpNotifications" && !handlers.mcpNotifications) return streamNotifications(path, ask.channel);
+    // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
+    // handler not given) is declined, so the proxy reports it failed inside the container.
+    const dispatched = dispatchRequestsAsk(ask, provider);
+    return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
   };
 
   const onAsk = (bytes: Uint8Array) => {

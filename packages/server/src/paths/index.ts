@@ -4,18 +4,30 @@ import type { ProxyContext, ProxyPart } from "../proxy.js";
 import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
+import { ProgramApi } from "./program-api.js";
+import { RequestsEngine } from "../exchanges/engine.js";
+import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
+import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
-export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
+export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 // ProgramMcpServer, PROGRAM_MCP_SERVER_INFO and programErrorOf are exported from the package's index:
 // re-exporting them here would load the MCP SDK's server with this module.
+export { ProgramApi } from "./program-api.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
   readonly mcp: McpAsks;
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
+  /**
+   * Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). One
+   * with a begin-scope channel goes on that scope once a provider has begun tools on `/`.
+   */
+  readonly asks: ProxyAsks;
+  /** Where the begin scope is, while one is begun: the multiplexed part tells. */
+  useBeginScope(source: () => BeginScopeLink | undefined): void;
   /**
    * The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`: its counters, and the
    * server itself once made. It is made on the program's first request there (the MCP SDK's server
@@ -28,6 +40,8 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
+  let beginScope: () => BeginScopeLink | undefined = () => undefined;
+  const asks = bindProxyAsks(new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log })));
   let programMcp: ProgramMcpServer | undefined;
   let making: Promise<ProgramMcpServer> | undefined;
   let closed = false;
@@ -52,6 +66,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
     );
     return true;
   });
+  // The vault and command API beside /mcp; a body is at most one message less the ask's header.
+  const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
+  program.addRequestRoute(programApi.route);
   board.onEvent((event) => {
     if (event.type === "requestsOpened") options.log(`/requests connection ${event.connection} opened`);
     else if (event.type === "requestsClosed") options.log(`/requests connection ${event.connection} closed; ${event.reasked} ask(s) to ask again`);
@@ -59,6 +76,10 @@ export function attachPaths(context: ProxyContext): PathsPart {
   return {
     mcp,
     board,
+    asks,
+    useBeginScope(source) {
+      beginScope = source;
+    },
     programMcp: {
       get sessionCount() {
         return programMcp?.sessionCount ?? 0;
@@ -73,6 +94,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     async close() {
       closed = true;
       mcp.close();
+      programApi.close();
       board.close();
       await (programMcp ?? (await making?.catch(() => undefined)))?.close();
     },
