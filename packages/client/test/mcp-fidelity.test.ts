@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, ErrorCode, McpError, type ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { startProxy, type RunningProxy } from "@diverge/server";
 import { ContainerError, connectProxy, openContainer, relayToMcp, type ContainerConnection } from "../src/index.js";
-import { perRequestSignalFetch } from "../src/paths/fetch.js";
+import { perRequestSignalFetch } from "@diverge/multiplexer";
 import { EVERYTHING, SCHEMA_2020_12, startFarServer, type FarServer } from "./fidelity-server.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];

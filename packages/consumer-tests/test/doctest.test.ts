@@ -51,7 +51,7 @@ function blocksOf(file: string): Block[] {
 }
 
 const blocks = documents().flatMap(blocksOf);
-const KNOWN = new Set(["ts", "sh", "markdown", "text", "json"]);
+const KNOWN = new Set(["ts", "sh", "dockerfile", "markdown", "text", "json"]);
 const doctestDir = join(project, "doctest");
 const outDir = join(project, "doctest-out");
 const fileOf = new Map<Block, string>();
@@ -144,9 +144,11 @@ describe("the code blocks of the READMEs and the guide", () => {
     };
     const problems: string[] = [];
     let checked = 0;
-    for (const block of blocks.filter((b) => b.lang === "sh")) {
+    for (const block of blocks.filter((b) => b.lang === "sh" || b.lang === "dockerfile")) {
       for (const raw of block.code.split("\n")) {
-        const line = raw.replace(/\s+#.*$/, "").trim();
+        // In a Dockerfile, the proxy's bundle or executable run by path is `diverge-proxy` with its flags.
+        const shell = block.lang === "dockerfile" ? (/diverge-proxy(?:\.mjs)?\s+(-[^&"]*)/.exec(raw)?.[1]?.replace(/^/, "diverge-proxy ") ?? "") : raw;
+        const line = shell.replace(/\s+#.*$/, "").trim();
         if (!line || line.startsWith("#")) continue;
         for (const segment of line.split(/\||&&/)) {
           const words = segment.trim().match(/'[^']*'|"[^"]*"|\S+/g) ?? [];

@@ -105,6 +105,25 @@ export function changesetBumps(text: string): Record<string, string> {
 }
 
 /**
+ * Changesets written by hand (every one but `spec-<revision>.md`) may only give patch bumps: the
+ * major and minor numbers belong to the spec revision, so a change without a spec bump is a patch.
+ */
+function largerThanPatch(root: string): string[] {
+  const dir = join(root, ".changeset");
+  if (!existsSync(dir)) return [];
+  const problems: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    if (!name.endsWith(".md") || name === "README.md" || /^spec-\d+\.\d+\.\d+\.md$/.test(name)) continue;
+    for (const [pkg, bump] of Object.entries(changesetBumps(readFileSync(join(dir, name), "utf8")))) {
+      if (bump !== "patch") {
+        problems.push(`.changeset/${name} gives ${pkg} a ${bump} bump; versions follow the spec revision, so a change without a spec bump is a patch (a new revision and \`pnpm spec diff --changeset\` bring minor and major bumps).`);
+      }
+    }
+  }
+  return problems;
+}
+
+/**
  * Whether a spec revision newer than the packages has its changeset, in step with its diff: the
  * check CI runs (`diverge-spec changeset --check`), which needs no git history. `diff(a, b)` is the
  * evolution from the revision before the newest to the newest. Returns one sentence per problem.
@@ -118,6 +137,8 @@ export function checkPendingChangeset(root: string, revisions: readonly string[]
   const version = versions[0]!;
   const newest = revisions[revisions.length - 1];
   if (!newest) return { problems: ["there is no revision under spec/."], note: "" };
+  const larger = largerThanPatch(root);
+  if (larger.length > 0) return { problems: larger, note: "" };
   const order = (a: string, b: string) => {
     const [pa, pb] = [a.split(".").map(Number), b.split(".").map(Number)];
     for (let i = 0; i < 3; i++) if (pa[i] !== pb[i]) return pa[i]! - pb[i]!;

@@ -121,6 +121,16 @@ describe("changeset --check: a revision newer than the packages has its changese
     ]);
   });
 
+  it("refuses a hand-written changeset larger than a patch: the major and minor numbers are the revision's", () => {
+    const root = workspace("2.3.0");
+    writeFileSync(join(root, ".changeset", "fix.md"), '---\n"@diverge/codec": patch\n"@diverge/server": minor\n---\n\nText.\n');
+    expect(checkPendingChangeset(root, ["2.3.0"], minor).problems).toEqual([
+      ".changeset/fix.md gives @diverge/server a minor bump; versions follow the spec revision, so a change without a spec bump is a patch (a new revision and `pnpm spec diff --changeset` bring minor and major bumps).",
+    ]);
+    writeFileSync(join(root, ".changeset", "fix.md"), '---\n"@diverge/codec": patch\n"@diverge/server": patch\n---\n\nText.\n');
+    expect(checkPendingChangeset(root, ["2.3.0"], minor).problems).toEqual([]);
+  });
+
   it("says so when the fixed group is not at one version", () => {
     const root = workspace("2.3.0");
     writeFileSync(join(root, "packages", "server", "package.json"), JSON.stringify({ name: "@diverge/server", version: "2.3.1" }));

@@ -15,7 +15,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ErrorData } from "@diverge/codec";
 import type { McpAnswer, NotificationSink, ProxyHandlers } from "./connect.js";
-import { perRequestSignalFetch } from "./fetch.js";
+import { perRequestSignalFetch } from "@diverge/multiplexer";
 
 /** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */
 export type McpTarget =

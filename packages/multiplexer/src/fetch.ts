@@ -1,5 +1,5 @@
-// A fetch for the MCP SDK's Streamable HTTP client transport that gives every request a signal of its own.
-// (The same as @diverge/server's src/fetch.ts; the two packages share no runtime module.)
+// A fetch for the MCP SDK's Streamable HTTP client transport that gives every request a signal of its own
+// (shared by the proxy's inward MCP client and the provider's relay, which both talk to MCP servers).
 //
 // Why: @modelcontextprotocol/sdk 1.32.2 passes one AbortSignal (its transport's) to every fetch it
 // makes. Node's fetch (undici) adds an 'abort' listener to that signal per request and removes it only
