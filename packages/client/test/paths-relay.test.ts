@@ -1,6 +1,9 @@
 // End to end, every piece real: a program (MCP SDK client) → the proxy's /mcp → /requests → the
 // provider (connectProxy + relayToMcp) → an MCP server (the SDK's, over Streamable HTTP or stdio).
 import { spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -206,6 +209,24 @@ describe("diverge answer", () => {
     cleanups.push(() => program.close());
     expect((await program.callTool({ name: "add", arguments: { a: 20, b: 22 } })).content).toEqual([{ type: "text", text: "42" }]);
     expect(stderr()).toMatch(/ask \d+: McpCallTool/);
+    child.kill("SIGINT");
+    expect((await exit).code).toBe(0);
+  });
+
+  it("--command-exec runs each command with the executable: stdout lines are items, a failing exit the error", async () => {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false });
+    cleanups.push(() => proxy.close());
+    const dir = mkdtempSync(join(tmpdir(), "diverge-answer-exec-"));
+    const exe = join(dir, "echo-lines.mjs");
+    writeFileSync(exe, `#!${process.execPath}\nlet s = "";\nprocess.stdin.on("data", (c) => (s += c)).on("end", () => { process.stdout.write(s.split(" ").join("\\n") + "\\n"); process.exit(s.startsWith("bad") ? 7 : 0); });\n`);
+    chmodSync(exe, 0o755);
+    const { child, exit, stderr } = run(["answer", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--command-exec", exe]);
+    await waitFor(() => stderr().includes("connected to"), 10_000);
+    expect(stderr()).toContain(`commands run ${exe}`);
+    const lines = async (body: string) => (await (await fetch(`http://127.0.0.1:${proxy.programPort}/command`, { method: "POST", body })).text()).trim().split("\n").map((l) => JSON.parse(l));
+    const b64 = (t: string) => Buffer.from(t).toString("base64");
+    expect(await lines("a b")).toEqual([{ item: b64("a") }, { item: b64("b") }, { end: "done" }]);
+    expect(await lines("bad x")).toEqual([{ item: b64("bad") }, { item: b64("x") }, { end: "error", error: { exit: 7, stderr: "" } }]);
     child.kill("SIGINT");
     expect((await exit).code).toBe(0);
   });

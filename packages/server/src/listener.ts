@@ -20,6 +20,8 @@ export interface ListenerOptions {
   readonly port?: number;
   /** Largest WebSocket message accepted, in bytes; a larger one ends that connection (close 1009). */
   readonly maxMessageBytes?: number;
+  /** Largest request head (request line and headers), in bytes. Default Node's own (16 KiB). */
+  readonly maxHeaderBytes?: number;
   /** When given, every request and upgrade is checked against it first (DNS-rebinding protection); a refusal is 403. */
   readonly guard?: HostGuard;
 }
@@ -93,7 +95,7 @@ export class RouteListener {
     // UTF-8 of text messages goes unchecked: text carries no meaning on any path and is ignored, so
     // invalid UTF-8 in one must not end the connection (ws would close it with 1007).
     this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, skipUTF8Validation: true, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
-    this.server = createServer((request, response) => this.onRequest(request, response));
+    this.server = createServer(options.maxHeaderBytes ? { maxHeaderSize: options.maxHeaderBytes } : {}, (request, response) => this.onRequest(request, response));
     this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
   }
 

@@ -159,6 +159,8 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     host: "127.0.0.1",
     port: resolved.programPort,
     maxMessageBytes: resolved.maxMessageBytes,
+    // A vault key of 65,535 bytes, percent-encoded, is up to 192 KiB of URL: the program's heads may be that long.
+    maxHeaderBytes: 256 * 1024,
     guard: { hosts: resolved.allowedHosts, origins: resolved.allowedOrigins },
   });
   const gate = new Gate(!resolved.secretsGate, () =>

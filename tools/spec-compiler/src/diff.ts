@@ -198,7 +198,7 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     }
     if (!xa) {
       if (!aKinds.has(kindKey(xb))) {
-        add({ class: "additive", area: "exchange", subject: id, tag: xb.kind, sentence: `new exchange ${id}: kind ${xb.kind} of ${xb.askFrameId}, answered on ${xb.path} with ${xb.answerFrameId}.` });
+        add({ class: "additive", area: "exchange", subject: id, tag: xb.kind, sentence: `new exchange ${id}: kind ${xb.kind} of ${xb.askFrameId}, answered on ${xb.path} with ${answerOf(xb)}.` });
       }
       continue;
     }
@@ -213,8 +213,9 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     }
     const wire: [string, string, string][] = [
       ["answer path", xa.path, xb.path],
-      ["answer frame", xa.answerFrameId, xb.answerFrameId],
+      ["answer frame", answerOf(xa), answerOf(xb)],
       ["answer messages", xa.messages, xb.messages],
+      ["last message", xa.last ?? "none", xb.last ?? "none"],
     ];
     for (const [what, was, is] of wire) {
       if (was !== is) add({ class: "forbidden", area: "exchange", subject: id, tag: xb.kind, sentence: `exchange ${id} (kind ${xb.kind}): the ${what} was ${was} in ${A} and is ${is} in ${B}; an exchange's wire never changes in place.` });
@@ -241,6 +242,27 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     for (const r of ra) if (!rb.has(r)) add({ class: "breaking", area: "channel", subject: id, sentence: `${id}: "${r}" is listed in ${A} and gone in ${B}.` });
     for (const r of rb) if (!ra.has(r)) add({ class: "additive", area: "channel", subject: id, sentence: `${id}: new row "${r}".` });
     if (ta && tb && (ta.title !== tb.title || ta.doc !== tb.doc)) add({ class: "editorial", area: "channel", subject: id, sentence: `${id}: the description changed.` });
+    // Each channel's answer: a new description is additive; a changed one changes the wire in place.
+    const channels = (t?: typeof ta) => new Map((t?.tables ?? []).flatMap((r) => r.channels.map((c) => [`channel ${c.tag} the ${r.opener} opens`, `${answerOf({ answerFrameId: c.answer.frameId, pendingAnswerFrameId: c.answer.pendingFrameId, messages: c.answer.messages })}, ${c.answer.messages}${c.answer.last ? ` last ${c.answer.last}` : ""}, a bare finish means ${c.bareFinish}`] as const)));
+    const [ca, cb] = [channels(ta), channels(tb)];
+    for (const [k, v] of cb) {
+      const was = ca.get(k);
+      if (was === undefined) add({ class: "additive", area: "channel", subject: id, sentence: `${id}: ${k} is described (${v}).` });
+      else if (was !== v) add({ class: "forbidden", area: "channel", subject: id, sentence: `${id}: ${k} was ${was} in ${A} and is ${v} in ${B}; a channel's wire never changes in place.` });
+    }
+    for (const k of ca.keys()) if (!cb.has(k)) add({ class: "breaking", area: "channel", subject: id, sentence: `${id}: ${k} is described in ${A} and not in ${B}.` });
+  }
+
+  // Paths the provider opens.
+  for (const [id, pa, pb] of pair(a.openedPaths, b.openedPaths, (p) => p.id)) {
+    const wire = (p: NonNullable<typeof pa>) => `${p.path}: sends ${p.request.frameId ?? p.request.pendingFrameId ?? "nothing"} (${p.request.messages}), answered with ${answerOf({ answerFrameId: p.answer.frameId, pendingAnswerFrameId: p.answer.pendingFrameId, messages: p.answer.messages })} (${p.answer.messages}${p.answer.last ? ` last ${p.answer.last}` : ""}), closed by the ${p.closedBy}`;
+    if (!pb) add({ class: "breaking", area: "exchange", subject: id, sentence: `opened path ${id} (${pa!.path}) is declared in ${A} and gone in ${B}.` });
+    else if (!pa) add({ class: "additive", area: "exchange", subject: id, sentence: `new opened path ${id}: ${wire(pb)}.` });
+    else if (wire(pa) !== wire(pb)) add({ class: "forbidden", area: "exchange", subject: id, sentence: `opened path ${id} was ${wire(pa)} in ${A} and is ${wire(pb)} in ${B}; a path's wire never changes in place.` });
+    else if (pa.title !== pb.title || pa.doc !== pb.doc) add({ class: "editorial", area: "exchange", subject: id, sentence: `opened path ${id}: the description changed.` });
+  }
+  for (const [id, ga, gb] of pair(a.openedPathGroups, b.openedPathGroups, (g) => g.id)) {
+    if (JSON.stringify(ga) !== JSON.stringify(gb)) add({ class: "editorial", area: "exchange", subject: id, sentence: !ga ? `new opened path group ${id}.` : !gb ? `opened path group ${id} is gone.` : `opened path group ${id} changed.` });
   }
   return out;
 }
@@ -387,4 +409,10 @@ export function formatEvolution(e: Evolution): string {
   else if (!e.ok) lines.push(`FAIL: ${e.problems.length} problem(s).`);
   else lines.push(`OK: release as a ${e.bump} bump${e.step && e.step !== e.needs ? ` (the changes need ${e.needs}; the revision step is ${e.step})` : ""}.`);
   return lines.join("\n") + "\n";
+}
+
+/** How an exchange is answered, for a sentence: its frame, the frame still pending, or raw bytes. */
+function answerOf(x: { readonly answerFrameId: string | undefined; readonly pendingAnswerFrameId?: string; readonly messages: string }): string {
+  // A pending frame that a later revision declares is the same frame: not a change of the wire.
+  return x.answerFrameId ?? x.pendingAnswerFrameId ?? "raw bytes";
 }

@@ -9,6 +9,7 @@ import { emitArbitraries, emitCodecTests, emitVectors } from "./emit/examples.js
 import { emitConformanceRegistry } from "./emit/conformance.js";
 import { emitCodecPackageJson, emitCodecRoot } from "./emit/root.js";
 import { emitDocs, readGuide } from "./emit/docs.js";
+import { emitExchanges } from "./emit/exchanges.js";
 import type { GeneratedFile } from "./emit/project.js";
 
 /** Folders the compiler owns: every file in them is generated, so a file it no longer writes is stale. */
@@ -17,6 +18,8 @@ export const GENERATED_DIRS = [
   "packages/codec/test/gen",
   "packages/conformance/src/gen",
   "packages/conformance/vectors",
+  "packages/server/src/gen",
+  "packages/client/src/gen",
   "docs",
 ];
 
@@ -50,6 +53,7 @@ export function generateAll(root: string, compilerVersion: string): GeneratedFil
     files.push(...emitCodecTests(ir, compilerVersion));
     files.push(emitVectors(ir));
     files.push(emitArbitraries(ir, compilerVersion));
+    files.push(...emitExchanges(ir, compilerVersion, ir === revisions[revisions.length - 1]));
   }
   files.push(...emitCodecRoot(revisions, compilerVersion));
   files.push(emitConformanceRegistry(revisions, compilerVersion));

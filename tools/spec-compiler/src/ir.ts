@@ -117,6 +117,27 @@ export interface IrMcpType {
   readonly doc: string;
 }
 
+/**
+ * How the messages answering an exchange or a channel come:
+ * - `one`: exactly one message, then a clean close (or finish);
+ * - `oneWhenHeld`: exactly one message, sent when a condition holds however long that takes;
+ * - `perNotification` / `perItem`: a stream of messages, one per notification or item, where the
+ *   `last` variant, when sent, is the last message;
+ * - `raw`: raw bytes both ways, no frame.
+ */
+export type AnswerPattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";
+export const ANSWER_PATTERNS: readonly AnswerPattern[] = ["one", "oneWhenHeld", "perNotification", "perItem", "raw"];
+
+export interface IrAnswer {
+  /** The answer frame, when it is declared; undefined for raw bytes and for a pending frame. */
+  readonly frameId: string | undefined;
+  /** A frame the spec names that a later change declares; nothing typed is generated for it yet. */
+  readonly pendingFrameId?: string;
+  readonly messages: AnswerPattern;
+  /** For a stream: the variant that ends it when sent. */
+  readonly last?: string;
+}
+
 export interface IrExchange {
   readonly id: string;
   readonly kind: number;
@@ -125,10 +146,44 @@ export interface IrExchange {
   readonly variantName: string;
   readonly payload: string;
   readonly path: string;
-  readonly answerFrameId: string;
-  readonly messages: "one" | "perNotification";
+  /** The answer frame; undefined when the answer is raw bytes or its frame is still pending. */
+  readonly answerFrameId: string | undefined;
+  readonly pendingAnswerFrameId?: string;
+  readonly messages: AnswerPattern;
+  readonly last?: string;
   readonly unanswered: "askedAgain" | "neverAskedAgain";
   readonly notServed: "askedAgain" | "neverAskedAgain";
+  /** The begin-scope channel that carries the same exchange, when there is one. */
+  readonly channel?: { readonly tableId: string; readonly opener: "provider" | "proxy"; readonly tag: number; readonly variantName: string };
+}
+
+export interface IrChannel {
+  readonly tag: number;
+  readonly variantName: string;
+  /** What a finish with no response before it means. */
+  readonly bareFinish: "notServed" | "declined" | "unknownConnection";
+  /** The exchange of `/requests` this channel carries on the begin scope. */
+  readonly exchangeId?: string;
+  readonly answer: IrAnswer;
+  readonly doc?: string;
+}
+
+export interface IrOpenedPath {
+  readonly id: string;
+  readonly path: string;
+  readonly title: string;
+  readonly doc: string;
+  readonly request: { readonly frameId: string | undefined; readonly pendingFrameId?: string; readonly messages: "none" | "one" | "oneThenPieces" };
+  readonly answer: IrAnswer;
+  readonly closedBy: "provider" | "proxy";
+}
+
+export interface IrOpenedPathGroup {
+  readonly id: string;
+  readonly title: string;
+  readonly summary: string;
+  readonly pathIds: readonly string[];
+  readonly rules: readonly { readonly id: string; readonly title: string; readonly text: string }[];
 }
 
 export interface IrExchangeGroup {
@@ -144,7 +199,7 @@ export interface IrChannelTable {
   readonly id: string;
   readonly title: string;
   readonly doc: string;
-  readonly tables: readonly { readonly opener: "provider" | "proxy"; readonly frameId: string }[];
+  readonly tables: readonly { readonly opener: "provider" | "proxy"; readonly frameId: string; readonly channels: readonly IrChannel[] }[];
 }
 
 export interface IrRevision {
@@ -159,6 +214,8 @@ export interface IrRevision {
   readonly channelTables: readonly IrChannelTable[];
   readonly exchanges: readonly IrExchange[];
   readonly exchangeGroups: readonly IrExchangeGroup[];
+  readonly openedPaths: readonly IrOpenedPath[];
+  readonly openedPathGroups: readonly IrOpenedPathGroup[];
   /** sha256 over every spec file of the revision, in name order; stamped into generated headers. */
   readonly sourceHash: string;
 }
@@ -445,6 +502,19 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     });
   }
 
+  // A variant's TypeScript type is the frame's name and the variant's: it must not be another name.
+  const takenNames = new Map<string, string>([...frameNames, ...errorNames]);
+  for (const frame of frames) {
+    for (const v of frame.switch?.variants ?? []) {
+      const typeName = `${frame.name}${v.name}`;
+      const owner = takenNames.get(typeName);
+      if (owner !== undefined && owner !== frame.id) {
+        const entry = expanded.find((e) => e.value.id === frame.id)!;
+        fail(entry.file, [...entry.path, "switch"], `variant \`${v.name}\` of \`${frame.id}\` is the TypeScript type \`${typeName}\`, which is already the name of \`${owner}\`.`);
+      }
+    }
+  }
+
   const errorTypes: IrErrorType[] = [];
   for (const entry of errorRaw) {
     const t = entry.value;
@@ -475,13 +545,35 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     errorTypes.push({ id: t.id, name: t.name, doc: t.doc, variants, usedBy: frames.filter((f) => f.errorTypeId === t.id).map((f) => f.id) });
   }
 
+  // An answer: its frame declared (or pending, or none for raw bytes), its pattern, its last variant.
+  const buildAnswer = (raw: Raw, file: SourceFile, path: readonly PathKey[], who: string): IrAnswer => {
+    const messages = raw.messages as AnswerPattern;
+    if (messages === "raw") {
+      if (raw.frame) fail(file, [...path, "frame"], `${who} is answered with raw bytes, so it names no answer frame.`);
+      return { frameId: undefined, messages };
+    }
+    if (!raw.frame) {
+      fail(file, path, `${who} must name its answer frame (\`frame:\`); only raw bytes have none.`);
+      return { frameId: undefined, messages };
+    }
+    const frame = frames.find((f) => f.id === raw.frame);
+    if (!frame && !raw.pending) fail(file, [...path, "frame"], `${who} is answered with frame \`${raw.frame}\`, which no file of the revision declares (mark it \`pending: true\` if a later change declares it).`);
+    if (raw.last !== undefined) {
+      if (messages !== "perNotification" && messages !== "perItem") fail(file, [...path, "last"], `${who}: only a stream of messages (\`perNotification\`, \`perItem\`) has a last variant.`);
+      else if (frame && !frame.switch?.variants.some((v) => v.name === raw.last)) fail(file, [...path, "last"], `${who}: the last variant \`${raw.last}\` is not a variant of \`${raw.frame}\`.`);
+    }
+    return { frameId: frame?.id, ...(frame ? {} : { pendingFrameId: raw.frame }), messages, ...(raw.last !== undefined ? { last: raw.last } : {}) };
+  };
+
   const exchanges: IrExchange[] = [];
-  for (const entry of gather("exchanges")) {
+  const exchangeRaw = gather("exchanges");
+  for (const entry of exchangeRaw) {
     const x = entry.value;
     const ask = frames.find((f) => f.id === x.askFrame);
-    const answer = frames.find((f) => f.id === x.answer.frame);
     if (!ask) fail(entry.file, [...entry.path, "askFrame"], `exchange \`${x.id}\` is asked with frame \`${x.askFrame}\`, which no file of the revision declares.`);
-    if (!answer) fail(entry.file, [...entry.path, "answer", "frame"], `exchange \`${x.id}\` is answered with frame \`${x.answer.frame}\`, which no file of the revision declares.`);
+    if (exchanges.some((e) => e.id === x.id)) fail(entry.file, [...entry.path, "id"], `exchange id \`${x.id}\` is declared twice.`);
+    if (exchanges.some((e) => e.askFrameId === x.askFrame && e.kind === x.kind)) fail(entry.file, [...entry.path, "kind"], `kind ${x.kind} of \`${x.askFrame}\` is given to two exchanges.`);
+    const answer = buildAnswer(x.answer, entry.file, [...entry.path, "answer"], `exchange \`${x.id}\``);
     const variant = ask?.switch?.variants.find((v) => v.tag === x.kind);
     if (ask && !variant) fail(entry.file, [...entry.path, "kind"], `exchange \`${x.id}\` has kind ${x.kind}, which frame \`${x.askFrame}\` does not list.`);
     if (variant && variant.answer !== x.id) fail(entry.file, [...entry.path, "id"], `kind ${x.kind} of \`${x.askFrame}\` should say \`answer: ${x.id}\`.`);
@@ -493,11 +585,21 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       variantName: variant?.name ?? "",
       payload: x.payload,
       path: x.path,
-      answerFrameId: x.answer.frame,
-      messages: x.answer.messages,
+      answerFrameId: answer.frameId,
+      ...(answer.pendingFrameId ? { pendingAnswerFrameId: answer.pendingFrameId } : {}),
+      messages: answer.messages,
+      ...(answer.last !== undefined ? { last: answer.last } : {}),
       unanswered: x.unanswered,
       notServed: x.notServed,
     });
+  }
+  // Every kind of an ask frame that exchanges use has its exchange, so every kind has an answer path.
+  for (const askId of new Set(exchanges.map((x) => x.askFrameId))) {
+    const ask = frames.find((f) => f.id === askId);
+    const at = exchangeRaw.find((e) => e.value.askFrame === askId)!;
+    for (const v of ask?.switch?.variants ?? []) {
+      if (!exchanges.some((x) => x.askFrameId === askId && x.kind === v.tag)) fail(at.file, at.path, `kind ${v.tag} (\`${v.name}\`) of \`${askId}\` has no exchange: every kind needs its answer path and answer.`);
+    }
   }
   const exchangeGroups: IrExchangeGroup[] = gather("exchangeGroups").map((entry) => {
     const g = entry.value;
@@ -512,12 +614,79 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     });
     return { id: g.id, title: g.title, summary: g.summary, exchangeIds: g.exchanges, rules };
   });
+  const channelRaw = gather("channels");
   const channelTables: IrChannelTable[] = gather("channelTables").map((entry) => {
     const t = entry.value;
     for (const [i, table] of (t.tables as Raw[]).entries()) {
       if (!frames.some((f) => f.id === table.frame)) fail(entry.file, [...entry.path, "tables", i, "frame"], `channel table lists frame \`${table.frame}\`, which no file of the revision declares.`);
     }
-    return { id: t.id, title: t.title, doc: t.doc, tables: (t.tables as Raw[]).map((table) => ({ opener: table.opener, frameId: table.frame })) };
+    const mine = channelRaw.filter((c) => c.value.table === t.id);
+    const tables = (t.tables as Raw[]).map((table) => {
+      const frame = frames.find((f) => f.id === table.frame);
+      const channels: IrChannel[] = [];
+      for (const c of mine.filter((c) => c.value.opener === table.opener)) {
+        const v = c.value;
+        const who = `channel ${v.tag} the ${v.opener} opens on \`${t.id}\``;
+        const variant = frame?.switch?.variants.find((fv) => fv.tag === v.tag);
+        if (frame && !variant) fail(c.file, [...c.path, "tag"], `${who}: \`${table.frame}\` has no tag ${v.tag}.`);
+        if (channels.some((o) => o.tag === v.tag)) fail(c.file, [...c.path, "tag"], `${who} is described twice.`);
+        const answer = buildAnswer(v.answer, c.file, [...c.path, "answer"], who);
+        if (v.exchange !== undefined) {
+          const x = exchanges.find((e) => e.id === v.exchange);
+          if (!x) fail(c.file, [...c.path, "exchange"], `${who} carries exchange \`${v.exchange}\`, which no file of the revision declares.`);
+          else {
+            if ((x.answerFrameId ?? x.pendingAnswerFrameId) !== (answer.frameId ?? answer.pendingFrameId)) fail(c.file, [...c.path, "answer"], `${who} carries exchange \`${x.id}\`, so it is answered with the exchange's frame \`${x.answerFrameId ?? x.pendingAnswerFrameId}\`.`);
+            if (x.messages !== answer.messages) fail(c.file, [...c.path, "answer", "messages"], `${who} carries exchange \`${x.id}\`, so its messages come as the exchange's do (\`${x.messages}\`).`);
+            if (x.channel) fail(c.file, [...c.path, "exchange"], `exchange \`${x.id}\` is carried by two channels.`);
+            if (variant) (x as { channel?: IrExchange["channel"] }).channel = { tableId: t.id, opener: table.opener, tag: v.tag, variantName: variant.name };
+          }
+        }
+        channels.push({ tag: v.tag, variantName: variant?.name ?? "", bareFinish: v.bareFinish, ...(v.exchange !== undefined ? { exchangeId: v.exchange } : {}), answer, ...(v.doc ? { doc: v.doc } : {}) });
+      }
+      // Once a table describes its channels, it describes every one of them.
+      if (mine.length > 0) {
+        for (const fv of frame?.switch?.variants ?? []) {
+          if (!channels.some((c) => c.tag === fv.tag)) fail(entry.file, [...entry.path, "tables"], `tag ${fv.tag} (\`${fv.name}\`) of \`${table.frame}\`, opened by the ${table.opener}, has no channel description (\`channels:\`).`);
+        }
+      }
+      return { opener: table.opener, frameId: table.frame, channels: channels.sort((a, b) => a.tag - b.tag) };
+    });
+    return { id: t.id, title: t.title, doc: t.doc, tables };
+  });
+  for (const c of channelRaw) {
+    const table = channelTables.find((t) => t.id === c.value.table);
+    if (!table) fail(c.file, [...c.path, "table"], `channel names table \`${c.value.table}\`, which no file of the revision declares.`);
+    else if (!table.tables.some((r) => r.opener === c.value.opener)) fail(c.file, [...c.path, "opener"], `table \`${table.id}\` lists no channels the ${c.value.opener} opens.`);
+  }
+
+  const openedPaths: IrOpenedPath[] = gather("openedPaths").map((entry) => {
+    const p = entry.value;
+    const who = `path \`${p.path}\``;
+    const req = p.request as Raw;
+    let requestFrame: IrFrame | undefined;
+    if (req.messages === "none") {
+      if (req.frame) fail(entry.file, [...entry.path, "request", "frame"], `${who}: a request of no message names no frame.`);
+    } else if (!req.frame) fail(entry.file, [...entry.path, "request"], `${who} must name its request frame (\`frame:\`).`);
+    else {
+      requestFrame = frames.find((f) => f.id === req.frame);
+      if (!requestFrame && !req.pending) fail(entry.file, [...entry.path, "request", "frame"], `${who} sends frame \`${req.frame}\`, which no file of the revision declares (mark it \`pending: true\` if a later change declares it).`);
+    }
+    return {
+      id: p.id,
+      path: p.path,
+      title: p.title,
+      doc: p.doc,
+      request: { frameId: requestFrame?.id, ...(req.frame && !requestFrame ? { pendingFrameId: req.frame } : {}), messages: req.messages },
+      answer: buildAnswer(p.answer, entry.file, [...entry.path, "answer"], who),
+      closedBy: p.closedBy,
+    };
+  });
+  const openedPathGroups: IrOpenedPathGroup[] = gather("openedPathGroups").map((entry) => {
+    const g = entry.value;
+    for (const [i, id] of (g.paths as string[]).entries()) {
+      if (!openedPaths.some((p) => p.id === id)) fail(entry.file, [...entry.path, "paths", i], `group \`${g.id}\` lists path \`${id}\`, which no file of the revision declares.`);
+    }
+    return { id: g.id, title: g.title, summary: g.summary, pathIds: g.paths, rules: (g.rules as Raw[]).map((r) => ({ id: r.id, title: r.title, text: r.text })) };
   });
 
   if (errors.length > 0) throw new SpecErrors(errors);
@@ -536,6 +705,8 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     channelTables,
     exchanges,
     exchangeGroups,
+    openedPaths,
+    openedPathGroups,
     sourceHash: hash.digest("hex"),
   };
 }

@@ -3,80 +3,16 @@
 // codec and the conformance testee, run the generated tests of both revisions, and let
 // `changeset status` judge the branch. Then the two ways a bump goes wrong: a forbidden edit and an
 // edit of the frozen revision.
-import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyEdits, readFixture, repoRoot } from "./fixtures/materialize.js";
+import { copyRepository, run } from "./repo-copy.js";
 
-const node = process.execPath;
 const tsc = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
 const vitest = join(repoRoot, "node_modules", "vitest", "vitest.mjs");
 const changeset = join(repoRoot, "node_modules", "@changesets", "cli", "bin.js");
-
-/**
- * Copies the working tree as git sees it (tracked files, and new files not ignored, so work in
- * progress that tracked files already import comes along), then links each package's node_modules
- * entries to the real ones.
- */
-function copyRepository(): string {
-  const dest = mkdtempSync(join(tmpdir(), "diverge-bump-e2e-"));
-  for (const file of filesOfRepository()) {
-    const from = join(repoRoot, file);
-    if (!existsSync(from)) continue; // deleted in the working tree
-    mkdirSync(dirname(join(dest, file)), { recursive: true });
-    cpSync(from, join(dest, file));
-  }
-  symlinkSync(join(repoRoot, "node_modules"), join(dest, "node_modules"), "dir");
-  for (const parent of ["packages", "tools"]) {
-    for (const name of existsSync(join(dest, parent)) ? readdirSync(join(dest, parent)) : []) {
-      const modules = join(repoRoot, parent, name, "node_modules");
-      if (existsSync(modules)) linkModules(modules, join(dest, parent, name, "node_modules"), dest);
-    }
-  }
-  return dest;
-}
-
-/** The files git sees; without git (an exported tree), every file but installs and build output. */
-function filesOfRepository(): string[] {
-  try {
-    return execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: repoRoot, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
-      .split("\0")
-      .filter(Boolean);
-  } catch {
-    const skip = new Set(["node_modules", "dist", ".git", ".turbo", "coverage"]);
-    const walk = (dir: string): string[] =>
-      readdirSync(join(repoRoot, dir), { withFileTypes: true }).flatMap((entry) => {
-        if (skip.has(entry.name)) return [];
-        const rel = dir ? `${dir}/${entry.name}` : entry.name;
-        return entry.isDirectory() ? walk(rel) : entry.isFile() ? [rel] : [];
-      });
-    return walk("");
-  }
-}
-
-/** Workspace links (@diverge/*) point into the copy; every other package at the real one. */
-function linkModules(from: string, to: string, dest: string): void {
-  mkdirSync(to, { recursive: true });
-  for (const entry of readdirSync(from)) {
-    if (entry.startsWith(".")) continue; // .bin, .vite: the copy makes its own
-    const source = join(from, entry);
-    if (entry.startsWith("@") && !lstatSync(source).isSymbolicLink()) {
-      linkModules(source, join(to, entry), dest);
-      continue;
-    }
-    const real = realpathSync(source);
-    const inRepo = relative(repoRoot, real);
-    const workspace = lstatSync(source).isSymbolicLink() && !inRepo.startsWith("..") && !inRepo.split("/").includes("node_modules");
-    symlinkSync(workspace ? join(dest, inRepo) : real, join(to, entry), "dir");
-  }
-}
-
-function run(cwd: string, args: string[]) {
-  const r = spawnSync(node, args, { cwd, encoding: "utf8", env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" } });
-  return { status: r.status, out: `${r.stdout}${r.stderr}`, stdout: r.stdout, stderr: r.stderr };
-}
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync("git", ["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false", ...args], { cwd, encoding: "utf8" });

@@ -25,6 +25,7 @@ describe("diverge-spec diff on the fixture revisions", () => {
     const notEditorial = e.changes.filter((c) => c.class !== "editorial");
     expect(notEditorial).toEqual([
       { class: "additive", area: "tag", subject: "tools-begin/client/channel-request", tag: 9, sentence: "tools-begin/client/channel-request: new tag 9 (McpListPrompts)." },
+      { class: "additive", area: "channel", subject: "tools-begin/channels", sentence: "tools-begin/channels: channel 9 the provider opens is described (mcp/list-tools/answer, one, a bare finish means notServed)." },
     ]);
     // The unknown-tag example moved from 9 to 10, and one example was added: editorial only.
     expect(e.changes.filter((c) => c.class === "editorial").map((c) => c.sentence)).toEqual([
@@ -92,7 +93,10 @@ describe("the classes of the other changes", () => {
   const sentences = (e: ReturnType<typeof edited>, cls: string) => e.changes.filter((c) => c.class === cls).map((c) => c.sentence);
 
   it("a renumbered tag is forbidden", () => {
-    const e = edited("2.4.0", [["tools-begin.yaml", "        - tag: 8\n          name: Secrets\n", "        - tag: 9\n          name: Secrets\n"]]);
+    const e = edited("2.4.0", [
+      ["tools-begin.yaml", "        - tag: 8\n          name: Secrets\n", "        - tag: 9\n          name: Secrets\n"],
+      ["tools-begin-channels.yaml", "opener: provider, tag: 8,", "opener: provider, tag: 9,"],
+    ]);
     expect(sentences(e, "forbidden")).toEqual([
       "tools-begin/client/channel-request: Secrets was tag 8 in 2.3.0 and is tag 9 in 2.4.0; a listed tag is never renumbered.",
     ]);
@@ -103,7 +107,12 @@ describe("the classes of the other changes", () => {
     const start = requests.indexOf("        - tag: 10\n          name: Command\n");
     expect(start).toBeGreaterThan(0);
     const end = requests.indexOf("                doc: The command, opaque, possibly empty.\n", start) + "                doc: The command, opaque, possibly empty.\n".length;
-    const e = edited("3.0.0", [["requests.yaml", requests.slice(start, end), ""]]);
+    // The kind's exchange goes with it, or the spec would name an answer for a kind that is gone.
+    const command = readFileSync(join(repoRoot, "spec", "2.3.0", "command.yaml"), "utf8");
+    const e = edited("3.0.0", [
+      ["requests.yaml", requests.slice(start, end), ""],
+      ["command.yaml", command.slice(command.indexOf("exchanges:\n")), ""],
+    ]);
     expect(sentences(e, "forbidden")).toEqual([
       "proxy/requests/ask: kind 10 meant Command in 2.3.0 and is gone in 3.0.0; a listed kind is never removed (a peer at 2.3.0 still sends it).",
     ]);

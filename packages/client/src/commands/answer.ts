@@ -1,18 +1,30 @@
 // `diverge answer`: relay a proxy's MCP asks to an MCP server until interrupted.
 import { parseArgs } from "node:util";
-import { connectProxy } from "../paths/connect.js";
-import { relayToMcp, type McpTarget } from "../paths/relay.js";
+import { connectProxy, type ProxyHandlers } from "../paths/connect.js";
+import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
+import { commandExec } from "../families/command-exec.js";
+import { PostgresVault } from "../families/vault.js";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
-export const answerUsage = "  answer     relay a proxy's MCP asks (/requests) to an MCP server until interrupted";
+export const answerUsage = "  answer     answer a proxy's asks (/requests): MCP relayed to an MCP server, commands run by an executable";
 
 const help = `Usage:
   diverge answer --proxy ws://127.0.0.1:14979 --mcp http://127.0.0.1:3000/mcp
   diverge answer --proxy ws://127.0.0.1:14979 -- <command> [args...]
+  diverge answer --proxy ws://127.0.0.1:14979 --command-exec ./run-command
 
 Holds the proxy's /requests connection (dialled again with backoff when it ends) and answers every
 MCP ask (list tools, list resources, call tool, read resource, notifications) by forwarding it to an
 MCP server: a Streamable HTTP endpoint (--mcp) or a command speaking MCP on stdio (after --).
-Other asks (vault, command, postgres, FUSE) are declined. Runs until SIGINT or SIGTERM.
+With --command-exec, each command runs that executable once with the command's bytes on stdin;
+each line it writes to stdout is one item; exit status 0 ends the command cleanly, any other the
+error {"exit":<status>,"stderr":"<last 4 KiB of stderr>"}. Vault asks are always answered, from
+PostgreSQL at --vault-database-url, else from an embedded PGlite database in --vault-dir (default a
+directory under the OS temp dir, printed at start); the tables are created on first use. Asks with
+no answerer here (postgres, FUSE, and MCP or command without their flags) are declined. Runs until
+SIGINT or SIGTERM.
 
 The secrets gate: a proxy started without --no-secrets-gate holds every MCP exchange (so no ask
 reaches this command) until the program inside has taken its secrets, which a provider feeds on
@@ -23,6 +35,14 @@ declares no secrets.
 Flags:
   --proxy <url>   the proxy's provider-facing address (default ws://127.0.0.1:14979)
   --mcp <url>     the MCP server's Streamable HTTP endpoint
+  --command-exec <executable>
+                  run each command with this executable
+  --vault-database-url <url>
+                  keep the vault in this PostgreSQL
+  --vault-dir <dir>
+                  keep the vault in an embedded PGlite database here (without a URL)
+  --vault-namespace <name>
+                  which store the keys live in (default "default")
   --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
@@ -40,6 +60,10 @@ export async function runAnswer(args: string[]): Promise<number> {
         proxy: { type: "string", default: "ws://127.0.0.1:14979" },
         revision: { type: "string" },
         mcp: { type: "string" },
+        "command-exec": { type: "string" },
+        "vault-database-url": { type: "string" },
+        "vault-dir": { type: "string" },
+        "vault-namespace": { type: "string", default: "default" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -55,19 +79,41 @@ export async function runAnswer(args: string[]): Promise<number> {
     process.stdout.write(help);
     return 0;
   }
-  let target: McpTarget;
+  let target: McpTarget | undefined;
   if (values.mcp && command.length === 0) target = { url: values.mcp };
   else if (!values.mcp && command.length > 0) target = { command: command[0]!, args: command.slice(1) };
-  else {
-    process.stderr.write(`give exactly one MCP server: --mcp <url> or -- <command> [args...]\n\n${help}`);
+  else if (values.mcp || !(values["command-exec"] || values["vault-database-url"] || values["vault-dir"])) {
+    process.stderr.write(`give at most one MCP server (--mcp <url> or -- <command> [args...]) and something to answer: an MCP server, --command-exec, or a vault (--vault-database-url, --vault-dir)\n\n${help}`);
     return 2;
   }
   let stopping = false;
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
   };
-  const relay = relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
-  const connection = connectProxy(values.proxy!, relay, {
+  const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
+  const executable = values["command-exec"];
+  // The vault's holder is the container this run answers for: the proxy it dials.
+  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
+  let vault: PostgresVault;
+  try {
+    if (values["vault-database-url"]) {
+      vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
+      say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+    } else {
+      const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
+      mkdirSync(dir, { recursive: true });
+      vault = PostgresVault.embedded(dir, vaultOptions);
+      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+    }
+  } catch (problem) {
+    process.stderr.write(`the vault could not start: ${(problem as Error).message}\n`);
+    await relay?.close();
+    return 1;
+  }
+  // The relay's MCP handlers, and the vault and command handlers beside them.
+  const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
+  if (executable) say(`commands run ${executable}`);
+  const connection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
     onEvent: (event) => {
       switch (event.type) {
@@ -93,6 +139,7 @@ export async function runAnswer(args: string[]): Promise<number> {
   stopping = true;
   say("stopping");
   await connection.close();
-  await relay.close();
+  await relay?.close();
+  await vault.close();
   return 0;
 }

@@ -26,6 +26,8 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
+import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
+import { requestsAskExchangesByKind } from "@diverge/codec";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
 /** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
@@ -45,7 +47,7 @@ type Answering<P, R> = (params: P, ask: AskInfo) => McpAnswer<R> | undefined | P
  * is opened and closed cleanly with no message, which the proxy reads as "not served". A handler
  * that throws answers with an MCP internal error (-32603) carrying the thrown message.
  */
-export interface ProxyHandlers {
+export interface ProxyHandlers extends ProviderHandlers {
   readonly listTools?: Answering<PaginatedRequestParams | null, ListToolsResult>;
   readonly listResources?: Answering<PaginatedRequestParams | null, ListResourcesResult>;
   readonly callTool?: Answering<CallToolRequestParams, CallToolResult>;
@@ -106,28 +108,8 @@ export interface PathsConnection {
   close(): Promise<void>;
 }
 
-/** The answer path of every kind of the `/requests` table, by kind number. */
-const PATH_OF_KIND: readonly string[] = [
-  "/mcp/list-tools",
-  "/mcp/list-resources",
-  "/mcp/call-tool",
-  "/mcp/read-resource",
-  "/mcp/notifications",
-  "/vault/get",
-  "/vault/set",
-  "/vault/delete",
-  "/vault/lock",
-  "/vault/unlock",
-  "/command",
-  "/postgres",
-  "/fuse/read",
-  "/fuse/write",
-  "/fuse/list",
-  "/fuse/remove",
-  "/fuse/rename",
-  "/fuse/mkdir",
-  "/fuse/stat",
-];
+/** The answer path of every kind of the `/requests` table, by kind number, from the generated exchange table. */
+const PATH_OF_KIND: readonly (string | undefined)[] = Array.from({ length: 256 }, (_, kind) => requestsAskExchangesByKind.get(kind)?.pathPrefix.replace(/\/$/, ""));
 
 const INTERNAL_ERROR = -32603;
 
@@ -216,6 +198,34 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       }
     });
 
+  /**
+   * Opens `path` and sends the answer messages of a dispatched ask, then closes cleanly. A handler that
+   * fails before its first message declines (a clean close with no message); one that fails after it
+   * ends the path abruptly, so the proxy never takes a half-sent stream for a finished one.
+   */
+  const answerDispatched = async (path: string, channel: number, dispatched: DispatchedAsk) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    const controller = new AbortController();
+    void socket.ended.then(() => controller.abort());
+    let sent = 0;
+    try {
+      for await (const bytes of dispatched.answer({ channel, path, signal: controller.signal })) {
+        if (!socket.isOpen) break;
+        socket.send(bytes);
+        sent++;
+      }
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+      if (sent > 0) socket.terminate();
+    }
+    socket.close();
+    const ending = await socket.ended;
+    const single = dispatched.exchange.pattern === "one" || dispatched.exchange.pattern === "oneWhenHeld";
+    emit({ type: "pathEnded", path, outcome: sent === 0 ? "declined" : single ? "answered" : "streamEnded", ending });
+  };
+
   const streamNotifications = async (path: string, channel: number) => {
     const socket = await openPath(path);
     if (!socket) return;
@@ -272,10 +282,12 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
         return answering(path, ask.channel, handlers.readResource, ask.params, encodeMcpReadResourceAnswer);
       case "McpNotifications":
         return streamNotifications(path, ask.channel);
-      default:
-        // Vault, command, postgres and FUSE asks are not answered here: declined, so the proxy
-        // reports them failed inside the container rather than waiting.
-        return answerOnce(path, async () => undefined);
+      default: {
+        // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
+        // handler not given) is declined, so the proxy reports it failed inside the container.
+        const dispatched = dispatchRequestsAsk(ask, handlers);
+        return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
+      }
     }
   };
 

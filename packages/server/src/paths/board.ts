@@ -12,21 +12,18 @@
 // - text messages are ignored everywhere; nothing times out.
 import type { IncomingMessage } from "node:http";
 import type { WebSocket } from "ws";
+import { requestsAskExchanges, type RequestsAsk } from "@diverge/codec";
 import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
 
-/** The five MCP kinds of `/requests`, by the names the codec gives them. */
-export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "McpReadResource" | "McpNotifications";
+/** The kinds of `/requests`, by the names the codec gives them. */
+export type RequestsKind = RequestsAsk["kind"];
 
-/** The path segment under `/mcp/` each kind is answered on. */
-export const ANSWER_SEGMENT: Readonly<Record<McpKind, string>> = {
-  McpListTools: "list-tools",
-  McpListResources: "list-resources",
-  McpCallTool: "call-tool",
-  McpReadResource: "read-resource",
-  McpNotifications: "notifications",
-};
+/** The answer path of each kind up to its channel, e.g. `/vault/get/`, from the generated exchange table. */
+export const ANSWER_PATH_PREFIX: Readonly<Record<RequestsKind, string>> = Object.fromEntries(
+  Object.values(requestsAskExchanges).map((x) => [x.kindName, x.pathPrefix]),
+) as Record<RequestsKind, string>;
 
-const KIND_OF_SEGMENT = new Map<string, McpKind>(Object.entries(ANSWER_SEGMENT).map(([kind, segment]) => [segment, kind as McpKind]));
+const KIND_OF_PREFIX = new Map<string, RequestsKind>(Object.entries(ANSWER_PATH_PREFIX).map(([kind, prefix]) => [prefix, kind as RequestsKind]));
 
 /** How an answer path ended, as the proxy saw it. */
 export type PathEnding =
@@ -46,13 +43,20 @@ export interface AnswerPath {
 
 /** What the board needs of an ask: its kind, its bytes under a channel, and what to do with its path. */
 export interface AskOwner {
-  readonly kind: McpKind;
+  readonly kind: RequestsKind;
   /** The whole `/requests` message under `channel`. */
   encode(channel: number): Uint8Array;
   /** The ask was sent under `channel`. */
   announced?(channel: number): void;
   /** The ask could not be sent (larger than the message limit); it is dropped. */
   refused?(bytes: number, limit: number): void;
+  /**
+   * The `/requests` connection this ask was sent on ended before its path opened. Return true to ask
+   * it again on the next connection under a fresh channel (the default); false forgets it.
+   */
+  lostWithConnection?(): boolean;
+  /** True when the asker gave up while the ask waited for a connection: it is dropped unsent. */
+  withdrawn?(): boolean;
   /** The provider opened the answer path. `message` is called per binary message, then `ended` once. */
   opened(path: AnswerPath): { message(bytes: Uint8Array): void; ended(ending: PathEnding): void };
 }
@@ -66,9 +70,9 @@ interface Announced {
 export type BoardEvent =
   | { readonly type: "requestsOpened"; readonly connection: number }
   | { readonly type: "requestsClosed"; readonly connection: number; readonly reasked: number }
-  | { readonly type: "announced"; readonly channel: number; readonly kind: McpKind; readonly connection: number }
-  | { readonly type: "pathOpened"; readonly channel: number; readonly kind: McpKind }
-  | { readonly type: "pathEnded"; readonly channel: number; readonly kind: McpKind; readonly ending: PathEnding };
+  | { readonly type: "announced"; readonly channel: number; readonly kind: RequestsKind; readonly connection: number }
+  | { readonly type: "pathOpened"; readonly channel: number; readonly kind: RequestsKind }
+  | { readonly type: "pathEnded"; readonly channel: number; readonly kind: RequestsKind; readonly ending: PathEnding };
 
 export class AskBoard implements UpgradeRoute {
   private nextChannel = 1;
@@ -108,11 +112,10 @@ export class AskBoard implements UpgradeRoute {
   decide(pathname: string, request: IncomingMessage): UpgradeDecision {
     if (this.closed) return undefined;
     if (pathname === "/requests") return this.decideRequests(request);
-    const match = /^\/mcp\/([a-z-]+)\/([^/]*)$/.exec(pathname);
-    if (!match) return undefined;
-    const kind = KIND_OF_SEGMENT.get(match[1]!);
-    if (!kind) return { refuse: 404 };
-    const segment = match[2]!;
+    const cut = pathname.lastIndexOf("/") + 1;
+    const kind = KIND_OF_PREFIX.get(pathname.slice(0, cut));
+    if (!kind) return undefined;
+    const segment = pathname.slice(cut);
     if (!/^[0-9]{1,10}$/.test(segment) || Number(segment) > 0xffffffff) return { refuse: 400 };
     const channel = Number(segment);
     const entry = this.announced.get(channel);
@@ -174,7 +177,7 @@ export class AskBoard implements UpgradeRoute {
     for (const [channel, entry] of this.announced) {
       if (entry.connection === connection && !entry.opened) {
         this.announced.delete(channel);
-        lost.push(entry.owner);
+        if (entry.owner.lostWithConnection?.() ?? true) lost.push(entry.owner);
       }
     }
     this.queue.unshift(...lost);
@@ -196,6 +199,7 @@ export class AskBoard implements UpgradeRoute {
     const socket = this.requests;
     while (socket && socket === this.requests && socket.readyState === socket.OPEN && this.queue.length > 0) {
       const owner = this.queue.shift()!;
+      if (owner.withdrawn?.()) continue;
       const channel = this.mint();
       const bytes = owner.encode(channel);
       if (bytes.length > this.maxMessageBytes) {

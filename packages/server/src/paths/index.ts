@@ -4,17 +4,23 @@ import type { ProxyContext, ProxyPart } from "../proxy.js";
 import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
+import { ProgramApi } from "./program-api.js";
+import { RequestsEngine } from "../exchanges/engine.js";
+import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
-export { AskBoard, ANSWER_SEGMENT, type McpKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
+export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, STREAM_GRACE_MS, programErrorOf, type ProgramMcpOptions } from "./program-mcp.js";
+export { ProgramApi } from "./program-api.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
   readonly mcp: McpAsks;
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
+  /** Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). */
+  readonly asks: ProxyAsks;
   /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
   readonly programMcp: ProgramMcpServer;
 }
@@ -23,9 +29,13 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
+  const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
   program.addRequestRoute(programMcp.route);
+  // The vault and command API beside /mcp; a body is at most one message less the ask's header.
+  const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
+  program.addRequestRoute(programApi.route);
   board.onEvent((event) => {
     if (event.type === "requestsOpened") options.log(`/requests connection ${event.connection} opened`);
     else if (event.type === "requestsClosed") options.log(`/requests connection ${event.connection} closed; ${event.reasked} ask(s) to ask again`);
@@ -33,9 +43,11 @@ export function attachPaths(context: ProxyContext): PathsPart {
   return {
     mcp,
     board,
+    asks,
     programMcp,
     async close() {
       mcp.close();
+      programApi.close();
       board.close();
       await programMcp.close();
     },

@@ -2,11 +2,7 @@
 // `listTools`, `listResources`, `callTool`, `readResource` each resolve with the MCP result or reject
 // with an McpExchangeError; notifications arrive as events or through an async iterator.
 import {
-  decodeMcpCallToolAnswer,
-  decodeMcpListResourcesAnswer,
-  decodeMcpListToolsAnswer,
   decodeMcpNotificationsAnswer,
-  decodeMcpReadResourceAnswer,
   encodeRequestsAsk,
   McpAnswerError,
   type CallToolRequestParams,
@@ -21,10 +17,13 @@ import {
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import type { Gate } from "../gate.js";
-import { ANSWER_SEGMENT, type AnswerPath, type AskBoard, type AskOwner, type McpKind, type PathEnding } from "./board.js";
+import { RequestsEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
+import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
+import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "./board.js";
 import { McpExchangeError } from "./errors.js";
 
-type ExchangeKind = Exclude<McpKind, "McpNotifications">;
+/** The five MCP kinds of `/requests`, by the names the codec gives them. */
+export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "McpReadResource" | "McpNotifications";
 
 /**
  * The decoders' typed error, or the same for JSON nested so deeply that checking its type overflows
@@ -36,21 +35,35 @@ export function asMcpAnswerError(problem: unknown): McpAnswerError | undefined {
   return undefined;
 }
 
-interface ExchangeTypes {
-  McpListTools: { params: PaginatedRequestParams | null; result: ListToolsResult };
-  McpListResources: { params: PaginatedRequestParams | null; result: ListResourcesResult };
-  McpCallTool: { params: CallToolRequestParams; result: CallToolResult };
-  McpReadResource: { params: ReadResourceRequestParams; result: ReadResourceResult };
+/** The MCP exchanges of kinds 0 to 3, whose first ask starts the notification stream. */
+const EXCHANGE_KINDS: ReadonlySet<string> = new Set<McpKind>(["McpListTools", "McpListResources", "McpCallTool", "McpReadResource"]);
+
+/** One MCP answer, result or error, as the generated answer frames decode it. */
+type McpAnswerOf<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
+
+/** The result of an exchange of kinds 0 to 3, or the McpExchangeError its ending means. */
+function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>): { result: R } | { error: McpExchangeError } | undefined {
+  switch (outcome.type) {
+    case "answered":
+      return outcome.answer.variant === "Result" ? { result: outcome.answer.result } : { error: new McpExchangeError({ variant: "McpError", error: outcome.answer.error }) };
+    case "notServed":
+      return { error: new McpExchangeError({ variant: "NotServed", channel: outcome.channel }) };
+    case "unreadable": {
+      const source = outcome.error instanceof McpAnswerError ? outcome.error : new McpAnswerError({ variant: "Body", reason: "the JSON is nested too deeply to read" });
+      return { error: new McpExchangeError({ variant: "UnreadableAnswer", channel: outcome.channel, source }) };
+    }
+    case "answerTooLarge":
+      return { error: new McpExchangeError({ variant: "AnswerTooLarge", channel: outcome.channel, limit: outcome.limit }) };
+    case "askTooLarge":
+      return { error: new McpExchangeError({ variant: "AskTooLarge", bytes: outcome.bytes, limit: outcome.limit }) };
+    case "lost":
+      // Kinds 0 to 3 are asked again until answered; an exchange is only lost with the proxy.
+      return { error: new McpExchangeError({ variant: "ProxyClosed" }) };
+    case "aborted":
+      // Given up by close(), which has already rejected it.
+      return undefined;
+  }
 }
-
-type Decoded<R> = { variant: "Result"; result: R } | { variant: "Error"; error: ErrorData };
-
-const DECODERS: { [K in ExchangeKind]: (bytes: Uint8Array) => Decoded<ExchangeTypes[K]["result"]> } = {
-  McpListTools: (bytes) => decodeMcpListToolsAnswer(bytes, { check: checkMcp }),
-  McpListResources: (bytes) => decodeMcpListResourcesAnswer(bytes, { check: checkMcp }),
-  McpCallTool: (bytes) => decodeMcpCallToolAnswer(bytes, { check: checkMcp }),
-  McpReadResource: (bytes) => decodeMcpReadResourceAnswer(bytes, { check: checkMcp }),
-};
 
 /** What happened on the notification stream besides notifications themselves. */
 export type NotificationStreamEvent =
@@ -62,63 +75,6 @@ export type NotificationStreamEvent =
   | { readonly type: "unreadable"; readonly channel: number; readonly source: McpAnswerError }
   /** The path ended; `reask` says when the proxy asks again. */
   | { readonly type: "ended"; readonly channel: number; readonly ending: PathEnding; readonly reask: "now" | "nextConnection" | "never" };
-
-/** One exchange of kinds 0 to 3, asked until it is answered, not served, or unreadable. */
-class OneAnswerExchange<K extends ExchangeKind> implements AskOwner {
-  constructor(
-    readonly kind: K,
-    private readonly params: ExchangeTypes[K]["params"],
-    private readonly board: AskBoard,
-    private readonly settle: (outcome: { result: ExchangeTypes[K]["result"] } | { error: McpExchangeError }) => void,
-    private readonly log: (line: string) => void,
-  ) {}
-
-  encode(channel: number): Uint8Array {
-    return encodeRequestsAsk({ channel, kind: this.kind, params: this.params } as Parameters<typeof encodeRequestsAsk>[0]);
-  }
-
-  refused(bytes: number, limit: number): void {
-    this.settle({ error: new McpExchangeError({ variant: "AskTooLarge", bytes, limit }) });
-  }
-
-  opened(path: AnswerPath) {
-    let answer: Uint8Array | undefined;
-    return {
-      message: (bytes: Uint8Array) => {
-        // Exactly one message is the rule; should more arrive, the first is the answer.
-        answer ??= bytes;
-      },
-      ended: (ending: PathEnding) => {
-        const channel = path.channel;
-        if (ending.how === "abrupt") {
-          // Not answered: asked again under a fresh channel, now if /requests is open, else on the next one.
-          this.log(`mcp/${ANSWER_SEGMENT[this.kind]}/${channel} ended abruptly; asking again`);
-          this.board.ask(this);
-          return;
-        }
-        if (ending.how === "tooLarge") {
-          this.settle({ error: new McpExchangeError({ variant: "AnswerTooLarge", channel, limit: ending.limit }) });
-          return;
-        }
-        if (!answer) {
-          this.settle({ error: new McpExchangeError({ variant: "NotServed", channel }) });
-          return;
-        }
-        let decoded: Decoded<ExchangeTypes[K]["result"]>;
-        try {
-          decoded = DECODERS[this.kind](answer) as Decoded<ExchangeTypes[K]["result"]>;
-        } catch (problem) {
-          const source = asMcpAnswerError(problem);
-          if (!source) throw problem;
-          this.settle({ error: new McpExchangeError({ variant: "UnreadableAnswer", channel, source }) });
-          return;
-        }
-        if (decoded.variant === "Result") this.settle({ result: decoded.result });
-        else this.settle({ error: new McpExchangeError({ variant: "McpError", error: decoded.error }) });
-      },
-    };
-  }
-}
 
 /**
  * The one notification ask the proxy keeps, from its first exchange of kinds 0 to 3 on.
@@ -142,7 +98,8 @@ class NotificationStream implements AskOwner {
     private readonly report: (event: NotificationStreamEvent) => void,
   ) {
     board.onEvent((event) => {
-      if (event.type === "announced" && event.kind !== "McpNotifications") this.start();
+      // Notifications are asked only after the first exchange of kinds 0 to 3, not after a vault or command ask.
+      if (event.type === "announced" && EXCHANGE_KINDS.has(event.kind)) this.start();
       if (event.type === "requestsOpened" && this.waitingPast !== undefined && event.connection > this.waitingPast) {
         this.waitingPast = undefined;
         this.board.ask(this);
@@ -240,6 +197,8 @@ export interface McpAskStats {
 /** The MCP exchanges the proxy asks of its provider. */
 export class McpAsks {
   private readonly board: AskBoard;
+  /** The generated typed asks of the `/requests` table, bound onto the generic engine. */
+  private readonly asks: ProxyAsks;
   private readonly gate: Gate;
   private readonly log: (line: string) => void;
   private readonly pending = new Set<(error: McpExchangeError) => void>();
@@ -259,6 +218,9 @@ export class McpAsks {
     this.log = options.log ?? (() => {});
     this.maxPending = options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS;
     this.iteratorBuffer = options.iteratorBuffer ?? 1024;
+    this.asks = bindProxyAsks(
+      new RequestsEngine({ board: this.board, log: this.log }),
+    );
     new NotificationStream(
       this.board,
       (notification) => {
@@ -277,19 +239,19 @@ export class McpAsks {
 
   /** `tools/list` of the provider. `null` (or nothing) asks for the first page with no params. */
   listTools(params: PaginatedRequestParams | null = null): Promise<ListToolsResult> {
-    return this.exchange("McpListTools", params);
+    return this.exchange((options) => this.asks.mcpListTools({ params }, options));
   }
 
   listResources(params: PaginatedRequestParams | null = null): Promise<ListResourcesResult> {
-    return this.exchange("McpListResources", params);
+    return this.exchange((options) => this.asks.mcpListResources({ params }, options));
   }
 
   callTool(params: CallToolRequestParams): Promise<CallToolResult> {
-    return this.exchange("McpCallTool", params);
+    return this.exchange((options) => this.asks.mcpCallTool({ params }, options));
   }
 
   readResource(params: ReadResourceRequestParams): Promise<ReadResourceResult> {
-    return this.exchange("McpReadResource", params);
+    return this.exchange((options) => this.asks.mcpReadResource({ params }, options));
   }
 
   /** Every notification the provider sends on the stream, as it arrives. Returns the unsubscribe. */
@@ -352,7 +314,7 @@ export class McpAsks {
     for (const finish of [...this.iteratorEnders]) finish();
   }
 
-  private async exchange<K extends ExchangeKind>(kind: K, params: ExchangeTypes[K]["params"]): Promise<ExchangeTypes[K]["result"]> {
+  private async exchange<R>(ask: (options: AskOptions) => Promise<AskOutcome<McpAnswerOf<R>>>): Promise<R> {
     if (this.closed) throw new McpExchangeError({ variant: "ProxyClosed" });
     if (this.pending.size >= this.maxPending) {
       this.refusedPending++;
@@ -360,29 +322,24 @@ export class McpAsks {
     }
     return new Promise((resolve, reject) => {
       let settled = false;
+      const giveUp = new AbortController();
       const fail = (error: McpExchangeError) => {
         if (settled) return;
         settled = true;
         this.pending.delete(fail);
+        giveUp.abort();
         reject(error);
       };
       this.pending.add(fail);
-      const exchange = new OneAnswerExchange(
-        kind,
-        params,
-        this.board,
-        (outcome) => {
-          if (settled) return;
-          if ("error" in outcome) return fail(outcome.error);
-          settled = true;
-          this.pending.delete(fail);
-          resolve(outcome.result);
-        },
-        this.log,
-      );
       // The secrets gate holds every outward ask until the program has its secrets.
-      void this.gate.pass().then(() => {
-        if (!settled) this.board.ask(exchange);
+      void this.gate.pass().then(async () => {
+        if (settled) return;
+        const outcome = resultOf(await ask({ signal: giveUp.signal }));
+        if (!outcome || settled) return;
+        if ("error" in outcome) return fail(outcome.error);
+        settled = true;
+        this.pending.delete(fail);
+        resolve(outcome.result);
       });
     });
   }

@@ -581,6 +581,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     for (const f of ir.frames) paths.add(`${rev}/${frameModule(f)}`);
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
     paths.add(`${rev}/mcp-types.ts`);
+    if (ir.exchanges.length > 0) paths.add(`${rev}/exchanges.ts`);
     for (const p of [...paths].sort()) {
       file.addExportDeclaration({ moduleSpecifier: importPath(`${rev}/index.ts`, p) });
     }

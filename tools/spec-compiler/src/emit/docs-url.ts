@@ -4,7 +4,9 @@
 //   /                                                    every revision
 //   /<rev>/                                              the revision's index
 //   /<rev>/mcp-types/                                    the MCP types frames name
-//   /<rev>/<group id>/                                   an exchange group, e.g. /2.3.0/proxy/mcp/
+//   /<rev>/<group id>/                                   an exchange group, e.g. /2.3.0/proxy/mcp/, or a
+//                                                        group of paths the provider opens, e.g.
+//                                                        /2.3.0/provider/tool/
 //   /<rev>/<group id>/<exchange slug>/                   an exchange: its id less the group's last
 //                                                        segment, e.g. /2.3.0/proxy/mcp/list-tools/
 //   /<rev>/container-proxy-endpoints/                    every frame and error type
@@ -33,6 +35,7 @@ export type DocTarget =
   | { readonly kind: "channelTable"; readonly revision: string; readonly channelTableId: string }
   | { readonly kind: "variant"; readonly revision: string; readonly frame: IrFrame; readonly variant: IrVariant }
   | { readonly kind: "group"; readonly revision: string; readonly groupId: string }
+  | { readonly kind: "pathGroup"; readonly revision: string; readonly groupId: string }
   | { readonly kind: "exchange"; readonly revision: string; readonly group: IrExchangeGroup | undefined; readonly exchange: IrExchange };
 
 /** The site path of a page: absolute, always ending in `/`. */
@@ -63,6 +66,7 @@ export function docsUrl(t: DocTarget): string {
       return `/${t.revision}/${FRAMES_SECTION}/${folder}${own}/`;
     }
     case "group":
+    case "pathGroup":
       return `/${t.revision}/${t.groupId}/`;
     case "exchange": {
       if (!t.group) return `/${t.revision}/exchanges/${t.exchange.id}/`;

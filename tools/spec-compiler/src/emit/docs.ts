@@ -3,7 +3,7 @@
 // per exchange, the Frames-layer types table with directions, and the MCP types. The Markdown lives
 // in docs/<revision>/…/index.md (relative links, readable in the repository); emit/site.ts renders
 // the same Markdown into docs/site/ (see docs-url.ts for the paths both share).
-import { bytesToHex, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { bytesToHex, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
 import { decodeName, encodeName, variantTypeName } from "../names.js";
 import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
@@ -171,6 +171,7 @@ function revisionPages(ir: IrRevision): SitePage[] {
     for (const id of g.exchangeIds) pages.push(exchangePage(cx, ir.exchanges.find((x) => x.id === id)!));
   }
   for (const x of ir.exchanges) if (!cx.groupOf(x)) pages.push(exchangePage(cx, x));
+  for (const g of ir.openedPathGroups) pages.push(pathGroupPage(cx, g));
   return pages;
 }
 
@@ -394,6 +395,21 @@ function indexPage(cx: Context): SitePage {
               }),
             ),
           ].join("\n\n"),
+        ),
+      ),
+    );
+  }
+  if (ir.openedPathGroups.length > 0) {
+    parts.push(
+      section(
+        "Paths the provider opens",
+        table(
+          ["Group", "Paths", "What it is"],
+          ir.openedPathGroups.map((g) => [
+            `[${g.title}](${href(url, docsUrl({ kind: "pathGroup", revision: rev, groupId: g.id }))})`,
+            g.pathIds.map((id) => code(ir.openedPaths.find((p) => p.id === id)!.path)).join(", "),
+            firstSentence(g.summary),
+          ]),
         ),
       ),
     );
@@ -665,7 +681,24 @@ function channelTablePage(cx: Context, t: IrRevision["channelTables"][number]): 
   parts.push(t.doc);
   for (const entry of t.tables) {
     const frame = cx.frameById.get(entry.frameId)!;
-    parts.push(section(`Opened by the ${entry.opener}`, `${frameLink(cx, url, frame)}: ${frame.doc}`, frame.switch ? tagTable(cx, url, frame) : block(layoutOf(frame)), frame.malformed ? `**Malformed.** ${frame.malformed}` : undefined));
+    const channels =
+      entry.channels.length > 0
+        ? table(
+            ["Tag", "Channel", "Answered with", "Messages", "A bare finish means", "Carries"],
+            entry.channels.map((c) => {
+              const x = c.exchangeId ? cx.ir.exchanges.find((e) => e.id === c.exchangeId) : undefined;
+              return [
+                code(String(c.tag)),
+                code(c.variantName),
+                answerText(cx, url, c.answer),
+                `${messagesText(c.answer)}${c.doc ? `. ${c.doc}` : ""}`,
+                BARE_FINISH[c.bareFinish],
+                x ? `[${x.ask}](${href(url, exchangeUrl(cx, x))}) (kind ${code(String(x.kind))} on ${code("/requests")})` : "",
+              ];
+            }),
+          )
+        : undefined;
+    parts.push(section(`Opened by the ${entry.opener}`, `${frameLink(cx, url, frame)}: ${frame.doc}`, frame.switch ? tagTable(cx, url, frame) : block(layoutOf(frame)), channels ? `How each channel is answered:\n\n${channels}` : undefined, frame.malformed ? `**Malformed.** ${frame.malformed}` : undefined));
   }
   const markdown = page(capital(t.title), firstSentence(t.doc), url, cx.rev, ...parts);
   return { url, revision: cx.rev, title: capital(t.title), nav: { section: "channels" }, markdown };
@@ -673,9 +706,33 @@ function channelTablePage(cx: Context, t: IrRevision["channelTables"][number]): 
 
 // --- exchanges -------------------------------------------------------------------------------
 
-function messagesText(x: IrExchange): string {
-  return x.messages === "one" ? "exactly one message" : "one message per notification";
+function messagesText(x: { readonly messages: AnswerPattern; readonly last?: string }): string {
+  switch (x.messages) {
+    case "one":
+      return "exactly one message";
+    case "oneWhenHeld":
+      return "exactly one message, sent when it holds";
+    case "perNotification":
+      return "one message per notification";
+    case "perItem":
+      return x.last ? `one message per item, ${code(x.last)} last` : "one message per item";
+    case "raw":
+      return "raw bytes both ways";
+  }
 }
+
+/** The answer frame of an exchange or channel as a link, or what stands for it while it has none. */
+function answerText(cx: Context, from: string, answer: { readonly frameId: string | undefined; readonly pendingFrameId?: string }): string {
+  if (answer.frameId) return frameLink(cx, from, cx.frameById.get(answer.frameId)!);
+  if (answer.pendingFrameId) return `${code(answer.pendingFrameId)} (declared with the filesystem issue)`;
+  return "no frame: raw bytes";
+}
+
+const BARE_FINISH: Record<IrChannel["bareFinish"], string> = {
+  notServed: "not served; never asked again",
+  declined: "the provider declined the connection",
+  unknownConnection: "the id names no connection whose half is open",
+};
 
 function askVariant(cx: Context, x: IrExchange): { frame: IrFrame; variant: IrVariant } | undefined {
   const frame = cx.frameById.get(x.askFrameId);
@@ -705,19 +762,20 @@ function groupPage(cx: Context, g: IrExchangeGroup): SitePage {
   const bytes: string[] = [];
   for (const x of xs) {
     const ask = askVariant(cx, x);
-    const answer = cx.frameById.get(x.answerFrameId)!;
+    const answer = x.answerFrameId ? cx.frameById.get(x.answerFrameId)! : undefined;
     const lines = [`### [${capital(x.ask)}](${href(url, exchangeUrl(cx, x))})`];
     const layout: string[] = [];
     if (ask) layout.push(`ask:    ${variantLayout(ask.frame, ask.variant)}`);
-    for (const v of answer.switch?.variants ?? []) layout.push(`answer: ${variantLayout(answer, v)}   ${v.name}`);
-    if (answer.body) layout.push(`answer: ${layoutOf(answer)}`);
+    for (const v of answer?.switch?.variants ?? []) layout.push(`answer: ${variantLayout(answer!, v)}   ${v.name}`);
+    if (answer?.body) layout.push(`answer: ${layoutOf(answer)}`);
+    if (!answer) layout.push(`answer: ${x.pendingAnswerFrameId ? `a ${x.pendingAnswerFrameId} (declared with the filesystem issue)` : "raw bytes, no frame"}`);
     lines.push(block(layout.join("\n")));
-    const fields = [...(ask?.variant.body.fields ?? []), ...(answer.switch?.variants.flatMap((v) => v.body.fields) ?? answer.body?.fields ?? [])];
+    const fields = [...(ask?.variant.body.fields ?? []), ...(answer?.switch?.variants.flatMap((v) => v.body.fields) ?? answer?.body?.fields ?? [])];
     lines.push(fieldList(cx, url, fields.filter((f, i) => fields.findIndex((o) => o.name === f.name && o.doc === f.doc) === i)));
     bytes.push(lines.join("\n\n"));
   }
   parts.push(section("The bytes", `The ask on ${code("/requests")} and the messages on the answer path, in the [notation](${href(url, docsUrl({ kind: "revision", revision: cx.rev }), "notation")}).`, ...bytes));
-  const answerErrors = [...new Set(xs.map((x) => cx.frameById.get(x.answerFrameId)!.errorTypeId))].map((id) => cx.errorById.get(id)!);
+  const answerErrors = [...new Set(xs.flatMap((x) => (x.answerFrameId ? [cx.frameById.get(x.answerFrameId)!.errorTypeId] : [])))].map((id) => cx.errorById.get(id)!);
   for (const error of answerErrors) {
     const users = error.usedBy.filter((id) => xs.some((x) => x.answerFrameId === id));
     parts.push(
@@ -746,7 +804,7 @@ function exchangePage(cx: Context, x: IrExchange): SitePage {
   const url = exchangeUrl(cx, x);
   const g = cx.groupOf(x);
   const ask = askVariant(cx, x);
-  const answer = cx.frameById.get(x.answerFrameId)!;
+  const answer = x.answerFrameId ? cx.frameById.get(x.answerFrameId)! : undefined;
   const groupUrl = g ? docsUrl({ kind: "group", revision: cx.rev, groupId: g.id }) : undefined;
   const parts: string[] = [breadcrumbs(cx, url, [...(g && groupUrl ? ([[g.title, groupUrl]] as [string, string][]) : []), [capital(x.ask), url]])];
   if (ask) parts.push(ask.variant.doc);
@@ -755,35 +813,67 @@ function exchangePage(cx: Context, x: IrExchange): SitePage {
     ["Ask", ask ? `[${code(ask.variant.name)}](${href(url, variantUrl(cx, ask.frame, ask.variant))}) of the ${frameLink(cx, url, ask.frame)}` : code(x.askFrameId)],
     ["Payload", x.payload],
     ["Answered on", code(x.path)],
-    ["Answer", `${messagesText(x)}, each a ${frameLink(cx, url, answer)} (${code(answer.name)})`],
+    ["Answer", answer ? `${messagesText(x)}, each a ${frameLink(cx, url, answer)} (${code(answer.name)})` : `${messagesText(x)}, ${answerText(cx, url, { frameId: undefined, pendingFrameId: x.pendingAnswerFrameId })}`],
+    ["Unanswered", x.unanswered === "askedAgain" ? "asked again under a fresh channel" : "never asked again; reported inside the container as failed"],
   ];
+  if (x.channel) {
+    const t = cx.ir.channelTables.find((c) => c.id === x.channel!.tableId)!;
+    facts.push(["On the begin scope", `the ${code(x.channel.variantName)} channel (tag ${code(String(x.channel.tag))}) the ${x.channel.opener} opens; see [${t.title}](${href(url, docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id }))})`]);
+  }
   parts.push(table(["", capital(x.ask)], facts));
   if (ask) {
     parts.push(section("The ask", block(variantLayout(ask.frame, ask.variant)), fieldList(cx, url, ask.variant.body.fields, ask.frame.header!.fields.filter((h) => h.name !== ask.frame.switch!.on)), `The ${code(ask.frame.switch!.on)} byte is ${code(String(x.kind))}.`));
   }
   const answerParts: string[] = [];
-  if (answer.switch) {
+  if (answer?.switch) {
     for (const v of answer.switch.variants) {
       answerParts.push([`### ${v.name}`, `${capital(answer.switch.on)} ${code(String(v.tag))}. ${v.doc}`, block(variantLayout(answer, v)), bodyText(cx, url, v.body)].join("\n\n"));
     }
-  } else answerParts.push(block(layoutOf(answer)), bodyText(cx, url, answer.body!));
+  } else if (answer) answerParts.push(block(layoutOf(answer)), bodyText(cx, url, answer.body!));
   parts.push(
     section(
       "The answer",
-      `The provider opens ${code(x.path)} with the ask's channel and sends ${messagesText(x)} on it, each one binary message holding a ${frameLink(cx, url, answer)}.`,
+      answer
+        ? `The provider opens ${code(x.path)} with the ask's channel and sends ${messagesText(x)} on it, each one binary message holding a ${frameLink(cx, url, answer)}.`
+        : x.messages === "raw"
+          ? `The provider opens ${code(x.path)} with the ask's channel; the path carries raw bytes both ways, each binary message an arbitrary chunk with no tag and no framing.`
+          : `The provider opens ${code(x.path)} with the ask's channel and sends ${messagesText(x)} on it, each a ${code(x.pendingAnswerFrameId!)}, a frame declared with the filesystem issue.`,
       ...answerParts,
     ),
   );
   parts.push(section("How the exchange ends", endings(x), "These follow from the exchange's own facts; the rules below can add to them."));
   const rules = g ? g.rules.filter((r) => !r.exchangeIds || r.exchangeIds.includes(x.id)) : [];
   if (g && rules.length > 0) parts.push(section("Rules", `The rules of the [${g.title}](${href(url, groupUrl!)}) that hold for this exchange:`, ruleList(rules)));
-  parts.push(section("Errors", errorTable(cx, url, answer)));
+  if (answer) parts.push(section("Errors", errorTable(cx, url, answer)));
   const askExamples = ask ? examplesOfVariant(ask.frame, ask.variant) : [];
-  parts.push(section("Examples", askExamples.length > 0 ? `Asks:\n\n${examplesTable(ask!.frame, askExamples)}` : undefined, answer.examples.length > 0 ? `Answers:\n\n${examplesTable(answer, answer.examples)}` : undefined));
+  parts.push(section("Examples", askExamples.length > 0 ? `Asks:\n\n${examplesTable(ask!.frame, askExamples)}` : undefined, answer && answer.examples.length > 0 ? `Answers:\n\n${examplesTable(answer, answer.examples)}` : undefined));
   const title = capital(x.ask);
   const summary = `Kind ${x.kind} of ${g ? `the ${g.title}` : "the exchanges"}: asked with ${x.payload}, answered on ${x.path} with ${messagesText(x)}.`;
   const markdown = page(title, summary, url, cx.rev, ...parts);
   return { url, revision: cx.rev, title, nav: { section: "exchanges", sub: !!g }, markdown };
+}
+
+function pathGroupPage(cx: Context, g: IrOpenedPathGroup): SitePage {
+  const url = docsUrl({ kind: "pathGroup", revision: cx.rev, groupId: g.id });
+  const paths = g.pathIds.map((id) => cx.ir.openedPaths.find((p) => p.id === id)!);
+  const parts: string[] = [breadcrumbs(cx, url, [[g.title, url]])];
+  const sends = (p: IrOpenedPath): string => {
+    const frame = p.request.frameId ? frameLink(cx, url, cx.frameById.get(p.request.frameId)!) : p.request.pendingFrameId ? `${code(p.request.pendingFrameId)} (declared with the filesystem issue)` : "";
+    if (p.request.messages === "none") return "nothing";
+    if (p.request.messages === "one") return `exactly one message, a ${frame}`;
+    return `one message, a ${frame}; then the content in non-empty pieces; then one empty message`;
+  };
+  parts.push(
+    `The provider opens each of these paths itself, with no ask before it, any number of times; each opening is one exchange. It sends its request first; the proxy answers on the same path.`,
+    table(
+      ["Path", "The provider sends", "The proxy answers", "Closed by"],
+      paths.map((p) => [code(p.path), sends(p), `${messagesText(p.answer)}, each ${answerText(cx, url, p.answer)}`, `the ${p.closedBy}`]),
+    ),
+  );
+  for (const p of paths) parts.push(section(capital(p.title), p.doc));
+  parts.push(section("Rules", ruleList(g.rules)));
+  const markdown = page(g.title, g.summary, url, cx.rev, ...parts);
+  return { url, revision: cx.rev, title: g.title, nav: { section: "exchanges" }, markdown };
 }
 
 /** What each way a path can end means for the exchange, from the exchange's own facts. */
@@ -791,8 +881,10 @@ function endings(x: IrExchange): string {
   const again = "the proxy asks the exchange again on the next `/requests` connection, under a fresh channel, so the provider may receive it more than once";
   const never = "the proxy does not ask it again";
   const lines: string[] = [];
-  if (x.messages === "one") {
+  if (x.messages === "one" || x.messages === "oneWhenHeld") {
     lines.push("- **Its message, then a clean close.** The exchange is answered.");
+  } else if (x.messages === "raw") {
+    lines.push("- **A close by either party, clean or not.** The connection has ended.");
   } else {
     lines.push("- **Messages, then a clean close.** The stream is over; an error message, when there is one, is the last message.");
   }

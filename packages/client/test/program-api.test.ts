@@ -1,0 +1,190 @@
+// The program-facing vault and command API (issue 15 §3–§4) through a real proxy and a real provider:
+// HTTP on the program port, the generated asks on /requests, the provider's typed handlers, and for
+// the command a real executable run by `commandExec`.
+import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { decodeRequestsAsk } from "@diverge/codec";
+import { startProxy, type RunningProxy } from "@diverge/server";
+import { commandExec, connectProxy, type ProxyConnection, type ProxyHandlers } from "../src/index.js";
+
+const running: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  for (const item of running.splice(0).reverse()) await item.close();
+});
+
+async function proxy(): Promise<RunningProxy> {
+  const p = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: () => {} });
+  running.push(p);
+  return p;
+}
+
+function connect(p: RunningProxy, handlers: ProxyHandlers): ProxyConnection {
+  const connection = connectProxy(`ws://127.0.0.1:${p.port}`, handlers, { minBackoffMs: 10, maxBackoffMs: 50 });
+  running.push(connection);
+  return connection;
+}
+
+const api = (p: RunningProxy, path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${p.programPort}${path}`, init);
+
+/** A store kept by the provider's handlers, as any provider may keep one. */
+function storeHandlers(): ProxyHandlers {
+  const store = new Map<string, Uint8Array>();
+  return {
+    vaultGet: ({ key }) => {
+      if (key === "broken") return { variant: "Error", message: "the store is down" };
+      const value = store.get(key);
+      return value ? { variant: "Present", value } : { variant: "Missing" };
+    },
+    vaultSet: ({ key, value }) => (store.set(key, value.slice()), { variant: "Done" }),
+    vaultDelete: ({ key }) => (store.delete(key), { variant: "Done" }),
+    vaultLock: ({ ttl }) => (ttl === 0 ? { variant: "Error", message: "ttl is zero" } : { variant: "Done" }),
+  };
+}
+
+describe("the vault API on the program port", () => {
+  it("answers each call with the status of the contract", async () => {
+    const p = await proxy();
+    connect(p, storeHandlers());
+    const missing = await api(p, "/vault/k%C3%A9y");
+    expect(missing.status).toBe(404);
+    expect((await api(p, "/vault/k%C3%A9y", { method: "PUT", body: "v\u00e9" })).status).toBe(204);
+    const got = await api(p, "/vault/k%C3%A9y");
+    expect(got.status).toBe(200);
+    expect(got.headers.get("content-type")).toBe("application/octet-stream");
+    expect(Buffer.from(await got.arrayBuffer()).toString("utf8")).toBe("v\u00e9");
+    expect((await api(p, "/vault/empty", { method: "PUT", body: "" })).status).toBe(204);
+    const empty = await api(p, "/vault/empty");
+    expect(empty.status).toBe(200);
+    expect((await empty.arrayBuffer()).byteLength).toBe(0);
+    const broken = await api(p, "/vault/broken");
+    expect(broken.status).toBe(502);
+    expect(await broken.text()).toBe("the store is down");
+    expect((await api(p, "/vault/k%C3%A9y", { method: "DELETE" })).status).toBe(204);
+    expect((await api(p, "/vault/k%C3%A9y")).status).toBe(404);
+    expect((await api(p, "/vault/k/lock?ttl=30", { method: "POST" })).status).toBe(204);
+    const zero = await api(p, "/vault/k/lock?ttl=0", { method: "POST" });
+    expect(zero.status).toBe(502);
+    expect(await zero.text()).toBe("ttl is zero");
+    // No unlock handler: not served.
+    expect((await api(p, "/vault/k/unlock", { method: "POST" })).status).toBe(503);
+  });
+
+  it("refuses with 400 what cannot be asked, before asking", async () => {
+    const p = await proxy();
+    const asked: string[] = [];
+    connect(p, { ...storeHandlers(), vaultLock: ({ key }) => (asked.push(key), { variant: "Done" }) });
+    expect((await api(p, "/vault/%FF")).status).toBe(400);
+    expect((await api(p, "/vault/k/lock", { method: "POST" })).status).toBe(400);
+    expect((await api(p, "/vault/k/lock?ttl=-1", { method: "POST" })).status).toBe(400);
+    expect((await api(p, "/vault/k/lock?ttl=4294967296", { method: "POST" })).status).toBe(400);
+    expect((await api(p, `/vault/${"k".repeat(65_536)}`, { method: "PUT", body: "v" })).status).toBe(400);
+    expect(asked).toEqual([]);
+    expect((await api(p, "/vault/k/lock?ttl=4294967295", { method: "POST" })).status).toBe(204);
+    expect(asked).toEqual(["k"]);
+  });
+
+  it("a malformed answer is 502 with the decoder's text; a path ended abruptly is 503 and never asked again", async () => {
+    const p = await proxy();
+    const kinds: string[] = [];
+    const requests = new WebSocket(`ws://127.0.0.1:${p.port}/requests`);
+    requests.on("error", () => {});
+    running.push({ close: async () => void requests.terminate() });
+    requests.on("message", (data) => {
+      const ask = decodeRequestsAsk(new Uint8Array(data as Buffer));
+      kinds.push(ask.kind);
+      const path = new WebSocket(`ws://127.0.0.1:${p.port}/vault/${ask.kind === "VaultGet" ? "get" : "delete"}/${ask.channel}`);
+      path.on("error", () => {});
+      path.once("open", () => {
+        if (ask.kind === "VaultGet") {
+          path.send(new Uint8Array([7]));
+          path.close();
+        } else path.terminate();
+      });
+    });
+    await new Promise((resolve) => requests.once("open", resolve));
+    const get = await api(p, "/vault/k");
+    expect(get.status).toBe(502);
+    expect(await get.text()).toContain("unknown vault response kind 7");
+    const del = await api(p, "/vault/k", { method: "DELETE" });
+    expect(del.status).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(kinds).toEqual(["VaultGet", "VaultDelete"]);
+  });
+});
+
+/** A real executable: upper-cases each line of its stdin; `fail` on a line exits 3 after a word on stderr. */
+function executable(): string {
+  const dir = mkdtempSync(join(tmpdir(), "diverge-command-"));
+  const file = join(dir, "run-command.mjs");
+  writeFileSync(
+    file,
+    [
+      `#!${process.execPath}`,
+      `let input = "";`,
+      `process.stdin.on("data", (c) => (input += c));`,
+      `process.stdin.on("end", () => {`,
+      `  for (const line of input.split("\\n").filter(Boolean)) {`,
+      `    if (line === "fail") { process.stderr.write("x".repeat(5000) + "it failed"); process.exit(3); }`,
+      `    if (line === "hang") { process.stdout.write("waiting\\n"); setInterval(() => {}, 1000); return; }`,
+      `    process.stdout.write(line.toUpperCase() + "\\n");`,
+      `  }`,
+      `});`,
+      "",
+    ].join("\n"),
+  );
+  chmodSync(file, 0o755);
+  return file;
+}
+
+async function ndjson(response: Response): Promise<unknown[]> {
+  return (await response.text())
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line));
+}
+
+describe("the command API on the program port", () => {
+  const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+  it("streams each stdout line as an item, then done; a failing exit is the error with the stderr tail", async () => {
+    const p = await proxy();
+    connect(p, { command: commandExec(executable()) });
+    const ok = await api(p, "/command", { method: "POST", body: "one\ntwo\n" });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get("content-type")).toBe("application/x-ndjson");
+    expect(await ndjson(ok)).toEqual([{ item: b64("ONE") }, { item: b64("TWO") }, { end: "done" }]);
+    const failed = await ndjson(await api(p, "/command", { method: "POST", body: "a\nfail\n" }));
+    expect(failed.slice(0, 1)).toEqual([{ item: b64("A") }]);
+    const last = failed[1] as { end: string; error: { exit: number; stderr: string } };
+    expect(last.end).toBe("error");
+    expect(last.error.exit).toBe(3);
+    expect(last.error.stderr).toHaveLength(4096);
+    expect(last.error.stderr.endsWith("it failed")).toBe(true);
+    expect(failed).toHaveLength(2);
+  });
+
+  it("says notServed without a handler, and lost when the provider goes away mid-command", async () => {
+    const p = await proxy();
+    const bare = connect(p, {});
+    expect(await ndjson(await api(p, "/command", { method: "POST", body: "x" }))).toEqual([{ end: "notServed" }]);
+    await bare.close();
+    const provider = connect(p, { command: commandExec(executable()) });
+    const pending = api(p, "/command", { method: "POST", body: "hang\n" });
+    const response = await pending;
+    const reader = response.body!.getReader();
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toBe(`${JSON.stringify({ item: b64("waiting") })}\n`);
+    // The provider ends abruptly: the command's outcome is unknown, and it is never run again.
+    await provider.close();
+    let rest = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    expect(rest).toBe(`${JSON.stringify({ end: "lost" })}\n`);
+  });
+});

@@ -1,0 +1,247 @@
+// The generic engine the generated `ProxyAsks` (src/gen/exchanges.ts) is bound onto: it asks any
+// exchange of the `/requests` table on the ask board and reads its answer path as the exchange's
+// descriptor says: the answer frame's decoder, the message pattern, and whether an unanswered
+// exchange is asked again. It never names a kind; the descriptors do.
+import { DecodeError, encodeRequestsAsk, type ExchangeDescriptor } from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "../paths/board.js";
+
+/** How a one-message exchange ended, from the program's point of view. */
+export type AskOutcome<A> =
+  /** The answer arrived and its path closed cleanly. */
+  | { readonly type: "answered"; readonly answer: A }
+  /** The path closed cleanly with no message: not served, never asked again. */
+  | { readonly type: "notServed"; readonly channel: number }
+  /** An exchange never asked again whose path ended abruptly, or whose `/requests` ended before the path opened: outcome unknown. */
+  | { readonly type: "lost" }
+  /** The answer did not decode; the text is the decoder's exact error. */
+  | { readonly type: "unreadable"; readonly channel: number; readonly error: DecodeError }
+  /** The provider sent a message over the proxy's limit. */
+  | { readonly type: "answerTooLarge"; readonly channel: number; readonly limit: number }
+  /** The ask itself is larger than one message may be; it was never sent. */
+  | { readonly type: "askTooLarge"; readonly bytes: number; readonly limit: number }
+  /** The caller gave up (its signal aborted) before an answer; the exchange is forgotten. */
+  | { readonly type: "aborted" };
+
+/** How a stream ended: `done` after its messages and a clean close; otherwise as a one-message exchange. */
+export type StreamEnding = { readonly type: "done" } | Exclude<AskOutcome<never>, { readonly type: "answered" }> | { readonly type: "overflow"; readonly limit: number };
+
+export interface AskOptions {
+  /** Aborting forgets the exchange: its answer, if any comes, is disregarded and its path closed. */
+  readonly signal?: AbortSignal;
+}
+
+/** Every answer message of a stream, in order; `ended` says how it ended once iteration stops. */
+export interface AskStream<A> extends AsyncIterable<A> {
+  readonly ended: Promise<StreamEnding>;
+}
+
+export interface AskEngine {
+  one<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options?: AskOptions): Promise<AskOutcome<A>>;
+  stream<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options?: AskOptions): AskStream<A>;
+}
+
+/** The whole `/requests` message of an ask: its channel, its kind and the kind's own fields. */
+export function encodeAskOnRequests(channel: number, kindName: string, ask: object): Uint8Array {
+  return encodeRequestsAsk({ channel, kind: kindName, ...ask } as Parameters<typeof encodeRequestsAsk>[0]);
+}
+
+export interface RequestsEngineOptions {
+  readonly board: AskBoard;
+  /** Writes the whole `/requests` message of an ask. Default {@link encodeAskOnRequests}. */
+  readonly encodeAsk?: (channel: number, kindName: string, ask: object) => Uint8Array;
+  /** Messages a stream holds for a reader that does not pull; past it the path is closed. Default 4096. */
+  readonly maxBufferedMessages?: number;
+  readonly log?: (line: string) => void;
+}
+
+/** Reads an answer message with the exchange's decoder; a RangeError (JSON too deep to check) is unreadable too. */
+function decodeAnswer<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): { answer: A } | { error: DecodeError } {
+  try {
+    return { answer: exchange.answer!.decode(bytes, { check: checkMcp }) };
+  } catch (problem) {
+    if (problem instanceof DecodeError) return { error: problem };
+    if (problem instanceof RangeError) return { error: new TooDeep() };
+    throw problem;
+  }
+}
+
+/** JSON nested so deeply that checking its type overflows the stack: as unreadable as any answer. */
+export class TooDeep extends DecodeError<{ variant: "Body"; reason: string }> {
+  override readonly name = "TooDeep";
+  constructor() {
+    super({ variant: "Body", reason: "the JSON is nested too deeply to read" }, "the JSON is nested too deeply to read");
+  }
+}
+
+/** The `/requests` transport's engine: every exchange an ask on the board, its answer read from its path. */
+export class RequestsEngine implements AskEngine {
+  private readonly maxBuffered: number;
+  private readonly log: (line: string) => void;
+
+  constructor(private readonly options: RequestsEngineOptions) {
+    this.maxBuffered = options.maxBufferedMessages ?? 4096;
+    this.log = options.log ?? (() => {});
+  }
+
+  one<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): Promise<AskOutcome<A>> {
+    if (!exchange.answer) throw new TypeError(`exchange ${exchange.id} has no answer frame to read`);
+    const { board, encodeAsk = encodeAskOnRequests } = this.options;
+    const log = this.log;
+    return new Promise((resolve) => {
+      let settled = false;
+      let current: AnswerPath | undefined;
+      const settle = (outcome: AskOutcome<A>) => {
+        if (settled) return;
+        settled = true;
+        options.signal?.removeEventListener("abort", onAbort);
+        resolve(outcome);
+      };
+      const onAbort = () => {
+        current?.close();
+        settle({ type: "aborted" });
+      };
+      if (options.signal?.aborted) return settle({ type: "aborted" });
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      const owner: AskOwner = {
+        kind: exchange.kindName as AskOwner["kind"],
+        encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
+        refused: (bytes, limit) => settle({ type: "askTooLarge", bytes, limit }),
+        withdrawn: () => settled,
+        lostWithConnection: () => {
+          if (settled) return false;
+          if (exchange.unanswered === "askedAgain") return true;
+          settle({ type: "lost" });
+          return false;
+        },
+        opened: (path) => {
+          current = path;
+          if (settled) path.close();
+          let answer: Uint8Array | undefined;
+          return {
+            // Exactly one message is the rule; should more arrive, the first is the answer.
+            message: (bytes) => {
+              answer ??= bytes;
+            },
+            ended: (ending: PathEnding) => {
+              current = undefined;
+              if (settled) return;
+              if (ending.how === "abrupt") {
+                if (exchange.unanswered === "askedAgain") {
+                  log(`${exchange.pathPrefix}${path.channel} ended abruptly; asking again`);
+                  board.ask(owner);
+                } else settle({ type: "lost" });
+                return;
+              }
+              const channel = path.channel;
+              if (ending.how === "tooLarge") return settle({ type: "answerTooLarge", channel, limit: ending.limit });
+              if (!answer) return settle({ type: "notServed", channel });
+              const read = decodeAnswer(exchange, answer);
+              settle("answer" in read ? { type: "answered", answer: read.answer } : { type: "unreadable", channel, error: read.error });
+            },
+          };
+        },
+      };
+      board.ask(owner);
+    });
+  }
+
+  stream<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): AskStream<A> {
+    if (!exchange.answer) throw new TypeError(`exchange ${exchange.id} has no answer frame to read`);
+    const { board, encodeAsk = encodeAskOnRequests } = this.options;
+    const maxBuffered = this.maxBuffered;
+    const log = this.log;
+    const buffered: A[] = [];
+    let ending: StreamEnding | undefined;
+    let wake: (() => void) | undefined;
+    let resolveEnded!: (ending: StreamEnding) => void;
+    const ended = new Promise<StreamEnding>((resolve) => (resolveEnded = resolve));
+    let current: AnswerPath | undefined;
+    const finish = (e: StreamEnding) => {
+      if (ending) return;
+      ending = e;
+      options.signal?.removeEventListener("abort", onAbort);
+      resolveEnded(e);
+      wake?.();
+    };
+    const onAbort = () => {
+      current?.close();
+      finish({ type: "aborted" });
+    };
+    if (options.signal?.aborted) finish({ type: "aborted" });
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+
+    const owner: AskOwner = {
+      kind: exchange.kindName as AskOwner["kind"],
+      encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
+      refused: (bytes, limit) => finish({ type: "askTooLarge", bytes, limit }),
+      withdrawn: () => ending !== undefined,
+      lostWithConnection: () => {
+        if (ending) return false;
+        if (exchange.unanswered === "askedAgain") return true;
+        finish({ type: "lost" });
+        return false;
+      },
+      opened: (path) => {
+        current = path;
+        if (ending) path.close();
+        let count = 0;
+        let lastSeen = false;
+        return {
+          message: (bytes) => {
+            if (ending || lastSeen) return;
+            const read = decodeAnswer(exchange, bytes);
+            if (!("answer" in read)) {
+              path.close();
+              return finish({ type: "unreadable", channel: path.channel, error: read.error });
+            }
+            count++;
+            if (buffered.length >= maxBuffered) {
+              path.close();
+              return finish({ type: "overflow", limit: maxBuffered });
+            }
+            buffered.push(read.answer);
+            // The stream's last variant, when sent, is its last message: what follows is disregarded.
+            if (exchange.last !== undefined && (read.answer as { variant?: string }).variant === exchange.last) lastSeen = true;
+            wake?.();
+          },
+          ended: (pathEnding: PathEnding) => {
+            current = undefined;
+            if (ending) return;
+            if (pathEnding.how === "abrupt") {
+              if (exchange.unanswered === "askedAgain" && count === 0) {
+                log(`${exchange.pathPrefix}${path.channel} ended abruptly; asking again`);
+                board.ask(owner);
+                return;
+              }
+              return finish({ type: "lost" });
+            }
+            if (pathEnding.how === "tooLarge") return finish({ type: "answerTooLarge", channel: path.channel, limit: pathEnding.limit });
+            finish(count === 0 ? { type: "notServed", channel: path.channel } : { type: "done" });
+          },
+        };
+      },
+    };
+    if (!ending) board.ask(owner);
+
+    return {
+      ended,
+      async *[Symbol.asyncIterator]() {
+        try {
+          for (;;) {
+            if (buffered.length > 0) {
+              yield buffered.shift()!;
+              continue;
+            }
+            if (ending) return;
+            await new Promise<void>((resolve) => (wake = resolve));
+            wake = undefined;
+          }
+        } finally {
+          // A reader that stops early gives the exchange up.
+          if (!ending) onAbort();
+        }
+      },
+    };
+  }
+}

@@ -1,0 +1,464 @@
+// The exchange layer, generated from the spec's exchanges, channels and opened paths:
+// - in the codec, next to the frames: one descriptor per exchange (kind, answer path, answer frame's
+//   decoder and encoder, message pattern, fate rules, the begin-scope channel that carries it), one
+//   per begin-scope channel and one per path the provider opens;
+// - for @diverge/server: `ProxyAsks`, one typed method per exchange the proxy asks, bound onto the
+//   hand-written generic engine (`packages/server/src/exchanges/engine.ts`), and the routing of every
+//   provider-opened begin-scope channel to its handler;
+// - for @diverge/client: `ProviderHandlers`, one member per exchange the provider answers, the
+//   dispatch from an ask (on `/requests` or a proxy-opened channel) to its handler and from its
+//   result to the answer frames, and `ProviderAsks`, one typed method per channel the provider opens.
+// An exchange whose answer frame is still pending, or whose answer is raw bytes, gets its descriptor
+// but no typed method or handler: its behaviour is hand-written (postgres) or comes later (FUSE).
+import type { IrChannel, IrChannelTable, IrExchange, IrFrame, IrOpenedPath, IrRevision } from "../ir.js";
+import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
+import { banner, type GeneratedFile } from "./project.js";
+
+const STREAMS = new Set(["perNotification", "perItem"]);
+
+/** `McpListTools` → `mcpListTools`; `tools-begin/channels` → `toolsBeginChannels`. */
+function lowerCamel(name: string): string {
+  const pascal = name
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .map((p) => p[0]!.toUpperCase() + p.slice(1))
+    .join("");
+  return pascal[0]!.toLowerCase() + pascal.slice(1);
+}
+const pascal = (name: string) => {
+  const c = lowerCamel(name);
+  return c[0]!.toUpperCase() + c.slice(1);
+};
+
+/** Exchanges with a typed surface: a declared answer frame. */
+const typed = (x: { readonly answerFrameId: string | undefined }) => x.answerFrameId !== undefined;
+
+function doc(lines: readonly string[], indent = ""): string[] {
+  if (lines.length === 1) return [`${indent}/** ${lines[0]} */`];
+  return [`${indent}/**`, ...lines.map((l) => `${indent} * ${l}`), `${indent} */`];
+}
+
+function patternText(p: { readonly messages: string; readonly last?: string }): string {
+  switch (p.messages) {
+    case "one":
+      return "exactly one message, then a clean close";
+    case "oneWhenHeld":
+      return "exactly one message, sent when it holds however long that takes";
+    case "raw":
+      return "raw bytes both ways";
+    default:
+      return `a stream of messages${p.last ? `, \`${p.last}\` last when sent` : ""}`;
+  }
+}
+
+export function emitExchanges(ir: IrRevision, compilerVersion: string, newest: boolean): GeneratedFile[] {
+  const out: GeneratedFile[] = [emitCodecExchanges(ir, compilerVersion)];
+  // The typed surfaces of the packages follow the newest revision, as the codec's root does.
+  if (newest) out.push(emitServerSurface(ir, compilerVersion), emitClientSurface(ir, compilerVersion));
+  return out;
+}
+
+// --- the codec's descriptors ------------------------------------------------------------------
+
+function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedFile {
+  const rev = ir.revision;
+  const here = `${rev}/exchanges.ts`;
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const imports = new Map<string, Set<string>>();
+  const use = (frame: IrFrame, ...names: string[]) => {
+    const from = importPath(here, `${rev}/${frameModule(frame)}`);
+    if (!imports.has(from)) imports.set(from, new Set());
+    for (const n of names) imports.get(from)!.add(n);
+  };
+  const answerCodec = (frameId: string | undefined): string => {
+    if (!frameId) return "undefined";
+    const f = frameById.get(frameId)!;
+    use(f, decodeName(f), encodeName(f));
+    return `{ frame: ${lit(f.id)}, decode: ${decodeName(f)}, encode: ${encodeName(f)} }`;
+  };
+  const answerType = (frameId: string | undefined): string => {
+    if (!frameId) return "never";
+    const f = frameById.get(frameId)!;
+    use(f, `type ${f.name}`);
+    return f.name;
+  };
+
+  const askFrames = [...new Set(ir.exchanges.map((x) => x.askFrameId))].map((id) => frameById.get(id)!);
+  const lines: string[] = [];
+  lines.push(
+    `// The exchanges of revision ${rev}: which kind is answered on which path, with which frames, in`,
+    `// which pattern, and what happens to an exchange that is not answered. Generic engines read these.`,
+  );
+  lines.push("");
+  lines.push(`/** How the messages that answer an exchange come. */`);
+  lines.push(`export type AnswerPattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";`);
+  lines.push("");
+  lines.push(...doc(["An answer frame's codec, as an engine needs it."]));
+  lines.push(`export interface AnswerCodec<A> {`);
+  lines.push(`  /** The frame's spec id. */`);
+  lines.push(`  readonly frame: string;`);
+  lines.push(`  readonly decode: (bytes: Uint8Array, options?: DecodeOptions) => A;`);
+  lines.push(`  readonly encode: (value: A) => Uint8Array;`);
+  lines.push(`}`);
+  lines.push("");
+  lines.push(...doc(["One exchange an ask frame starts: the ask's kind, its answer path, its answer and its fate rules."]));
+  lines.push(`export interface ExchangeDescriptor<K extends string = string, A = any> {`);
+  lines.push(`  /** The exchange's spec id. */`);
+  lines.push(`  readonly id: string;`);
+  lines.push(`  /** The kind byte of the ask. */`);
+  lines.push(`  readonly kind: number;`);
+  lines.push(`  /** The ask variant's name, as the ask frame's \`kind\` property spells it. */`);
+  lines.push(`  readonly kindName: K;`);
+  lines.push(`  /** The answer path with \`{channel}\` in it, e.g. \`/vault/get/{channel}\`. */`);
+  lines.push(`  readonly path: string;`);
+  lines.push(`  /** The answer path up to the channel, e.g. \`/vault/get/\`. */`);
+  lines.push(`  readonly pathPrefix: string;`);
+  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  /** For a stream: the answer variant that, when sent, is the last message. */`);
+  lines.push(`  readonly last: string | undefined;`);
+  lines.push(`  /** An exchange whose path ended abruptly, or whose ask was lost with its connection. */`);
+  lines.push(`  readonly unanswered: "askedAgain" | "neverAskedAgain";`);
+  lines.push(`  /** An exchange whose path closed cleanly with no message. */`);
+  lines.push(`  readonly notServed: "askedAgain" | "neverAskedAgain";`);
+  lines.push(`  /** The answer frame; undefined for raw bytes and for a frame the spec does not declare yet. */`);
+  lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
+  lines.push(`  /** The begin-scope channel that carries the same exchange, when there is one. */`);
+  lines.push(`  readonly channel: { readonly opener: "provider" | "proxy"; readonly tag: number; readonly variant: string } | undefined;`);
+  lines.push(`}`);
+  lines.push("");
+
+  for (const ask of askFrames) {
+    const xs = ir.exchanges.filter((x) => x.askFrameId === ask.id).sort((a, b) => a.kind - b.kind);
+    const table = `${ask.name}Exchanges`;
+    use(ask, `type ${ask.name}`);
+    lines.push(...doc([`The ${ask.name} variant named \`K\`, without its channel and kind: what an ask of that kind carries.`]));
+    lines.push(`export type ${ask.name}Body<K extends ${ask.name}["${ask.switch!.property}"]> = Omit<Extract<${ask.name}, { ${ask.switch!.property}: K }>, "channel" | "${ask.switch!.property}">;`);
+    lines.push("");
+    lines.push(...doc([`Every exchange a ${ask.title} starts, by kind name.`]));
+    lines.push(`export interface ${table} {`);
+    for (const x of xs) {
+      lines.push(...doc([`Kind ${x.kind}, ${x.ask}: answered on \`${x.path}\` with ${patternText(x)}.`], "  "));
+      lines.push(`  readonly ${x.variantName}: ExchangeDescriptor<${lit(x.variantName)}, ${answerType(x.answerFrameId)}>;`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(`export const ${lowerCamel(table)}: ${table} = {`);
+    for (const x of xs) {
+      const prefix = x.path.slice(0, x.path.indexOf("{channel}"));
+      const channel = x.channel ? `{ opener: ${lit(x.channel.opener)}, tag: ${x.channel.tag}, variant: ${lit(x.channel.variantName)} }` : "undefined";
+      lines.push(`  ${x.variantName}: {`);
+      lines.push(`    id: ${lit(x.id)},`);
+      lines.push(`    kind: ${x.kind},`);
+      lines.push(`    kindName: ${lit(x.variantName)},`);
+      lines.push(`    path: ${lit(x.path)},`);
+      lines.push(`    pathPrefix: ${lit(prefix)},`);
+      lines.push(`    pattern: ${lit(x.messages)},`);
+      lines.push(`    last: ${x.last ? lit(x.last) : "undefined"},`);
+      lines.push(`    unanswered: ${lit(x.unanswered)},`);
+      lines.push(`    notServed: ${lit(x.notServed)},`);
+      lines.push(`    answer: ${answerCodec(x.answerFrameId)},`);
+      lines.push(`    channel: ${channel},`);
+      lines.push(`  },`);
+    }
+    lines.push(`};`);
+    lines.push("");
+    lines.push(...doc([`The exchanges of {@link ${lowerCamel(table)}}, indexed by kind byte.`]));
+    lines.push(`export const ${lowerCamel(table)}ByKind: ReadonlyMap<number, ExchangeDescriptor> = new Map(Object.values(${lowerCamel(table)}).map((x: ExchangeDescriptor) => [x.kind, x]));`);
+    lines.push("");
+  }
+
+  lines.push(...doc(["One channel of a scope: who opens it, with which request variant, and how it is answered."]));
+  lines.push(`export interface ChannelDescriptor<V extends string = string, A = any> {`);
+  lines.push(`  readonly opener: "provider" | "proxy";`);
+  lines.push(`  readonly tag: number;`);
+  lines.push(`  readonly variant: V;`);
+  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  readonly last: string | undefined;`);
+  lines.push(`  /** What a finish with no response before it means. */`);
+  lines.push(`  readonly bareFinish: "notServed" | "declined" | "unknownConnection";`);
+  lines.push(`  /** The kind name of the \`/requests\` exchange this channel carries, when it carries one. */`);
+  lines.push(`  readonly exchange: string | undefined;`);
+  lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
+  lines.push(`}`);
+  lines.push("");
+  for (const t of ir.channelTables) {
+    for (const entry of t.tables) {
+      const frame = frameById.get(entry.frameId)!;
+      const table = `${pascal(t.id)}${entry.opener === "provider" ? "Provider" : "Proxy"}Opened`;
+      lines.push(...doc([`The channels the ${entry.opener} opens on ${t.title}, by request variant.`]));
+      lines.push(`export interface ${table} {`);
+      for (const c of entry.channels) {
+        lines.push(`  readonly ${c.variantName}: ChannelDescriptor<${lit(c.variantName)}, ${answerType(c.answer.frameId)}>;`);
+      }
+      lines.push(`}`);
+      lines.push(`export const ${lowerCamel(table)}: ${table} = {`);
+      for (const c of entry.channels) {
+        const x = c.exchangeId ? ir.exchanges.find((e) => e.id === c.exchangeId) : undefined;
+        lines.push(
+          `  ${c.variantName}: { opener: ${lit(entry.opener)}, tag: ${c.tag}, variant: ${lit(c.variantName)}, pattern: ${lit(c.answer.messages)}, last: ${c.answer.last ? lit(c.answer.last) : "undefined"}, bareFinish: ${lit(c.bareFinish)}, exchange: ${x ? lit(x.variantName) : "undefined"}, answer: ${answerCodec(c.answer.frameId)} },`,
+        );
+      }
+      lines.push(`};`);
+      lines.push("");
+      void frame;
+    }
+  }
+
+  lines.push(...doc(["One path the provider opens itself: what it sends, what the proxy answers, who closes it."]));
+  lines.push(`export interface OpenedPathDescriptor<R = any, A = any> {`);
+  lines.push(`  readonly id: string;`);
+  lines.push(`  readonly path: string;`);
+  lines.push(`  readonly request: { readonly messages: "none" | "one" | "oneThenPieces"; readonly codec: AnswerCodec<R> | undefined };`);
+  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  readonly last: string | undefined;`);
+  lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
+  lines.push(`  readonly closedBy: "provider" | "proxy";`);
+  lines.push(`}`);
+  lines.push("");
+  if (ir.openedPaths.length > 0) {
+    lines.push(...doc(["Every path the provider opens, by name."]));
+    lines.push(`export interface OpenedPaths {`);
+    for (const p of ir.openedPaths) lines.push(`  readonly ${pascal(p.id)}: OpenedPathDescriptor<${answerType(p.request.frameId)}, ${answerType(p.answer.frameId)}>;`);
+    lines.push(`}`);
+    lines.push(`export const openedPaths: OpenedPaths = {`);
+    for (const p of ir.openedPaths) {
+      lines.push(
+        `  ${pascal(p.id)}: { id: ${lit(p.id)}, path: ${lit(p.path)}, request: { messages: ${lit(p.request.messages)}, codec: ${answerCodec(p.request.frameId)} }, pattern: ${lit(p.answer.messages)}, last: ${p.answer.last ? lit(p.answer.last) : "undefined"}, answer: ${answerCodec(p.answer.frameId)}, closedBy: ${lit(p.closedBy)} },`,
+      );
+    }
+    lines.push(`};`);
+    lines.push("");
+  }
+
+  const head = banner(ir, compilerVersion);
+  const importLines = [...imports.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([from, names]) => {
+      const sorted = [...names].sort((a, b) => a.replace(/^type /, "").localeCompare(b.replace(/^type /, "")));
+      return `import { ${sorted.join(", ")} } from ${lit(from)};`;
+    });
+  importLines.push(`import type { DecodeOptions } from ${lit(importPath(`gen/${here}`, "runtime/index.ts"))};`);
+  return { path: `packages/codec/src/gen/${rev}/exchanges.ts`, text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
+}
+
+// --- @diverge/server -------------------------------------------------------------------------
+
+function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFile {
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const askFrames = [...new Set(ir.exchanges.map((x) => x.askFrameId))].map((id) => frameById.get(id)!);
+  const codecNames = new Set<string>();
+  const lines: string[] = [];
+  lines.push(`// The proxy's typed surface of revision ${ir.revision}: one method per exchange the proxy asks, bound`);
+  lines.push(`// onto the generic engine, and the routing of every channel the provider opens on the begin scope.`);
+  lines.push("");
+  for (const ask of askFrames) {
+    const table = `${ask.name}Exchanges`;
+    codecNames.add(lowerCamel(table));
+    codecNames.add(`type ${ask.name}Body`);
+    const xs = ir.exchanges.filter((x) => x.askFrameId === ask.id && typed(x)).sort((a, b) => a.kind - b.kind);
+    const skipped = ir.exchanges.filter((x) => x.askFrameId === ask.id && !typed(x));
+    lines.push(
+      ...doc([
+        `One typed method per exchange the proxy asks with a ${ask.title}. Each resolves with the decoded answer or`,
+        `says how the exchange ended instead (see the engine's outcomes); a stream yields every answer message.`,
+        ...(skipped.length > 0 ? [`Not here (raw bytes, or an answer frame not declared yet): ${skipped.map((x) => `kind ${x.kind} ${x.variantName}`).join(", ")}.`] : []),
+      ]),
+    );
+    lines.push(`export interface ProxyAsks {`);
+    for (const x of xs) {
+      const answer = frameById.get(x.answerFrameId!)!;
+      codecNames.add(`type ${answer.name}`);
+      const stream = STREAMS.has(x.messages);
+      lines.push(...doc([`Kind ${x.kind}, ${x.ask}: answered on \`${x.path}\` with ${patternText(x)}; ${x.unanswered === "askedAgain" ? "asked again when unanswered" : "never asked again"}.`], "  "));
+      lines.push(`  ${lowerCamel(x.variantName)}(ask: ${ask.name}Body<${lit(x.variantName)}>, options?: AskOptions): ${stream ? `AskStream<${answer.name}>` : `Promise<AskOutcome<${answer.name}>>`};`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc(["Binds every method of {@link ProxyAsks} to `engine`."]));
+    lines.push(`export function bindProxyAsks(engine: AskEngine): ProxyAsks {`);
+    lines.push(`  const x = ${lowerCamel(table)};`);
+    lines.push(`  return {`);
+    for (const x of xs) {
+      const stream = STREAMS.has(x.messages);
+      lines.push(`    ${lowerCamel(x.variantName)}: (ask, options) => engine.${stream ? "stream" : "one"}(x.${x.variantName}, ask, options),`);
+    }
+    lines.push(`  };`);
+    lines.push(`}`);
+    lines.push("");
+  }
+  // Routing of provider-opened channels.
+  for (const t of ir.channelTables) {
+    const entry = t.tables.find((e) => e.opener === "provider");
+    if (!entry) continue;
+    const frame = frameById.get(entry.frameId)!;
+    const prop = frame.switch!.property;
+    codecNames.add(`type ${frame.name}`);
+    const routes = `${pascal(t.id)}ProviderRoutes`;
+    lines.push(...doc([`A handler for every channel the provider opens on ${t.title}: \`C\` is the engine's channel.`]));
+    lines.push(`export interface ${routes}<C> {`);
+    for (const c of entry.channels) {
+      lines.push(...doc([`Tag ${c.tag}: answered with ${patternText(c.answer)}; a bare finish means ${c.bareFinish}.`], "  "));
+      lines.push(`  ${lowerCamel(c.variantName)}(request: Extract<${frame.name}, { ${prop}: ${lit(c.variantName)} }>, channel: C): void;`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc([`Hands a decoded channel request to its handler in \`routes\`.`]));
+    lines.push(`export function route${pascal(t.id)}ProviderChannel<C>(request: ${frame.name}, routes: ${routes}<C>, channel: C): void {`);
+    lines.push(`  switch (request.${prop}) {`);
+    for (const c of entry.channels) {
+      lines.push(`    case ${lit(c.variantName)}:`);
+      lines.push(`      return routes.${lowerCamel(c.variantName)}(request, channel);`);
+    }
+    lines.push(`  }`);
+    lines.push(`}`);
+    lines.push("");
+  }
+  const head = banner(ir, compilerVersion);
+  const importLines = [
+    `import { ${[...codecNames].sort((a, b) => a.replace(/^type /, "").localeCompare(b.replace(/^type /, ""))).join(", ")} } from "@diverge/codec";`,
+    `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`,
+  ];
+  return { path: "packages/server/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
+}
+
+// --- @diverge/client -------------------------------------------------------------------------
+
+function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFile {
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const askFrames = [...new Set(ir.exchanges.map((x) => x.askFrameId))].map((id) => frameById.get(id)!);
+  const codecNames = new Set<string>();
+  const lines: string[] = [];
+  lines.push(`// The provider's typed surface of revision ${ir.revision}: a handler per exchange the provider answers,`);
+  lines.push(`// the dispatch of an ask (on \`/requests\` or a channel the proxy opens) to it, and a typed method per`);
+  lines.push(`// channel the provider opens on the begin scope.`);
+  lines.push("");
+  const handled = ir.exchanges.filter(typed).sort((a, b) => a.kind - b.kind);
+  lines.push(
+    ...doc([
+      "One member per exchange the provider answers. A missing member, or one that resolves with `undefined`",
+      "(a stream that yields nothing), declines: the answer path (or channel) closes with no message, which the",
+      "proxy reads as not served. A one-message handler resolves with the answer frame's value; a stream handler",
+      "yields one answer frame's value per message.",
+    ]),
+  );
+  lines.push(`export interface ProviderHandlers {`);
+  for (const x of handled) {
+    const ask = frameById.get(x.askFrameId)!;
+    const answer = frameById.get(x.answerFrameId!)!;
+    codecNames.add(`type ${ask.name}Body`);
+    codecNames.add(`type ${answer.name}`);
+    const stream = STREAMS.has(x.messages);
+    lines.push(...doc([`Kind ${x.kind}, ${x.ask}: ${patternText(x)}.`], "  "));
+    lines.push(`  readonly ${lowerCamel(x.variantName)}?: (ask: ${ask.name}Body<${lit(x.variantName)}>, context: AnswerContext) => ${stream ? `AsyncIterable<${answer.name}>` : `Promise<${answer.name} | undefined> | ${answer.name} | undefined`};`);
+  }
+  lines.push(`}`);
+  lines.push("");
+  lines.push(...doc(["An ask on its way to its handler: the exchange it starts and how to produce its answer messages."]));
+  lines.push(`export interface DispatchedAsk {`);
+  lines.push(`  readonly exchange: ExchangeDescriptor;`);
+  lines.push(`  /** The answer messages, encoded; none (or no handler) declines. */`);
+  lines.push(`  answer(context: AnswerContext): AsyncIterable<Uint8Array>;`);
+  lines.push(`}`);
+  lines.push("");
+  for (const ask of askFrames) {
+    const table = lowerCamel(`${ask.name}Exchanges`);
+    codecNames.add(table);
+    codecNames.add(`type ${ask.name}`);
+    codecNames.add(`type ExchangeDescriptor`);
+    const prop = ask.switch!.property;
+    lines.push(...doc([`The exchange a ${ask.title} starts and its answer, from \`handlers\`. Undefined when no handler answers it (raw bytes, or an answer frame not declared yet).`]));
+    lines.push(`export function dispatch${ask.name}(ask: ${ask.name}, handlers: ProviderHandlers): DispatchedAsk | undefined {`);
+    lines.push(`  switch (ask.${prop}) {`);
+    for (const x of handled.filter((e) => e.askFrameId === ask.id)) {
+      const name = lowerCamel(x.variantName);
+      const stream = STREAMS.has(x.messages);
+      lines.push(`    case ${lit(x.variantName)}: {`);
+      lines.push(`      const { channel: _channel, ${prop}: _kind, ...body } = ask;`);
+      lines.push(`      const exchange = ${table}.${x.variantName};`);
+      lines.push(`      const handler = handlers.${name};`);
+      lines.push(`      return { exchange, answer: (context) => ${stream ? "streamOf" : "oneOf"}(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };`);
+      lines.push(`    }`);
+    }
+    lines.push(`    default:`);
+    lines.push(`      return undefined;`);
+    lines.push(`  }`);
+    lines.push(`}`);
+    lines.push("");
+  }
+  // Proxy-opened channels carrying exchanges: the same handlers answer them.
+  for (const t of ir.channelTables) {
+    const entry = t.tables.find((e) => e.opener === "proxy");
+    if (!entry) continue;
+    const frame = frameById.get(entry.frameId)!;
+    const prop = frame.switch!.property;
+    codecNames.add(`type ${frame.name}`);
+    lines.push(...doc([`The answer to a channel the proxy opens on ${t.title}, from the handler of the exchange it carries. Undefined for a channel no handler answers here (the connection halves, raw bytes).`]));
+    lines.push(`export function dispatch${pascal(t.id)}ProxyChannel(request: ${frame.name}, handlers: ProviderHandlers): DispatchedAsk | undefined {`);
+    lines.push(`  switch (request.${prop}) {`);
+    for (const c of entry.channels) {
+      const x = c.exchangeId ? ir.exchanges.find((e) => e.id === c.exchangeId) : undefined;
+      if (!x || !typed(x)) continue;
+      const ask = frameById.get(x.askFrameId)!;
+      const table = lowerCamel(`${ask.name}Exchanges`);
+      const stream = STREAMS.has(x.messages);
+      lines.push(`    case ${lit(c.variantName)}: {`);
+      lines.push(`      const { ${prop}: _variant, ...body } = request;`);
+      lines.push(`      const exchange = ${table}.${x.variantName};`);
+      lines.push(`      const handler = handlers.${lowerCamel(x.variantName)};`);
+      lines.push(`      return { exchange, answer: (context) => ${stream ? "streamOf" : "oneOf"}(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };`);
+      lines.push(`    }`);
+    }
+    lines.push(`    default:`);
+    lines.push(`      return undefined;`);
+    lines.push(`  }`);
+    lines.push(`}`);
+    lines.push("");
+  }
+  // Provider-opened channels: one typed ask each.
+  for (const t of ir.channelTables) {
+    const entry = t.tables.find((e) => e.opener === "provider");
+    if (!entry) continue;
+    const frame = frameById.get(entry.frameId)!;
+    const prop = frame.switch!.property;
+    const descriptors = lowerCamel(`${pascal(t.id)}ProviderOpened`);
+    codecNames.add(descriptors);
+    codecNames.add(`type ${frame.name}`);
+    const chans = entry.channels.filter((c: IrChannel) => c.answer.frameId !== undefined);
+    const skipped = entry.channels.filter((c: IrChannel) => c.answer.frameId === undefined);
+    lines.push(
+      ...doc([
+        `One typed method per channel the provider opens on ${t.title}, bound onto a channel engine.`,
+        ...(skipped.length > 0 ? [`Not here (raw bytes, hand-written): ${skipped.map((c) => c.variantName).join(", ")}.`] : []),
+      ]),
+    );
+    lines.push(`export interface ProviderAsks {`);
+    for (const c of chans) {
+      const answer = frameById.get(c.answer.frameId!)!;
+      codecNames.add(`type ${answer.name}`);
+      const stream = STREAMS.has(c.answer.messages);
+      lines.push(...doc([`Tag ${c.tag}: ${patternText(c.answer)}; a bare finish means ${c.bareFinish}.`], "  "));
+      lines.push(`  ${lowerCamel(c.variantName)}(request: Omit<Extract<${frame.name}, { ${prop}: ${lit(c.variantName)} }>, ${lit(prop)}>): ${stream ? `ChannelStream<${answer.name}>` : `Promise<ChannelOutcome<${answer.name}>>`};`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc(["Binds every method of {@link ProviderAsks} to `engine`."]));
+    lines.push(`export function bindProviderAsks(engine: ChannelAskEngine<${frame.name}>): ProviderAsks {`);
+    lines.push(`  const c = ${descriptors};`);
+    lines.push(`  return {`);
+    for (const c of chans) {
+      const stream = STREAMS.has(c.answer.messages);
+      lines.push(`    ${lowerCamel(c.variantName)}: (request) => engine.${stream ? "stream" : "one"}(c.${c.variantName}, { ${prop}: ${lit(c.variantName)}, ...request }),`);
+    }
+    lines.push(`  };`);
+    lines.push(`}`);
+    lines.push("");
+  }
+  const head = banner(ir, compilerVersion);
+  const importLines = [
+    `import { ${[...codecNames].sort((a, b) => a.replace(/^type /, "").localeCompare(b.replace(/^type /, ""))).join(", ")} } from "@diverge/codec";`,
+    `import { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "../exchanges/engine.js";`,
+  ];
+  return { path: "packages/client/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
+}
+
+export type { IrChannelTable, IrExchange, IrOpenedPath };
