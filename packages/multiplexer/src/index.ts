@@ -14,3 +14,4 @@ export {
 } from "./multiplexer.js";
 export { FrameSocket, binaryOf, type WebSocketLike, type FrameSocketOptions } from "./socket.js";
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "./revision.js";
+export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "./guard.js";
