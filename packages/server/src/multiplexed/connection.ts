@@ -23,6 +23,7 @@ import { loadDivergeInfo } from "./info.js";
 import { InwardMcp, type McpOutcome } from "./mcp.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
+import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
 
 const DISREGARDED_KEPT = 1000;
 /** Channels whose dropped notifications are counted apart in `stats()`. */
@@ -236,27 +237,21 @@ export class ProxyConnection {
       this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
       return responder.finish();
     }
-    switch (request.variant) {
-      case "Postgres":
-        return this.postgres.providerHalf(request.connection_id, responder);
-      case "Daemon":
-        return this.daemons.providerHalf(request.connection_id, responder);
-      case "Info":
-        return this.guard(responder, `channel ${responder.channel}`, this.answerInfo(responder));
-      case "Secrets":
-        return this.guard(responder, `channel ${responder.channel}`, this.feedSecrets(responder, request.values));
-      case "McpListTools":
-        return this.relayGuarded(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never));
-      case "McpListResources":
-        return this.relayGuarded(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never));
-      case "McpCallTool":
-        return this.relayGuarded(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never));
-      case "McpReadResource":
-        return this.relayGuarded(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never));
-      case "McpNotifications":
-        return this.guard(responder, `channel ${responder.channel}`, this.subscribe(responder));
-    }
+    routeToolsBeginChannelsProviderChannel(request, this.channelRoutes, responder);
   }
+
+  /** What each channel the provider opens does; which tag is which is the generated routing's business. */
+  private readonly channelRoutes: ToolsBeginChannelsProviderRoutes<Responder> = {
+    postgres: (request, responder) => this.postgres.providerHalf(request.connection_id, responder),
+    daemon: (request, responder) => this.daemons.providerHalf(request.connection_id, responder),
+    info: (_request, responder) => this.guard(responder, `channel ${responder.channel}`, this.answerInfo(responder)),
+    secrets: (request, responder) => this.guard(responder, `channel ${responder.channel}`, this.feedSecrets(responder, request.values)),
+    mcpListTools: (request, responder) => this.relayGuarded(responder, { method: "tools/list", params: request.params }, (outcome) => encodeMcpListToolsAnswer(answerOf(outcome) as never)),
+    mcpListResources: (request, responder) => this.relayGuarded(responder, { method: "resources/list", params: request.params }, (outcome) => encodeMcpListResourcesAnswer(answerOf(outcome) as never)),
+    mcpCallTool: (request, responder) => this.relayGuarded(responder, { method: "tools/call", params: request.params }, (outcome) => encodeMcpCallToolAnswer(answerOf(outcome) as never)),
+    mcpReadResource: (request, responder) => this.relayGuarded(responder, { method: "resources/read", params: request.params }, (outcome) => encodeMcpReadResourceAnswer(answerOf(outcome) as never)),
+    mcpNotifications: (_request, responder) => this.guard(responder, `channel ${responder.channel}`, this.subscribe(responder)),
+  };
 
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
   private guard(responder: Responder, what: string, work: Promise<void>): void {
