@@ -85,9 +85,40 @@ async function outcome(call: () => Promise<unknown>): Promise<unknown> {
   }
 }
 
+/** Every relayed exchange comes to the same outcome through the bridge as directly against the container's server. */
+async function sameAsDirect(agents: Client[], direct: Client): Promise<void> {
+  const calls: [string, (client: Client) => Promise<unknown>][] = [
+    ["tools/list", (client) => client.listTools()],
+    ["tools/call greet", (client) => client.callTool({ name: "greet", arguments: { name: "Ada" } })],
+    ["tools/call unknown", (client) => client.callTool({ name: "nope", arguments: {} })],
+    ["tools/call greet with bad arguments", (client) => client.callTool({ name: "greet", arguments: { name: 7 } })],
+    ["resources/list", (client) => client.listResources()],
+    ["resources/read", (client) => client.readResource({ uri: "example://readme" })],
+    ["resources/read unknown", (client) => client.readResource({ uri: "example://none" })],
+  ];
+  for (const [what, call] of calls) {
+    const expected = await outcome(() => call(direct));
+    const seen = await Promise.all(agents.map((agent) => outcome(() => call(agent))));
+    for (const each of seen) expect(each, what).toEqual(expected);
+  }
+}
+
 const begin = (proxy: RunningProxy) => ["--proxy", `ws://127.0.0.1:${proxy.port}`, "--arguments", '{"greeting":"Hey"}', "--secret-env", "API_KEY"];
 
 describe("diverge connect --serve-tools", () => {
+  it("serves the container's tools over --transport paths (/tool/*) as over the multiplexed one", { timeout: 60_000 }, async () => {
+    const { app, proxy } = await fixture({ secretsGate: false });
+    const running = connect(["--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools", "127.0.0.1:0"]);
+    const url = (await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/mcp/)).trim();
+    const agents = await Promise.all([mcpClient(url), mcpClient(url)]);
+    await sameAsDirect(agents, await mcpClient(app.url.replace(/\/$/, "") + "/mcp"));
+    expect(running.stderr()).toContain("tools/call: answered");
+    // Nothing was begun: / is still free for a provider.
+    expect(proxy.multiplexed.connection).toBeUndefined();
+    running.child.kill("SIGTERM");
+    expect(await running.exited).toBe(0);
+  });
+
   it("serves the container's tools to several MCP sessions at once, as the container's server answers them", { timeout: 60_000 }, async () => {
     const { app, proxy } = await fixture();
     const running = connect([...begin(proxy), "--serve-tools", "127.0.0.1:0"], { env: { API_KEY: "k" } });
@@ -97,20 +128,7 @@ describe("diverge connect --serve-tools", () => {
 
     // Only what is relayed is advertised.
     expect(agents[0]!.getServerCapabilities()).toEqual({ tools: { listChanged: true }, resources: { listChanged: true } });
-    const calls: [string, (client: Client) => Promise<unknown>][] = [
-      ["tools/list", (client) => client.listTools()],
-      ["tools/call greet", (client) => client.callTool({ name: "greet", arguments: { name: "Ada" } })],
-      ["tools/call unknown", (client) => client.callTool({ name: "nope", arguments: {} })],
-      ["tools/call greet with bad arguments", (client) => client.callTool({ name: "greet", arguments: { name: 7 } })],
-      ["resources/list", (client) => client.listResources()],
-      ["resources/read", (client) => client.readResource({ uri: "example://readme" })],
-      ["resources/read unknown", (client) => client.readResource({ uri: "example://none" })],
-    ];
-    for (const [what, call] of calls) {
-      const expected = await outcome(() => call(direct));
-      const seen = await Promise.all(agents.map((agent) => outcome(() => call(agent))));
-      for (const each of seen) expect(each, what).toEqual(expected);
-    }
+    await sameAsDirect(agents, direct);
     // A method the bridge does not relay is MCP's method-not-found.
     const prompts = (await outcome(() => agents[1]!.listPrompts())) as { error: { code: number } };
     expect(prompts.error.code).toBe(-32601);

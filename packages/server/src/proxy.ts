@@ -6,6 +6,7 @@ import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
+import { InwardMcp } from "./inward-mcp.js";
 
 export const PROXY_PORT = 14979;
 
@@ -71,6 +72,12 @@ export interface ProxyContext {
   /** Program-facing, loopback only: `/mcp`, `/daemon`. */
   readonly program: RouteListener;
   readonly gate: Gate;
+  /**
+   * The proxy's one MCP client to the container's own MCP server (`http://127.0.0.1:<app port>/mcp`),
+   * dialled on first use and again when its transport died; the begin scope's MCP channels and the
+   * paths transport's `/tool/*` share it.
+   */
+  readonly inward: InwardMcp;
 }
 
 export interface ProxyPart {
@@ -119,6 +126,8 @@ export interface RunningProxy {
   readonly mcp: PathsPart["mcp"];
   /** The multiplexed connection on `/` and its tools::begin scope. */
   readonly multiplexed: MultiplexedPart;
+  /** The proxy's one MCP client to the container's MCP server, shared by the begin scope and `/tool/*`. */
+  readonly inward: InwardMcp;
   /** The counters of the proxy's bounded queues, now. */
   stats(): ProxyStats;
   close(): Promise<void>;
@@ -166,7 +175,8 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
   const gate = new Gate(!resolved.secretsGate, () =>
     resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
   );
-  const context: ProxyContext = { options: resolved, provider, program, gate };
+  const inward = new InwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
+  const context: ProxyContext = { options: resolved, provider, program, gate, inward };
   const paths = attachPaths(context);
   const multiplexed = await attachMultiplexed(context);
   await provider.listen();
@@ -179,6 +189,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     paths,
     mcp: paths.mcp,
     multiplexed,
+    inward,
     stats() {
       const asks = paths.mcp.stats();
       const connection = multiplexed.connection?.stats();
@@ -199,6 +210,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     },
     async close() {
       await Promise.allSettled([paths.close(), multiplexed.close()]);
+      await inward.close();
       await Promise.allSettled([provider.close(), program.close()]);
     },
   };

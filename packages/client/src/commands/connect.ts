@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
+import { PathsTools } from "../paths/tools.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
 import { commandExec } from "../families/command-exec.js";
 import { PostgresVault } from "../families/vault.js";
@@ -133,9 +134,6 @@ export async function runConnect(args: string[]): Promise<number> {
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
-  if (!multiplexed && (serveAt || values["serve-tools-stdio"])) {
-    return usage("--serve-tools over --transport paths needs the proxy's /tool/* paths, which this version does not reach yet; use --transport multiplexed");
-  }
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -255,7 +253,7 @@ export async function runConnect(args: string[]): Promise<number> {
       return fail(problem);
     }
     source = loggedSource(connection.mcp, say);
-  }
+  } else source = loggedSource(new PathsTools(values.proxy!), say);
 
   let serving: ServingTools | undefined;
   if (source && (serveAt || values["serve-tools-stdio"])) {

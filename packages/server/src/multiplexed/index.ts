@@ -67,7 +67,7 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
               return;
             }
             log("the provider connection ended");
-          });
+          }, context.inward);
           connection = current;
           // Program connections are held until the begin is answered Begun, then handed over.
           current.whenBegun.then(

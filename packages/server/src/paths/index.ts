@@ -6,13 +6,16 @@ import { McpAsks } from "./mcp.js";
 import { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
 import { RequestsEngine } from "../exchanges/engine.js";
-import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
+import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
+import { PathsEngine } from "../exchanges/paths.js";
+import { toolPathHandlers } from "./tool.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, STREAM_GRACE_MS, programErrorOf, type ProgramMcpOptions } from "./program-mcp.js";
 export { ProgramApi } from "./program-api.js";
+export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./tool.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
@@ -23,6 +26,8 @@ export interface PathsPart extends ProxyPart {
   readonly asks: ProxyAsks;
   /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
   readonly programMcp: ProgramMcpServer;
+  /** The paths the provider opens (`/tool/*`), served from the generated handlers' table. */
+  readonly providerPaths: PathsEngine;
 }
 
 export function attachPaths(context: ProxyContext): PathsPart {
@@ -32,6 +37,13 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
+  // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
+  const providerPaths = new PathsEngine(bindProviderPaths(toolPathHandlers({ inward: context.inward, gate, log: options.log })), {
+    maxMessageBytes: options.maxMessageBytes,
+    maxStreamBacklogBytes: options.maxNotificationBacklogBytes,
+    log: options.log,
+  });
+  provider.addUpgradeRoute(providerPaths);
   program.addRequestRoute(programMcp.route);
   // The vault and command API beside /mcp; a body is at most one message less the ask's header.
   const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
@@ -45,7 +57,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
     board,
     asks,
     programMcp,
+    providerPaths,
     async close() {
+      providerPaths.close();
       mcp.close();
       programApi.close();
       board.close();

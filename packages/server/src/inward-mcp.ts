@@ -14,7 +14,7 @@ import {
   ReadResourceResultSchema,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
-import { perRequestSignalFetch, type WatchedFetch } from "../fetch.js";
+import { perRequestSignalFetch, type WatchedFetch } from "./fetch.js";
 
 /** A JSON-RPC error object, as relayed in a `[1]` answer. */
 export interface ErrorData {
