@@ -188,3 +188,27 @@ describe("the command API on the program port", () => {
     expect(rest).toBe(`${JSON.stringify({ end: "lost" })}\n`);
   });
 });
+
+describe("which transport carries a vault ask", () => {
+  it("/requests before the provider has begun tools on /, the begin scope once it has; the program never knows", async () => {
+    const { startExampleContainer, exampleRoot } = await import("@diverge/example-container");
+    const app = await startExampleContainer();
+    running.push(app);
+    const p = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false, log: () => {} });
+    running.push(p);
+    const via = (transport: string): ProxyHandlers => ({ vaultGet: () => ({ variant: "Present", value: new TextEncoder().encode(transport) }) });
+    connect(p, via("/requests"));
+    expect(await (await api(p, "/vault/k")).text()).toBe("/requests");
+    const { openContainer } = await import("../src/index.js");
+    const container = await openContainer(`ws://127.0.0.1:${p.port}`, { handlers: via("begin scope") });
+    running.push(container);
+    // Connected but not begun: still /requests.
+    expect(await (await api(p, "/vault/k")).text()).toBe("/requests");
+    await container.beginTools({ arguments: { greeting: "Hi" } });
+    expect(await (await api(p, "/vault/k")).text()).toBe("begin scope");
+    // A channel the provider does not answer is a bare finish: not served, 503.
+    expect((await api(p, "/vault/k", { method: "DELETE" })).status).toBe(503);
+    // Command has no begin-scope channel: it stays on /requests.
+    expect(await ndjson(await api(p, "/command", { method: "POST", body: "x" }))).toEqual([{ end: "notServed" }]);
+  }, 30_000);
+});

@@ -10,3 +10,4 @@ export { PathsEngine, type BoundPath, type PathContext, type PathRequest, type P
 export { bindProviderPaths, type ProviderPathHandlers } from "./gen/exchanges.js";
 export { InwardMcp, type InwardExchange, type McpOutcome } from "./inward-mcp.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./paths/index.js";
+export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";

@@ -3,6 +3,7 @@
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import { Gate } from "./gate.js";
 import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
+import { MultiplexerError } from "@diverge/multiplexer";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
@@ -179,6 +180,23 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
   const context: ProxyContext = { options: resolved, provider, program, gate, inward };
   const paths = attachPaths(context);
   const multiplexed = await attachMultiplexed(context);
+  // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
+  paths.useBeginScope(() => {
+    const connection = multiplexed.connection;
+    const scope = connection?.begin.begun ? connection.begin.scope : undefined;
+    if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
+    return {
+      openChannel: (payload, handlers) => {
+        try {
+          return connection.frames.mux.openChannel(scope, payload, handlers);
+        } catch (error) {
+          // The begin scope is gone (the connection is ending): `/requests` carries the ask instead.
+          if (error instanceof MultiplexerError) return undefined;
+          throw error;
+        }
+      },
+    };
+  });
   await provider.listen();
   await program.listen();
   return {

@@ -26,6 +26,7 @@ import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { pipePostgres, type DatabaseAddress } from "./postgres.js";
+import { dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
 
 /** A JSON-RPC error object as the container's MCP server sent it. */
 export interface ErrorData {
@@ -204,6 +205,11 @@ export interface OpenContainerOptions extends RequestOptions {
   readonly onPostgres?: (connection: AnnouncedConnection) => unknown;
   /** Called for every daemon connection the proxy announces; without it each is declined. As `onPostgres` for failures. */
   readonly onDaemon?: (connection: AnnouncedConnection) => unknown;
+  /**
+   * Answers the exchanges the proxy asks on the begin scope (the vault, once begun), the same
+   * generated handlers `connectProxy` takes for `/requests`. A channel no handler answers is declined.
+   */
+  readonly handlers?: ProviderHandlers;
   /** Sees every event, from the first. */
   readonly onEvent?: (event: MultiplexedConnectionEvent) => void;
 }
@@ -526,8 +532,29 @@ export class MultiplexedConnection {
       }
       return;
     }
-    // Vault and outward MCP are not served on this connection by this client.
-    responder.finish();
+    // Every other channel carries an exchange: the generated dispatch finds its handler.
+    const dispatched = this.options.handlers && dispatchToolsBeginChannelsProxyChannel(request, this.options.handlers);
+    if (!dispatched) return responder.finish();
+    void this.answerChannel(responder, dispatched);
+  }
+
+  /** Sends a dispatched exchange's answer messages on the channel, then its finish (bare when none). */
+  private async answerChannel(responder: Responder, dispatched: DispatchedAsk): Promise<void> {
+    const controller = new AbortController();
+    try {
+      for await (const bytes of dispatched.answer({ channel: responder.channel, path: `/ channel ${responder.channel}`, signal: controller.signal })) {
+        if (responder.finished) {
+          controller.abort();
+          break;
+        }
+        responder.respond(bytes);
+      }
+    } catch {
+      // A handler that fails answers what it had sent so far; with nothing sent, that is not served.
+    } finally {
+      controller.abort();
+      responder.finish();
+    }
   }
 
   private databaseHandler(): ((connection: AnnouncedConnection) => unknown) | undefined {

@@ -3,11 +3,7 @@
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import {
   decodeRequestsAsk,
-  encodeMcpCallToolAnswer,
-  encodeMcpListResourcesAnswer,
-  encodeMcpListToolsAnswer,
   encodeMcpNotificationsAnswer,
-  encodeMcpReadResourceAnswer,
   EncodeError,
   RequestsAskError,
   RequestsAskTag,
@@ -27,6 +23,7 @@ import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
+import type { AnswerContext } from "../exchanges/engine.js";
 import { requestsAskExchangesByKind } from "@diverge/codec";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
@@ -177,27 +174,6 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     emit({ type: "pathEnded", path, outcome: bytes ? "answered" : "declined", ending });
   };
 
-  const answering = <P, R>(path: string, channel: number, handler: Answering<P, R> | undefined, params: P, encode: (answer: McpAnswer<R>) => Uint8Array) =>
-    answerOnce(path, async () => {
-      if (!handler) return undefined;
-      let answer: McpAnswer<R> | undefined;
-      try {
-        answer = await handler(params, { channel, path });
-      } catch (problem) {
-        const reason = problem instanceof Error ? problem.message : String(problem);
-        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
-        answer = { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
-      }
-      if (!answer) return undefined;
-      try {
-        return encode(answer);
-      } catch (problem) {
-        if (!(problem instanceof EncodeError)) throw problem;
-        emit({ type: "error", error: new ProviderError({ variant: "AnswerUnwritable", path, reason: problem.message }) });
-        return undefined;
-      }
-    });
-
   /**
    * Opens `path` and sends the answer messages of a dispatched ask, then closes cleanly. A handler that
    * fails before its first message declines (a clean close with no message); one that fails after it
@@ -217,7 +193,8 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       }
     } catch (problem) {
       const reason = problem instanceof Error ? problem.message : String(problem);
-      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+      // An answer that cannot be written (a field over its length prefix) is the handler's mistake too, named as such.
+      emit({ type: "error", error: new ProviderError({ variant: problem instanceof EncodeError ? "AnswerUnwritable" : "HandlerFailed", path, reason }) });
       if (sent > 0) socket.terminate();
     }
     socket.close();
@@ -269,26 +246,40 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     }
   };
 
+  /**
+   * The MCP handlers of kinds 0 to 3 in the generated shape: a handler that throws answers with an MCP
+   * internal error (-32603) carrying the thrown message. A generated member given directly wins.
+   */
+  const mcpAnswering =
+    <P, R>(handler: Answering<P, R> | undefined) =>
+    handler &&
+    (async (ask: { readonly params: P }, context: AnswerContext): Promise<McpAnswer<R> | undefined> => {
+      try {
+        return await handler(ask.params, { channel: context.channel, path: context.path });
+      } catch (problem) {
+        const reason = problem instanceof Error ? problem.message : String(problem);
+        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: context.path, reason }) });
+        return { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
+      }
+    });
+  const generated: ProviderHandlers = {
+    mcpListTools: mcpAnswering(handlers.listTools) as ProviderHandlers["mcpListTools"],
+    mcpListResources: mcpAnswering(handlers.listResources) as ProviderHandlers["mcpListResources"],
+    mcpCallTool: mcpAnswering(handlers.callTool) as ProviderHandlers["mcpCallTool"],
+    mcpReadResource: mcpAnswering(handlers.readResource) as ProviderHandlers["mcpReadResource"],
+  };
+  const provider: ProviderHandlers = new Proxy(handlers, {
+    get: (target, key) => (target as Record<PropertyKey, unknown>)[key] ?? (generated as Record<PropertyKey, unknown>)[key],
+  });
+
   const dispatch = (ask: RequestsAsk) => {
     const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
-    switch (ask.kind) {
-      case "McpListTools":
-        return answering(path, ask.channel, handlers.listTools, ask.params, encodeMcpListToolsAnswer);
-      case "McpListResources":
-        return answering(path, ask.channel, handlers.listResources, ask.params, encodeMcpListResourcesAnswer);
-      case "McpCallTool":
-        return answering(path, ask.channel, handlers.callTool, ask.params, encodeMcpCallToolAnswer);
-      case "McpReadResource":
-        return answering(path, ask.channel, handlers.readResource, ask.params, encodeMcpReadResourceAnswer);
-      case "McpNotifications":
-        return streamNotifications(path, ask.channel);
-      default: {
-        // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
-        // handler not given) is declined, so the proxy reports it failed inside the container.
-        const dispatched = dispatchRequestsAsk(ask, handlers);
-        return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
-      }
-    }
+    // The notification stream keeps its sink-shaped handler (the relay pushes into it).
+    if (ask.kind === "McpNotifications" && !handlers.mcpNotifications) return streamNotifications(path, ask.channel);
+    // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
+    // handler not given) is declined, so the proxy reports it failed inside the container.
+    const dispatched = dispatchRequestsAsk(ask, provider);
+    return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
   };
 
   const onAsk = (bytes: Uint8Array) => {

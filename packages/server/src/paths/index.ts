@@ -9,6 +9,7 @@ import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 import { PathsEngine } from "../exchanges/paths.js";
 import { toolPathHandlers } from "./tool.js";
+import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
@@ -22,8 +23,13 @@ export interface PathsPart extends ProxyPart {
   readonly mcp: McpAsks;
   /** The asking machinery itself: its events say what happens on `/requests` and the answer paths. */
   readonly board: AskBoard;
-  /** Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). */
+  /**
+   * Every exchange of the `/requests` table the proxy can ask, typed (generated from the spec). One
+   * with a begin-scope channel goes on that scope once a provider has begun tools on `/`.
+   */
   readonly asks: ProxyAsks;
+  /** Where the begin scope is, while one is begun: the multiplexed part tells. */
+  useBeginScope(source: () => BeginScopeLink | undefined): void;
   /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
   readonly programMcp: ProgramMcpServer;
   /** The paths the provider opens (`/tool/*`), served from the generated handlers' table. */
@@ -34,7 +40,8 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
-  const asks = bindProxyAsks(new RequestsEngine({ board, log: options.log }));
+  let beginScope: () => BeginScopeLink | undefined = () => undefined;
+  const asks = bindProxyAsks(new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log })));
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
   // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
@@ -56,6 +63,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
     mcp,
     board,
     asks,
+    useBeginScope(source) {
+      beginScope = source;
+    },
     programMcp,
     providerPaths,
     async close() {

@@ -1,0 +1,133 @@
+// Which transport carries an exchange the proxy asks (project decision): once a provider has begun
+// tools on `/`, an exchange whose descriptor names a proxy-opened begin-scope channel goes on that
+// scope; before that, or on a proxy no provider has begun, it goes on `/requests`. A channel is asked
+// exactly once: a bare finish is not served, a connection that ends first loses the exchange.
+// Nothing here names a kind or a tag; the descriptors carry both.
+import { DecodeError, encodeToolsBeginServerChannelRequest, type ExchangeDescriptor } from "@diverge/codec";
+import { checkMcp } from "@diverge/codec/mcp";
+import type { AnswerHandlers, OpenedChannel } from "@diverge/multiplexer";
+import { TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding } from "./engine.js";
+
+/** The begin scope of the provider's connection, while it is begun. */
+export interface BeginScopeLink {
+  /** Opens a proxy channel with `payload`; undefined when the connection has ended meanwhile. */
+  openChannel(payload: Uint8Array, handlers: AnswerHandlers): OpenedChannel | undefined;
+}
+
+/** The whole channel request of a proxy-opened channel: its variant and the exchange's own fields. */
+export function encodeProxyChannelRequest(variant: string, ask: object): Uint8Array {
+  return encodeToolsBeginServerChannelRequest({ variant, ...ask } as Parameters<typeof encodeToolsBeginServerChannelRequest>[0]);
+}
+
+function decode<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): { answer: A } | { error: DecodeError } {
+  try {
+    return { answer: exchange.answer!.decode(bytes, { check: checkMcp }) };
+  } catch (problem) {
+    if (problem instanceof DecodeError) return { error: problem };
+    if (problem instanceof RangeError) return { error: new TooDeep() };
+    throw problem;
+  }
+}
+
+export class TransportChoice implements AskEngine {
+  constructor(
+    /** The begin scope when a provider has begun tools on `/`, else undefined. */
+    private readonly beginScope: () => BeginScopeLink | undefined,
+    /** The `/requests` engine. */
+    private readonly requests: AskEngine,
+  ) {}
+
+  private link(exchange: ExchangeDescriptor): BeginScopeLink | undefined {
+    return exchange.channel?.opener === "proxy" && exchange.answer ? this.beginScope() : undefined;
+  }
+
+  one<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): Promise<AskOutcome<A>> {
+    const link = this.link(exchange);
+    if (!link) return this.requests.one(exchange, ask, options);
+    if (options.signal?.aborted) return Promise.resolve({ type: "aborted" });
+    // An ask that cannot be written (a field over its length prefix) throws here, as on `/requests`.
+    const payload = encodeProxyChannelRequest(exchange.channel!.variant, ask);
+    return new Promise((resolve) => {
+      let answer: Uint8Array | undefined;
+      let settled = false;
+      let channel = 0;
+      const settle = (outcome: AskOutcome<A>) => {
+        if (settled) return;
+        settled = true;
+        options.signal?.removeEventListener("abort", onAbort);
+        resolve(outcome);
+      };
+      // A channel the proxy opened cannot be withdrawn; giving up disregards its answer.
+      const onAbort = () => settle({ type: "aborted" });
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      const opened = link.openChannel(payload, {
+          response: (payload) => {
+            answer ??= payload.slice();
+          },
+          finish: () => {
+            if (!answer) return settle({ type: "notServed", channel });
+            const read = decode(exchange, answer);
+            settle("answer" in read ? { type: "answered", answer: read.answer } : { type: "unreadable", channel, error: read.error });
+          },
+        lost: () => settle({ type: "lost" }),
+      });
+      if (!opened) {
+        // The connection ended between the check and the opening: `/requests` carries it instead.
+        options.signal?.removeEventListener("abort", onAbort);
+        settled = true;
+        void this.requests.one(exchange, ask, options).then(resolve);
+        return;
+      }
+      channel = opened.channel;
+    });
+  }
+
+  stream<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): AskStream<A> {
+    const link = this.link(exchange);
+    if (!link) return this.requests.stream(exchange, ask, options);
+    const buffered: A[] = [];
+    let ending: StreamEnding | undefined;
+    let wake: (() => void) | undefined;
+    let resolveEnded!: (e: StreamEnding) => void;
+    const ended = new Promise<StreamEnding>((resolve) => (resolveEnded = resolve));
+    let count = 0;
+    let channel = 0;
+    let lastSeen = false;
+    const finish = (e: StreamEnding) => {
+      if (ending) return;
+      ending = e;
+      resolveEnded(e);
+      wake?.();
+    };
+    const opened = link.openChannel(encodeProxyChannelRequest(exchange.channel!.variant, ask), {
+      response: (payload) => {
+        if (ending || lastSeen) return;
+        const read = decode(exchange, payload);
+        if (!("answer" in read)) return finish({ type: "unreadable", channel, error: read.error });
+        count++;
+        buffered.push(read.answer);
+        if (exchange.last !== undefined && (read.answer as { variant?: string }).variant === exchange.last) lastSeen = true;
+        wake?.();
+      },
+      finish: () => finish(count === 0 ? { type: "notServed", channel } : { type: "done" }),
+      lost: () => finish({ type: "lost" }),
+    });
+    if (!opened) return this.requests.stream(exchange, ask, options);
+    channel = opened.channel;
+    options.signal?.addEventListener("abort", () => finish({ type: "aborted" }), { once: true });
+    return {
+      ended,
+      async *[Symbol.asyncIterator]() {
+        for (;;) {
+          if (buffered.length > 0) {
+            yield buffered.shift()!;
+            continue;
+          }
+          if (ending) return;
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+    };
+  }
+}
