@@ -10,6 +10,7 @@ export {
   type ConnectOptions,
   type McpAnswer,
   type AskInfo,
+  type RawPath,
   type NotificationSink,
   type McpTarget,
   type RelayOptions,
@@ -33,3 +34,4 @@ export { Exit, exitStatusOf, exitStatusHelp, BackendError, type ExitStatus } fro
 export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths/tools.js";
 export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";
 export { bindProviderPathAsks, type ProviderPathAsks } from "./gen/exchanges.js";
+export { postgresOverPaths, type PostgresPathsOptions } from "./families/postgres-paths.js";

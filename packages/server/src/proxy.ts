@@ -179,7 +179,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
   const inward = new InwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
   const context: ProxyContext = { options: resolved, provider, program, gate, inward };
   const paths = attachPaths(context);
-  const multiplexed = await attachMultiplexed(context);
+  const multiplexed = await attachMultiplexed(context, paths.postgres);
   // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
   paths.useBeginScope(() => {
     const connection = multiplexed.connection;

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
 import { PathsTools } from "../paths/tools.js";
+import { postgresOverPaths } from "../families/postgres-paths.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
 import { commandExec } from "../families/command-exec.js";
 import { PostgresVault } from "../families/vault.js";
@@ -176,6 +177,8 @@ export async function runConnect(args: string[]): Promise<number> {
   const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
   const database = databaseBackend(values["database-url"], say);
   cleanups.push(() => database.close());
+  // The program's database connections on /requests (kind 11), made while nobody has begun on /.
+  (handlers as { raw?: ProxyHandlers["raw"] }).raw = postgresOverPaths(() => database.address(), { onError: (error) => process.stderr.write(`database: ${error.message}\n`) });
 
   let lost: (() => void) | undefined;
   const lostConnection = new Promise<void>((resolve) => (lost = resolve));
@@ -305,9 +308,13 @@ function databaseBackend(url: string | undefined, say: (line: string) => void) {
   };
   return {
     async pipe(announced: Parameters<typeof pipePostgres>[0]) {
-      if (url) return pipePostgres(announced, url);
+      return pipePostgres(announced, await this.address());
+    },
+    /** Where to dial: --database-url, else the embedded PGlite (started now if it is not yet). */
+    async address(): Promise<string | DatabaseAddress> {
+      if (url) return url;
       embedded ??= start();
-      return pipePostgres(announced, (await embedded).address);
+      return (await embedded).address;
     },
     async close() {
       if (embedded) await (await embedded).close();

@@ -9,6 +9,7 @@ import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 import { PathsEngine } from "../exchanges/paths.js";
 import { toolPathHandlers } from "./tool.js";
+import { PostgresOverRequests } from "./postgres.js";
 import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
@@ -17,6 +18,7 @@ export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, STREAM_GRACE_MS, programErrorOf, type ProgramMcpOptions } from "./program-mcp.js";
 export { ProgramApi } from "./program-api.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./tool.js";
+export { PostgresOverRequests, type PostgresOverRequestsStats } from "./postgres.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
@@ -34,6 +36,8 @@ export interface PathsPart extends ProxyPart {
   readonly programMcp: ProgramMcpServer;
   /** The paths the provider opens (`/tool/*`), served from the generated handlers' table. */
   readonly providerPaths: PathsEngine;
+  /** The program's database connections carried on `/requests` kind 11 while no provider has begun on `/`. */
+  readonly postgres: PostgresOverRequests;
 }
 
 export function attachPaths(context: ProxyContext): PathsPart {
@@ -51,6 +55,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     log: options.log,
   });
   provider.addUpgradeRoute(providerPaths);
+  const postgres = new PostgresOverRequests(board, options.log);
   program.addRequestRoute(programMcp.route);
   // The vault and command API beside /mcp; a body is at most one message less the ask's header.
   const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
@@ -68,6 +73,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     },
     programMcp,
     providerPaths,
+    postgres,
     async close() {
       providerPaths.close();
       mcp.close();
