@@ -35,3 +35,4 @@ export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths/too
 export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";
 export { bindProviderPathAsks, type ProviderPathAsks } from "./gen/exchanges.js";
 export { postgresOverPaths, type PostgresPathsOptions } from "./families/postgres-paths.js";
+export { mcpProviderHandlers } from "./families/mcp-handlers.js";

@@ -186,6 +186,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<RunningPro
     const scope = connection?.begin.begun ? connection.begin.scope : undefined;
     if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
     return {
+      key: connection,
       openChannel: (payload, handlers) => {
         try {
           return connection.frames.mux.openChannel(scope, payload, handlers);

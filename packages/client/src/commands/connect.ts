@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
 import { PathsTools } from "../paths/tools.js";
 import { postgresOverPaths } from "../families/postgres-paths.js";
+import { mcpProviderHandlers } from "../families/mcp-handlers.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
 import { commandExec } from "../families/command-exec.js";
 import { PostgresVault } from "../families/vault.js";
@@ -216,6 +217,8 @@ export async function runConnect(args: string[]): Promise<number> {
         revision: values.revision,
         timeoutMs,
         onPostgres: (announced) => database.pipe(announced),
+        // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
+        handlers: { ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() },
         onEvent: (event) => {
           switch (event.type) {
             case "announced":

@@ -43,9 +43,11 @@ export interface PathsPart extends ProxyPart {
 export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
-  const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
   let beginScope: () => BeginScopeLink | undefined = () => undefined;
-  const asks = bindProxyAsks(new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log })));
+  const choice = new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log }));
+  const asks = bindProxyAsks(choice);
+  // The program's outward MCP: on the begin scope once a provider has begun tools on `/` (tags 7-11), else on `/requests`.
+  const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks, engine: choice, beginScope: () => beginScope() });
   const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
   provider.addUpgradeRoute(board);
   // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
