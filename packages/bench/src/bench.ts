@@ -24,7 +24,7 @@ function argValue(args: readonly string[], name: string): string | undefined {
   return inline?.slice(name.length + 1);
 }
 
-/** The relay and memory suites need the server and client packages; load them only if present. */
+/** The relay, memory and start-up suites need the server and client packages; load them only if present. */
 export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems: Record<string, string> }> {
   const extra: ExtraSuites = {};
   const problems: Record<string, string> = {};
@@ -37,6 +37,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
     extra.memory = (await import("./cases/memory.js")).memorySuite;
   } catch (problem) {
     problems.memory = (problem as Error).message;
+  }
+  try {
+    extra.startup = (await import("./cases/startup.js")).startupSuite;
+  } catch (problem) {
+    problems.startup = (problem as Error).message;
   }
   return { extra, problems };
 }

@@ -7,11 +7,11 @@ import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -53,7 +53,8 @@ export interface Results {
   readonly generation?: GenerationResult;
   readonly relay?: unknown;
   readonly memory?: unknown;
-  /** Tables of the relay and memory suites. */
+  readonly startup?: unknown;
+  /** Tables of the relay, memory and start-up suites. */
   readonly tables: readonly Table[];
   readonly targets: readonly Target[];
 }
@@ -77,6 +78,7 @@ export interface SuiteReport {
 export interface ExtraSuites {
   relay?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   memory?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  startup?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -212,6 +214,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   let generationResult: GenerationResult | undefined;
   let relay: unknown;
   let memory: unknown;
+  let startup: unknown;
   const tables: Table[] = [];
 
   const codec: [Suite, (t: Timing) => Promise<GroupResult[]>][] = [
@@ -240,7 +243,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   targets.push(...judgeGroups(groups));
 
-  for (const suite of ["relay", "memory"] as const) {
+  for (const suite of ["relay", "memory", "startup"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -252,7 +255,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
     try {
       const out = await run(options.quick, log);
       if (suite === "relay") relay = out.result;
-      else memory = out.result;
+      else if (suite === "memory") memory = out.result;
+      else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
       suites.push({ suite, ran: true, seconds: (performance.now() - start) / 1000 });
@@ -281,5 +285,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, tables, targets };
 }

@@ -17,8 +17,8 @@ export {
   type McpRelay,
   type ProviderErrorDetail,
   type SocketEnding,
-  type WebSocketLike,
-  type WebSocketConstructor,
+  type WebSocketLike as PathsWebSocketLike,
+  type WebSocketConstructor as PathsWebSocketConstructor,
 } from "./paths/index.js";
 export * from "./multiplexed/index.js";
 export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./paths/fetch.js";

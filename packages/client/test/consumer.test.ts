@@ -209,6 +209,20 @@ describe("one notification channel per connection (issue 12, defect 15)", () => 
     expect(frames).toBeLessThanOrEqual(3);
   });
 
+  it("a notifications() stream ends on its signal", async () => {
+    const { connection } = await container({}, { secretsGate: false });
+    await connection.beginTools({ arguments: { greeting: "Hi" } });
+    const controller = new AbortController();
+    const stream = connection.mcp.notifications({ signal: controller.signal });
+    const loop = (async () => {
+      const seen: unknown[] = [];
+      for await (const notification of stream) seen.push(notification);
+      return seen;
+    })();
+    setTimeout(() => controller.abort(), 100);
+    expect(await within(loop)).toEqual({ value: [] });
+  });
+
   it("every iterator sees every notification; closing one does not end the others", async () => {
     const { connection } = await container({}, { secretsGate: false });
     await connection.beginTools({ arguments: { greeting: "Hi" } });
@@ -261,10 +275,16 @@ describe("nothing waits silently", () => {
       server.close(() => resolve());
     }));
     const sockets = new Set<import("node:net").Socket>();
-    server.on("connection", (socket) => sockets.add(socket));
+    server.on("connection", (socket) => {
+      sockets.add(socket);
+      socket.resume(); // reading, so the end of the dial is seen
+    });
     closers.push(async () => sockets.forEach((socket) => socket.destroy()));
     const error = await containerError(openContainer(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`, { timeoutMs: 200 }));
     expect(error.detail).toMatchObject({ variant: "TimedOut", what: "openContainer" });
+    // The abandoned dial is closed, not left half-open.
+    const [dialled] = [...sockets];
+    await new Promise((resolve) => (dialled!.destroyed ? resolve(undefined) : dialled!.once("close", resolve)));
   });
 
   it("info() returns typed front matter, keeping every member", async () => {

@@ -156,6 +156,12 @@ describe("outward relay (program → proxy → relayToMcp → MCP server): a fai
     await clients[0]!.callTool({ name: "notify", arguments: {} });
     await until(() => got.every((methods) => methods.length >= 3), 3000, "notifications in every session");
     for (const methods of got) expect(methods.sort()).toEqual(["notifications/message", "notifications/resources/updated", "notifications/tools/list_changed"]);
+    // The SDK's client reports progress whose token it did not make as an error: session two got
+    // its progress (token "tok", made by hand), sessions one and three got none.
+    const progressErrors = clients.map((client) => client.errors.map(String).filter((text) => /unknown token/.test(text)));
+    expect(progressErrors[1]!.length).toBe(2);
+    expect(progressErrors[1]![0]).toContain('"progressToken":"tok"');
+    expect([progressErrors[0], progressErrors[2]]).toEqual([[], []]);
   });
 });
 

@@ -99,12 +99,17 @@ describe("openContainer", () => {
     ]);
   });
 
-  it("rejects a refused begin with Refused; the connection is not begun, so a second begin may succeed, and a third is Refused", async () => {
+  it("rejects a refused begin with Refused, leaves the connection not begun, and refuses a begin after Begun", async () => {
     const { connection } = await container();
     expect((await rejection(connection.beginTools({ arguments: 7 }))).detail.variant).toBe("Refused");
-    await connection.beginTools({ arguments: { greeting: "Hi" } });
+    await expect(connection.info()).rejects.toMatchObject({ detail: { variant: "NotBegun" } });
+    // A refused begin leaves the connection not begun: another begin on the same connection works.
+    const tools = await connection.beginTools({ arguments: { greeting: "Hi" } });
+    expect(tools.map((tool) => tool.name)).toEqual(["greeter"]);
     const third = await rejection(connection.beginTools({ arguments: { greeting: "Hi" } }));
     expect(third.detail).toMatchObject({ variant: "Refused", error: { error: "the connection has already begun" } });
+    // The refused third begin did not end the begun scope.
+    expect((await connection.info())?.frontMatter.title).toBe("Greeter");
   });
 
   it("holds MCP exchanges until the secrets are fed", async () => {

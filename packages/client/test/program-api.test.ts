@@ -86,6 +86,21 @@ describe("the vault API on the program port", () => {
     expect(asked).toEqual(["k"]);
   });
 
+  it("refuses a value or a command over the message limit with 400, and asks nothing", async () => {
+    const p = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, maxMessageBytes: 1024, log: () => {} });
+    running.push(p);
+    const asked: string[] = [];
+    connect(p, { vaultSet: ({ key }) => (asked.push(key), { variant: "Done" }), command: async function* () { asked.push("command"); } });
+    expect((await api(p, "/vault/big", { method: "PUT", body: "x".repeat(4096) })).status).toBe(400);
+    expect((await api(p, "/command", { method: "POST", body: "x".repeat(4096) })).status).toBe(400);
+    // A body under the limit whose ask (header and key with it) is still over one message: 400 too.
+    const tooLong = await api(p, `/vault/${"k".repeat(100)}`, { method: "PUT", body: "x".repeat(1000) });
+    expect(tooLong.status).toBe(400);
+    expect(await tooLong.text()).toContain("more than one message may carry (1024)");
+    expect((await api(p, "/vault/k", { method: "PUT", body: "x".repeat(100) })).status).toBe(204);
+    expect(asked).toEqual(["k"]);
+  });
+
   it("a malformed answer is 502 with the decoder's text; a path ended abruptly is 503 and never asked again", async () => {
     const p = await proxy();
     const kinds: string[] = [];

@@ -1,3 +1,5 @@
+import type { PostcardView } from "./postcard-view.js";
+
 // What the testee knows about one frame: enough to decode, encode, and convert to and from views.
 export interface FrameEntry {
   readonly decode: (bytes: Uint8Array, options?: { check?: (type: string, value: unknown) => string | undefined }) => unknown;
@@ -8,4 +10,6 @@ export interface FrameEntry {
   readonly discriminant: string | undefined;
   /** The value fields that hold bytes, per variant name ("" for a plain frame); hex in a view. */
   readonly bytesFields: Readonly<Record<string, readonly string[]>>;
+  /** For a frame whose values hold postcard: how to walk them (u64 as decimal text in a view). */
+  readonly postcard?: PostcardView;
 }

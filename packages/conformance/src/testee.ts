@@ -5,6 +5,7 @@ import { EncodeError, fromHex, toHex } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import type { FrameEntry } from "./entry.js";
 import { registry } from "./gen/registry.js";
+import { postcardFromView, postcardToView } from "./postcard-view.js";
 
 type Reply = { value: unknown } | { hex: string } | { error: { variant: string; message: string } };
 
@@ -63,6 +64,11 @@ function variantOf(entry: FrameEntry, value: Record<string, unknown>): string {
 
 /** A decoded value as its language-neutral view: bytes become lowercase hex. */
 export function toView(entry: FrameEntry, value: unknown): unknown {
+  const view = bytesToView(entry, value);
+  return entry.postcard ? postcardToView(entry.postcard, variantOf(entry, value as Record<string, unknown>), view) : view;
+}
+
+function bytesToView(entry: FrameEntry, value: unknown): unknown {
   const object = value as Record<string, unknown>;
   const bytes = entry.bytesFields[variantOf(entry, object)] ?? [];
   if (bytes.length === 0) return value;
@@ -86,5 +92,5 @@ export function fromView(entry: FrameEntry, view: unknown): unknown {
       value[key] = fromHex(field);
     } else value[key] = field;
   }
-  return value;
+  return entry.postcard ? postcardFromView(entry.postcard, variantOf(entry, object), value) : value;
 }

@@ -1,6 +1,6 @@
 // A consumer with only @diverge/codec installed (no MCP SDK, no @types/node, no DOM): its types
-// must compile with skipLibCheck off, and the MCP-typed fields must be real types. Each
-// @ts-expect-error proves one: were the field `any` (an unresolved import), the directive would be
+// must compile with skipLibCheck off, and the MCP-typed fields must be real types. Each expected
+// error below proves one: were the field `any` (an unresolved import), the directive would be
 // unused, which tsc reports as an error.
 import {
   decodeMcpCallToolAnswer,

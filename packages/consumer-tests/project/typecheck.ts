@@ -21,7 +21,7 @@ import { readU32, type TypeCheck } from "@diverge/codec/runtime";
 import { answer, registry, type FrameEntry } from "@diverge/conformance";
 import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
 import { PROXY_PORT, startProxy, type RunningProxy } from "@diverge/server";
-import { connectProxy, type PathsConnection, type ProxyHandlers } from "@diverge/client";
+import { connectProxy, ContainerError, openContainer, type ContainerInfo, type DeclaredTool, type MultiplexedConnection, type PathsConnection, type ProxyHandlers } from "@diverge/client";
 
 const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
 const id: number = request.connection_id;
@@ -70,6 +70,22 @@ export async function loopback(): Promise<unknown> {
   await connection.close();
   await proxy.close();
   return tools;
+}
+export async function begin(url: string): Promise<readonly string[]> {
+  const container: MultiplexedConnection = await openContainer(url, { timeoutMs: 1000, onEvent: (event) => void event.type });
+  const declared: DeclaredTool[] = await container.beginTools({ arguments: null }, { timeoutMs: 1000 });
+  const info: ContainerInfo | undefined = await container.info({ signal: AbortSignal.timeout(1000) });
+  // @ts-expect-error the front matter's title is a string
+  const title: number | undefined = info?.frontMatter.title;
+  try {
+    await container.mcp.listTools(undefined, { timeoutMs: 1000 });
+  } catch (error) {
+    if (error instanceof ContainerError && error.detail.variant === "TimedOut") void error.detail.waitingFor;
+  }
+  const closed: Promise<void> = container.close();
+  await closed;
+  void title;
+  return [...declared.map((tool) => tool.name), ...(info?.frontMatter.secrets ?? [])];
 }
 // @ts-expect-error a port is a number
 void startProxy({ port: "14979" });

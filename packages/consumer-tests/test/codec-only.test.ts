@@ -52,7 +52,7 @@ describe("a project with only @diverge/codec", () => {
 
   it("reports a real type error in an MCP-typed field", () => {
     writeFileSync(join(project, "broken.ts"), 'import type { CallToolRequestParams } from "@diverge/codec";\nexport const p: CallToolRequestParams = { name: 42 };\n');
-    const { status, output } = tsc("--noEmit", "--strict", "--skipLibCheck", "false", "--module", "nodenext", "--moduleResolution", "nodenext", "--types", "", "broken.ts");
+    const { status, output } = tsc("--noEmit", "--strict", "--skipLibCheck", "false", "--module", "nodenext", "--moduleResolution", "nodenext", "broken.ts");
     expect(output).toMatch(/broken\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);
     expect(status).not.toBe(0);
   });

@@ -2,6 +2,7 @@
 // registry and every resolver can use.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { describe, expect, inject, it } from "vitest";
 import { expectedPublic, publicPackages, workspacePath } from "./packages.js";
 
@@ -42,6 +43,19 @@ for (const pkg of publicPackages) {
       // No tests, fixtures or sources: the vectors of @diverge/conformance are its product, not a fixture.
       expect(entries.filter((e) => /(^|\/)(test|tests|__tests__|fixtures?|src)\/|\.(test|spec)\.|\.tsbuildinfo$|(^|\/)[^/]+\.ts$(?<!\.d\.ts)/.test(e))).toEqual([]);
       if (pkg.name !== "@diverge/conformance") expect(entries.filter((e) => e.startsWith("vectors/"))).toEqual([]);
+    });
+
+    it("ships no map whose sources a consumer's debugger or editor cannot open", () => {
+      // A .js.map carries its sources (inlineSources); a .d.ts.map would point at src/*.ts, which is
+      // not shipped, so declaration maps are left out.
+      expect(entries.filter((e) => e.endsWith(".d.ts.map"))).toEqual([]);
+      for (const map of entries.filter((e) => e.endsWith(".map")).slice(0, 20)) {
+        const parsed = JSON.parse(read(map)) as { sources: string[]; sourcesContent?: (string | null)[] };
+        parsed.sources.forEach((source, i) => {
+          const shipped = entries.includes(join(dirname(map), source).replace(/\\/g, "/"));
+          expect(shipped || typeof parsed.sourcesContent?.[i] === "string", `${map} → ${source}`).toBe(true);
+        });
+      }
     });
 
     it("ships the repository's MIT LICENSE", () => {

@@ -1,11 +1,18 @@
 #!/usr/bin/env node
 // diverge-proxy: the proxy as a program, placed beside a container's entrypoint.
+//
+// It binds its ports first and says so, then loads the proxy (proxy.js and what it imports: the
+// codec, the multiplexer, the parts); what arrives meanwhile waits and is served once they are
+// attached. Only Node's own modules and bind.js/listener.js are imported before the listening line.
 import { parseArgs } from "node:util";
-import { SPOKEN_REVISIONS, speakRevision } from "@diverge/multiplexer";
+import { bindPorts, DEFAULT_PG_PORT, DEFAULT_PROGRAM_PORT, PROXY_PORT } from "./bind.js";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./listener.js";
-import { PROXY_PORT, startProxy, type ProxyOptions } from "./proxy.js";
+import type { ProxyOptions } from "./proxy.js";
 
-const help = `Usage: diverge-proxy [flags]
+/** The revisions spoken, from the multiplexer: loaded only for the help text and `--revision`. */
+const spoken = async () => (await import("@diverge/multiplexer")).SPOKEN_REVISIONS;
+
+const helpText = (SPOKEN_REVISIONS: readonly string[]) => `Usage: diverge-proxy [flags]
 
 The proxy side of the Diverge container-proxy protocol. Serves the provider on one
 port (the multiplexed connection on /, and /requests with its answer paths) and the program beside
@@ -15,10 +22,10 @@ Flags:
   --port <n>               provider-facing port (default ${PROXY_PORT})
   --host <h>               provider-facing interface (default 0.0.0.0, every interface, as the
                            spec places it; the library's default is 127.0.0.1)
-  --program-port <n>       loopback port for the program: MCP at /mcp (default 14980)
+  --program-port <n>       loopback port for the program: MCP at /mcp (default ${DEFAULT_PROGRAM_PORT})
   --app-port <n>           the program's own HTTP server (default $PORT, else 8080)
   --root <dir>             the container root where DIVERGE.md is read (default /)
-  --pg-port <n>            loopback port for the program's database driver (default 14981)
+  --pg-port <n>            loopback port for the program's database driver (default ${DEFAULT_PG_PORT})
   --no-secrets-gate        serve MCP exchanges before the program has taken its secrets
   --max-message-bytes <n>  largest message accepted on any path (default ${DEFAULT_MAX_MESSAGE_BYTES})
   --max-pending-asks <n>   outward MCP exchanges waiting for answers at once; more fail (default 10000)
@@ -89,7 +96,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   if (values.help) return "help";
   const maxMessageBytes = positive("max-message-bytes", values["max-message-bytes"]);
   return {
-    revision: values.revision === undefined ? undefined : speakRevision(values.revision),
+    revision: values.revision,
     host: values.host ?? "0.0.0.0",
     port: port("port", values.port),
     programPort: port("program-port", values["program-port"]),
@@ -114,26 +121,35 @@ async function main(argv: string[]): Promise<number> {
   let options: ProxyOptions | "help";
   try {
     options = parseProxyArgs(argv);
+    if (options !== "help" && options.revision !== undefined) (await import("@diverge/multiplexer")).speakRevision(options.revision);
   } catch (problem) {
-    process.stderr.write(`${(problem as Error).message}\n\n${help}`);
+    process.stderr.write(`${(problem as Error).message}\n\n${helpText(await spoken())}`);
     return 2;
   }
   if (options === "help") {
-    process.stdout.write(help);
+    process.stdout.write(helpText(await spoken()));
     return 0;
   }
-  const proxy = await startProxy(options);
-  const { log: _log, ...shown } = proxy.options;
-  options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
+  const ports = await bindPorts(options);
   // Listening for the stop signals before saying "listening": whoever reads that line may stop us at once.
   const stopped = new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
   process.stdout.write(
-    `diverge-proxy listening: provider ws://${proxy.options.host}:${proxy.port} (/, /requests), program http://127.0.0.1:${proxy.programPort}/mcp` +
-      `${proxy.options.secretsGate ? " (MCP held until the program takes its secrets)" : ""}\n`,
+    `diverge-proxy listening: provider ws://${options.host}:${ports.provider.port} (/, /requests), program http://127.0.0.1:${ports.program.port}/mcp` +
+      `${options.secretsGate === false ? "" : " (MCP held until the program takes its secrets)"}\n`,
   );
+  let proxy;
+  try {
+    const { startProxy } = await import("./proxy.js");
+    proxy = await startProxy(options, ports);
+  } catch (problem) {
+    await ports.close();
+    throw problem;
+  }
+  const { log: _log, ...shown } = proxy.options;
+  options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   await stopped;
   // Closing aborts every call still waiting on the program (/register, /secrets, the inward MCP
   // session) and ends every socket; should anything still hang, the proxy exits regardless after

@@ -3,11 +3,18 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { WebSocketServer, type WebSocket } from "ws";
+import type { WebSocket, WebSocketServer } from "ws";
 import { guardRefusal, type HostGuard } from "@diverge/multiplexer";
 
-/** What a route says about an upgrade request: accept it, refuse it with a status, or not mine. */
-export type UpgradeDecision = { accept: (socket: WebSocket, request: IncomingMessage) => void } | { refuse: number } | undefined;
+/**
+ * What a route says about an upgrade request: accept it, refuse it with a status, or not mine.
+ * `prepare`, when given, loads what the accepting code needs; the upgrade completes once it has
+ * resolved (the socket waits unread meanwhile), so the first connection waits for the load.
+ */
+export type UpgradeDecision =
+  | { accept: (socket: WebSocket, request: IncomingMessage) => void; prepare?: () => Promise<unknown> | undefined }
+  | { refuse: number }
+  | undefined;
 
 export interface UpgradeRoute {
   /** Called for every upgrade request; the first route that answers decides. */
@@ -25,6 +32,8 @@ export interface ListenerOptions {
   readonly maxHeaderBytes?: number;
   /** When given, every request and upgrade is checked against it first (DNS-rebinding protection); a refusal is 403. */
   readonly guard?: HostGuard;
+  /** Requests and upgrades wait (unanswered, unread) until `release()`: the routes are not added yet. */
+  readonly held?: boolean;
 }
 
 // The Host/Origin check lives in @diverge/multiplexer so the provider's --serve-tools listener makes the same one.
@@ -32,19 +41,31 @@ export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "@diverge/multiplex
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
+// `ws` (and with it Node's TLS, crypto and zlib modules) is loaded on the first upgrade, not at
+// start: a proxy nobody has connected to yet neither waits for it nor carries it.
+let wsModule: Promise<typeof import("ws")> | undefined;
+const loadWs = () => (wsModule ??= import("ws"));
+
 export class RouteListener {
   readonly server: Server;
   private readonly upgrades: UpgradeRoute[] = [];
   private readonly requests: RequestRoute[] = [];
-  private readonly wss: WebSocketServer;
+  private wss: WebSocketServer | undefined;
+  private closed = false;
+  /** What arrived while held: each entry serves one request or upgrade, or ends it when closing. */
+  private holding: { serve: () => void; end: () => void }[] | undefined;
 
   constructor(readonly options: ListenerOptions = {}) {
-    // permessage-deflate stays off: small binary frames, and compression costs memory per socket.
-    // UTF-8 of text messages goes unchecked: text carries no meaning on any path and is ignored, so
-    // invalid UTF-8 in one must not end the connection (ws would close it with 1007).
-    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, skipUTF8Validation: true, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    this.holding = options.held ? [] : undefined;
     this.server = createServer(options.maxHeaderBytes ? { maxHeaderSize: options.maxHeaderBytes } : {}, (request, response) => this.onRequest(request, response));
     this.server.on("upgrade", (request, socket, head) => this.onUpgrade(request, socket, head));
+  }
+
+  /** Serves what waited, in arrival order; from then on everything is served as it comes. */
+  release(): void {
+    const waiting = this.holding ?? [];
+    this.holding = undefined;
+    for (const entry of waiting) entry.serve();
   }
 
   addUpgradeRoute(route: UpgradeRoute): void {
@@ -74,12 +95,18 @@ export class RouteListener {
   }
 
   async close(): Promise<void> {
-    for (const client of this.wss.clients) client.terminate();
+    this.closed = true;
+    for (const entry of this.holding?.splice(0) ?? []) entry.end();
+    for (const client of this.wss?.clients ?? []) client.terminate();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   private onRequest(request: IncomingMessage, response: ServerResponse): void {
+    if (this.holding) {
+      this.holding.push({ serve: () => this.onRequest(request, response), end: () => response.destroy() });
+      return;
+    }
     const refusal = this.options.guard && guardRefusal(this.options.guard, request.headers);
     if (refusal) {
       // As the MCP SDK answers it: a JSON-RPC error with no id. The body is not read.
@@ -93,26 +120,52 @@ export class RouteListener {
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
+    if (this.holding) {
+      this.holding.push({ serve: () => this.onUpgrade(request, socket, head), end: () => socket.destroy() });
+      return;
+    }
     if (this.options.guard && guardRefusal(this.options.guard, request.headers)) return refuse(socket, 403);
     const pathname = pathOf(request);
     for (const route of this.upgrades) {
       const decision = route.decide(pathname, request);
       if (!decision) continue;
       if ("refuse" in decision) return refuse(socket, decision.refuse);
-      this.wss.handleUpgrade(request, socket, head, (ws) => {
-        ws.binaryType = "nodebuffer";
-        // A socket error (a message over the limit, a protocol violation, a reset) ends that socket
-        // with its close event; without a listener it would be thrown and end the whole process.
-        ws.on("error", () => {});
-        decision.accept(ws, request);
-      });
+      const prepared = decision.prepare?.();
+      if (this.wss && !prepared) return this.complete(this.wss, decision.accept, request, socket, head);
+      // Loading on first use: the socket stays unread (Node pauses it for the upgrade) until then.
+      Promise.all([this.webSocketServer(), prepared]).then(
+        ([wss]) => {
+          if (this.closed) socket.destroy();
+          else this.complete(wss, decision.accept, request, socket, head);
+        },
+        () => refuse(socket, 500),
+      );
       return;
     }
     refuse(socket, 404);
   }
+
+  private async webSocketServer(): Promise<WebSocketServer> {
+    const { WebSocketServer } = await loadWs();
+    // permessage-deflate stays off: small binary frames, and compression costs memory per socket.
+    // UTF-8 of text messages goes unchecked: text carries no meaning on any path and is ignored, so
+    // invalid UTF-8 in one must not end the connection (ws would close it with 1007).
+    this.wss ??= new WebSocketServer({ noServer: true, perMessageDeflate: false, skipUTF8Validation: true, maxPayload: this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    return this.wss;
+  }
+
+  private complete(wss: WebSocketServer, accept: (socket: WebSocket, request: IncomingMessage) => void, request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      ws.binaryType = "nodebuffer";
+      // A socket error (a message over the limit, a protocol violation, a reset) ends that socket
+      // with its close event; without a listener it would be thrown and end the whole process.
+      ws.on("error", () => {});
+      accept(ws, request);
+    });
+  }
 }
 
-const REASONS: Record<number, string> = { 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 426: "Upgrade Required" };
+const REASONS: Record<number, string> = { 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 426: "Upgrade Required", 500: "Internal Server Error" };
 
 function refuse(socket: Duplex, status: number): void {
   const reason = REASONS[status] ?? "Refused";

@@ -1,15 +1,17 @@
 // The proxy: one provider-facing listener (port 14979 by default) serving both transports, one
 // loopback listener for the program beside it, and the secrets gate they share.
+import type { Server as NetServer } from "node:net";
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
+import { bindPorts, PROXY_PORT, resolveBindOptions, type BoundPorts } from "./bind.js";
 import { Gate } from "./gate.js";
-import { DEFAULT_MAX_MESSAGE_BYTES, RouteListener } from "./listener.js";
+import type { RouteListener } from "./listener.js";
 import { MultiplexerError } from "@diverge/multiplexer";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
-import { InwardMcp } from "./inward-mcp.js";
+import { SharedInwardMcp } from "./inward-shared.js";
 
-export const PROXY_PORT = 14979;
+export { PROXY_PORT };
 
 export interface ProxyOptions {
   /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
@@ -54,6 +56,8 @@ export interface ProxyOptions {
   readonly allowedOrigins?: readonly string[];
   /** A program MCP session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000 (5 minutes). */
   readonly programSessionIdleMs?: number;
+  /** Program MCP sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
+  readonly maxProgramSessions?: number;
   /** Where the proxy reports what happens; never given a secret value. Default: silent. */
   readonly log?: (line: string) => void;
 }
@@ -78,7 +82,9 @@ export interface ProxyContext {
    * dialled on first use and again when its transport died; the begin scope's MCP channels and the
    * paths transport's `/tool/*` share it.
    */
-  readonly inward: InwardMcp;
+  readonly inward: SharedInwardMcp;
+  /** The postgres listener, when it was bound before the parts were attached. */
+  readonly pgServer?: NetServer;
 }
 
 export interface ProxyPart {
@@ -90,6 +96,7 @@ export const DEFAULT_MAX_OPEN_SCOPES = 64;
 export const DEFAULT_NOTIFICATION_BACKLOG_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_MAX_HELD_CONNECTIONS = 256;
 export const DEFAULT_PROGRAM_SESSION_IDLE_MS = 300_000;
+export const DEFAULT_MAX_PROGRAM_SESSIONS = 1000;
 
 /** Counters of a running proxy: what its bounded queues dropped or refused, and what is open now. */
 export interface ProxyStats {
@@ -128,7 +135,7 @@ export interface RunningProxy {
   /** The multiplexed connection on `/` and its tools::begin scope. */
   readonly multiplexed: MultiplexedPart;
   /** The proxy's one MCP client to the container's MCP server, shared by the begin scope and `/tool/*`. */
-  readonly inward: InwardMcp;
+  readonly inward: SharedInwardMcp;
   /** The counters of the proxy's bounded queues, now. */
   stats(): ProxyStats;
   close(): Promise<void>;
@@ -136,70 +143,76 @@ export interface RunningProxy {
 
 export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions {
   const envPort = Number(process.env.PORT);
+  const bind = resolveBindOptions(options);
   return {
     revision: speakRevision(options.revision),
-    host: options.host ?? "127.0.0.1",
-    port: options.port ?? PROXY_PORT,
-    programPort: options.programPort ?? 14980,
+    host: bind.host,
+    port: bind.port,
+    programPort: bind.programPort,
     appPort: options.appPort ?? (Number.isInteger(envPort) && envPort > 0 ? envPort : 8080),
     root: options.root ?? "/",
-    pgPort: options.pgPort ?? 14981,
+    pgPort: bind.pgPort,
     secretsGate: options.secretsGate ?? true,
-    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    maxMessageBytes: bind.maxMessageBytes,
     maxPendingAsks: options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS,
     maxOpenChannels: options.maxOpenChannels ?? DEFAULT_MAX_OPEN_CHANNELS,
     maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
     maxNotificationBacklogBytes: options.maxNotificationBacklogBytes ?? DEFAULT_NOTIFICATION_BACKLOG_BYTES,
     maxPairBacklogBytes: options.maxPairBacklogBytes ?? DEFAULT_PAIR_BACKLOG_BYTES,
     maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
-    allowedHosts: [...(options.allowedHosts ?? [])],
-    allowedOrigins: [...(options.allowedOrigins ?? [])],
+    allowedHosts: bind.allowedHosts,
+    allowedOrigins: bind.allowedOrigins,
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
+    maxProgramSessions: options.maxProgramSessions ?? DEFAULT_MAX_PROGRAM_SESSIONS,
     log: options.log ?? (() => {}),
   };
 }
 
-/** Starts a proxy: both listeners bound, both transports served. */
-export async function startProxy(options: ProxyOptions = {}): Promise<RunningProxy> {
+/**
+ * Starts a proxy: its ports bound, both transports served. `bound` (for `diverge-proxy`, which binds
+ * the ports before loading this module) are ports bound with the same options by `bindPorts`; what
+ * waited on them is served once the parts are attached.
+ */
+export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts): Promise<RunningProxy> {
   const resolved = resolveOptions(options);
-  const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes });
-  // Loopback, so every request and upgrade must name a loopback host (or an allowed one) and come
-  // from no Origin or an allowed one: MCP's rule for Streamable HTTP servers, applied to every path.
-  const program = new RouteListener({
-    host: "127.0.0.1",
-    port: resolved.programPort,
-    maxMessageBytes: resolved.maxMessageBytes,
-    // A vault key of 65,535 bytes, percent-encoded, is up to 192 KiB of URL: the program's heads may be that long.
-    maxHeaderBytes: 256 * 1024,
-    guard: { hosts: resolved.allowedHosts, origins: resolved.allowedOrigins },
-  });
-  const gate = new Gate(!resolved.secretsGate, () =>
-    resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
-  );
-  const inward = new InwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
-  const context: ProxyContext = { options: resolved, provider, program, gate, inward };
-  const paths = attachPaths(context);
-  const multiplexed = await attachMultiplexed(context, paths.postgres);
-  // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
-  paths.useBeginScope(() => {
-    const connection = multiplexed.connection;
-    const scope = connection?.begin.begun ? connection.begin.scope : undefined;
-    if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
-    return {
-      key: connection,
-      openChannel: (payload, handlers) => {
-        try {
-          return connection.frames.mux.openChannel(scope, payload, handlers);
-        } catch (error) {
-          // The begin scope is gone (the connection is ending): `/requests` carries the ask instead.
-          if (error instanceof MultiplexerError) return undefined;
-          throw error;
-        }
-      },
-    };
-  });
-  await provider.listen();
-  await program.listen();
+  const ports = bound ?? (await bindPorts(resolved));
+  const { provider, program } = ports;
+  let paths: PathsPart;
+  let multiplexed: MultiplexedPart;
+  let gate: Gate;
+  let inward: SharedInwardMcp;
+  try {
+    gate = new Gate(!resolved.secretsGate, () =>
+      resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
+    );
+    inward = new SharedInwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
+    const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg, inward };
+    paths = attachPaths(context);
+    multiplexed = await attachMultiplexed(context, paths.postgres);
+    const beginScopeOf = multiplexed;
+    // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
+    paths.useBeginScope(() => {
+      const connection = beginScopeOf.connection;
+      const scope = connection?.begin.begun ? connection.begin.scope : undefined;
+      if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
+      return {
+        key: connection,
+        openChannel: (payload, handlers) => {
+          try {
+            return connection.frames.mux.openChannel(scope, payload, handlers);
+          } catch (error) {
+            // The begin scope is gone (the connection is ending): `/requests` carries the ask instead.
+            if (error instanceof MultiplexerError) return undefined;
+            throw error;
+          }
+        },
+      };
+    });
+  } catch (problem) {
+    await ports.close();
+    throw problem;
+  }
+  ports.release();
   return {
     options: resolved,
     port: provider.port,

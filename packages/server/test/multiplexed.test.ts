@@ -28,7 +28,7 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { WebSocket } from "ws";
 import { startProxy, type ProxyOptions, type RunningProxy } from "../src/index.js";
-import { parseDivergeMarkdown, readDivergeInfo } from "../src/multiplexed/index.js";
+import { parseDivergeMarkdown, readDivergeInfo } from "../src/multiplexed/info.js";
 import { concat, json, onChannel, onScope, rawConnect, text, upgradeStatus, type RawConnection } from "./multiplexed-support.js";
 
 let app: ExampleContainer;
@@ -345,6 +345,20 @@ describe("the provider's channels (seed 004)", () => {
     ask(raw, 40, concat(fromHex("08"), text('{"API_KEY":"s3cr3t\\ud83d\\ude00"}')));
     expect(decodeSecretsAnswer(await answerOn(raw, 40))).toEqual({ variant: "Fed" });
     expect(logs.join("\n")).not.toContain("s3cr3t");
+  });
+
+  it("tools/call params nested 5,000 deep are past serde_json's recursion limit: a bare finish, the program never called", async () => {
+    const { raw } = await begun({ secretsGate: false });
+    const before = app.calls.length;
+    const deep = `{"name":"greet","arguments":{"name":"x","extra":${"[".repeat(5_000)}${"]".repeat(5_000)}}}`;
+    ask(raw, 50, concat(fromHex("05"), text(deep)));
+    await bareFinishOn(raw, 50);
+    // 127 levels are still read and relayed.
+    const fine = `{"name":"greet","arguments":{"name":"x","extra":${"[".repeat(125)}${"]".repeat(125)}}}`;
+    ask(raw, 51, concat(fromHex("05"), text(fine)));
+    expect((await raw.next(onChannel(1, 51))).type).toBe("ChannelResponse");
+    expect(app.calls.slice(before).filter((call) => call !== "initialize")).toEqual(["tools/call greet"]);
+    expect(logs.join("\n")).not.toMatch(/RangeError|call stack/);
   });
 
   it("tag 8 Secrets: a feed the program cannot take is refused when the program is unreachable", async () => {

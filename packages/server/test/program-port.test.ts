@@ -6,6 +6,8 @@ import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -15,6 +17,15 @@ import { onScope, rawConnect } from "./multiplexed-support.js";
 import { answerPath, delay, openWs, pathOf, RequestsLine, testProxy } from "./paths-helpers.js";
 
 const cleanups: (() => Promise<unknown> | void)[] = [];
+
+/** Heap in use after a full collection (node's gc, exposed at run time). */
+function heapAfterCollection(): number {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
@@ -129,6 +140,13 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
     const stream = await openWs(proxy.port, pathOf(notifications));
     cleanups.push(() => stream.terminate());
 
+    // Warm-up: caches and Node's bounded buffers (250 fetch timings, say) fill before the heap is measured.
+    for (let cycle = 0; cycle < 100; cycle++) {
+      const client = new Client({ name: `warm-up-${cycle}`, version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`)));
+      await client.close();
+    }
+    const heapBefore = heapAfterCollection();
     let most = 0;
     for (let cycle = 0; cycle < 300; cycle++) {
       const client = new Client({ name: `program-${cycle}`, version: "1" });
@@ -139,6 +157,9 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
     const deadline = Date.now() + 5000;
     while (proxy.paths.programMcp.sessionCount > 0 && Date.now() < deadline) await delay(50);
     expect(proxy.paths.programMcp.sessionCount).toBe(0);
+    // 300 sessions held cost about 12 MB of heap; released, the heap is back near where it began.
+    const grown = heapAfterCollection() - heapBefore;
+    expect(grown).toBeLessThan(4 * 1024 * 1024);
     // A notification now goes to no dead session (it would fail quietly per session before).
     stream.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification: { method: "notifications/tools/list_changed" } }));
     await delay(50);
@@ -167,6 +188,36 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
     // Its notification stream is open: it stays past the bound.
     await delay(900);
     expect(proxy.paths.programMcp.sessionCount).toBe(1);
+  });
+});
+
+describe("program MCP sessions are bounded in number", () => {
+  it("releases the oldest quiet session for a new one, and answers 503 when every session is busy", async () => {
+    const { proxy } = await proxyWith({ maxProgramSessions: 3 });
+    const port = proxy.programPort;
+    const ids: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      const answer = await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE });
+      expect(answer.status).toBe(200);
+      ids.push(String(answer.headers["mcp-session-id"]));
+    }
+    expect(proxy.paths.programMcp.sessionCount).toBe(3);
+    // The first (oldest, quiet) made room: its id is unknown now; the newest is served.
+    const ping = (id: string) => raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`, { "mcp-session-id": id, "mcp-protocol-version": "2025-06-18" }), body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }) });
+    expect((await ping(ids[0]!)).status).toBe(404);
+    expect((await ping(ids[3]!)).status).toBe(200);
+    // Three SDK clients hold their notification streams open: busy, none to release.
+    const clients: Client[] = [];
+    for (let n = 0; n < 3; n++) {
+      const client = new Client({ name: `busy-${n}`, version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+      cleanups.push(() => client.close());
+      clients.push(client);
+    }
+    await delay(100);
+    expect(proxy.paths.programMcp.sessionCount).toBe(3);
+    expect((await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE })).status).toBe(503);
+    await clients[0]!.ping();
   });
 });
 

@@ -1,7 +1,32 @@
 #!/usr/bin/env node
 // pnpm soak --exchanges 100000 --seed 7 [--concurrency 64] [--rss-bound-mib 512] [--watchdog-ms 30000]
+// pnpm soak --relay [--exchanges 1000000] [--concurrency 16] [--restarts 10]: relayed tools/call through
+// both MCP relays, the container's MCP server restarted now and then; heap and listeners sampled.
 import { parseArgs } from "node:util";
+import { runRelaySoak } from "./relay.js";
 import { runSoak } from "./soak.js";
+
+if (process.argv.includes("--relay")) {
+  const { values: relay } = parseArgs({
+    options: { relay: { type: "boolean" }, exchanges: { type: "string", default: "1000000" }, concurrency: { type: "string", default: "16" }, restarts: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
+    strict: true,
+  });
+  const report = await runRelaySoak({
+    calls: Number(relay.exchanges),
+    concurrency: Number(relay.concurrency),
+    restarts: Number(relay.restarts),
+    samples: 40,
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  if (relay.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+  else {
+    const { failures, samples, ...figures } = report;
+    process.stdout.write(`relay soak ${failures.length === 0 ? "passed" : "FAILED"}: ${JSON.stringify(figures, null, 2)}\n`);
+    for (const s of samples) process.stdout.write(`  after ${s.calls} calls: heap ${s.heapMiB} MiB, rss ${s.rssMiB} MiB, abort listeners ${s.abortListeners}, program sessions ${s.programSessions}, server sessions ${s.serverSessions}\n`);
+    for (const failure of failures) process.stdout.write(`  ${failure}\n`);
+  }
+  process.exit(report.failures.length === 0 ? 0 : 1);
+}
 
 const { values } = parseArgs({
   options: {

@@ -1,2 +1,3 @@
 export { runSoak, random, type SoakOptions, type SoakReport } from "./soak.js";
 export { FaultyProvider, PATH_FAULT_WEIGHTS, TERMINAL_PATH_FAULTS, type PathFault, type HandledAsk } from "./paths.js";
+export { runRelaySoak, type RelaySoakOptions, type RelaySoakReport, type RelaySample } from "./relay.js";

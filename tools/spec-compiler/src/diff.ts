@@ -10,6 +10,7 @@ import { join, resolve } from "node:path";
 import { buildIr, type IrBody, type IrExchange, type IrField, type IrFrame, type IrRevision } from "./ir.js";
 import { loadSpecDir } from "./load.js";
 import { compareRevisions, REVISION_PATTERN } from "./bump.js";
+import { comparePostcardShapes } from "./postcard-diff.js";
 
 export type ChangeClass = "forbidden" | "breaking" | "additive" | "editorial";
 export const CLASSES: readonly ChangeClass[] = ["forbidden", "breaking", "additive", "editorial"];
@@ -128,6 +129,17 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     else if (!ta) add({ class: "additive", area: "mcp", subject: name, sentence: `new MCP type ${name} (${spell(tb)}).` });
     else if (spell(ta) !== spell(tb)) add({ class: "breaking", area: "mcp", subject: name, sentence: `MCP type ${name} was checked with ${spell(ta)} in ${A} and is checked with ${spell(tb)} in ${B}.` });
     else if (ta.doc !== tb.doc) add({ class: "editorial", area: "mcp", subject: name, sentence: `the description of MCP type ${name} changed.` });
+  }
+
+  // Named postcard types.
+  for (const [id, ta, tb] of pair(a.postcardTypes ?? [], b.postcardTypes ?? [], (t) => t.id)) {
+    if (!tb) add({ class: "breaking", area: "frame", subject: id, sentence: `postcard type ${id} (${ta!.name}) is declared in ${A} and gone in ${B}.` });
+    else if (!ta) add({ class: "additive", area: "frame", subject: id, sentence: `new postcard type ${id} (${tb.name}).` });
+    else {
+      for (const c of comparePostcardShapes(ta.shape, tb.shape, `postcard type ${id}`, A, B)) add({ ...c, area: "frame", subject: id });
+      if (ta.name !== tb.name) add({ class: "breaking", area: "frame", subject: id, sentence: `postcard type ${id} was named ${ta.name} in ${A} and is named ${tb.name} in ${B}.` });
+      if (ta.doc !== tb.doc) add({ class: "editorial", area: "frame", subject: id, sentence: `the description of postcard type ${id} changed.` });
+    }
   }
 
   // Frames.
@@ -329,6 +341,8 @@ function compareFrame(fa: IrFrame, fb: IrFrame, A: string, B: string, add: (c: C
     }
   }
 
+  for (const c of comparePostcardShapes(fa.postcard, fb.postcard, id, A, B)) add({ ...c, area: "frame", subject: id });
+
   const editorial: string[] = [];
   if (fa.title !== fb.title || fa.doc !== fb.doc) editorial.push("description");
   if ((fa.malformed ?? "") !== (fb.malformed ?? "")) editorial.push("what a malformed frame gets");
@@ -344,8 +358,9 @@ function compareFrame(fa: IrFrame, fb: IrFrame, A: string, B: string, add: (c: C
 
 function fieldShape(f: IrField): string {
   const schema = f.schema ? ` ${f.schema.kind === "mcp" ? `mcp ${f.schema.name}` : f.schema.kind}` : "";
-  const length = f.length === "fixed" ? "" : f.length === "rest" ? " to the end" : " after a u16 length";
-  return `${f.type}${length}${schema}`;
+  const length = f.length === "fixed" ? "" : f.length === "rest" ? " to the end" : f.length === "count" ? " after a u32 count" : " after a u16 length";
+  const extra = `${f.max !== undefined ? ` at most ${f.max}` : ""}${f.postcard ? ` ${f.postcard}` : ""}${f.entry ? ` of [${f.entry.map(fieldShape).join("][")}]` : ""}`;
+  return `${f.type}${length}${schema}${extra}`;
 }
 
 export function bodyShape(body: IrBody): string {

@@ -5,9 +5,10 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { ErrorObject } from "ajv";
 import { placeOf, SpecError, SpecErrors, type LoadedSpec, type PathKey, type SourceFile } from "./load.js";
+import { buildPostcardShape, buildPostcardTypes, checkPostcardErrorType, type IrPostcardShape, type IrPostcardType } from "./postcard-ir.js";
 
-export type IntType = "u8" | "u16" | "u32";
-export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4 };
+export type IntType = "u8" | "u16" | "u32" | "u64";
+export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4, u64: 8 };
 
 export interface IrIntField {
   readonly name: string;
@@ -23,12 +24,20 @@ export type IrJsonSchema =
 
 export interface IrField {
   readonly name: string;
-  readonly type: IntType | "bytes" | "utf8" | "json";
-  /** For bytes, utf8 and json: where the length comes from. */
-  readonly length: "rest" | "u16" | "fixed";
+  readonly type: IntType | "bytes" | "utf8" | "json" | "postcard" | "list";
+  /** For bytes, utf8 and json: where the length comes from; a list's count is a u32 before it. */
+  readonly length: "rest" | "u16" | "fixed" | "count";
+  /** For an integer: the largest value allowed; a larger one raises `invalid` with the value. */
+  readonly max?: number;
+  /** For a list: the fields of each entry (fixed integers, u16-prefixed text or bytes), read in order. */
+  readonly entry?: readonly IrField[];
+  /** For `max`: the error variant's field that carries the value read. */
+  readonly invalidField?: string;
   /** The error variant raised when the field's content is not what it should be. */
   readonly invalid?: string;
   readonly schema?: IrJsonSchema;
+  /** For a postcard field: the postcard frame it carries. */
+  readonly postcard?: string;
   readonly doc: string;
 }
 
@@ -78,6 +87,8 @@ export interface IrFrame {
   readonly header?: { readonly fields: readonly IrIntField[]; readonly truncated: string };
   readonly switch?: IrSwitch;
   readonly body?: IrBody;
+  /** Set when the whole payload is one postcard value of this shape (the frame's name is its type). */
+  readonly postcard?: IrPostcardShape;
   readonly rules: readonly string[];
   readonly examples: readonly IrExample[];
   /** For a frame declared once for both directions: which direction this one is. */
@@ -216,6 +227,7 @@ export interface IrRevision {
   readonly exchangeGroups: readonly IrExchangeGroup[];
   readonly openedPaths: readonly IrOpenedPath[];
   readonly openedPathGroups: readonly IrOpenedPathGroup[];
+  readonly postcardTypes: readonly IrPostcardType[];
   /** sha256 over every spec file of the revision, in name order; stamped into generated headers. */
   readonly sourceHash: string;
 }
@@ -379,19 +391,54 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     rawFields.forEach((f, i) => {
       const at = [...path, "fields", i];
       if (names.has(f.name)) fail(file, [...at, "name"], `field \`${f.name}\` appears twice in one body.`);
+      if (f.name === "bytes") fail(file, [...at, "name"], "field name `bytes` is the generated decoder's input; choose another.");
       names.add(f.name);
-      const isInt = f.type === "u8" || f.type === "u16" || f.type === "u32";
+      const isInt = f.type === "u8" || f.type === "u16" || f.type === "u32" || f.type === "u64";
+      let entry: IrField[] | undefined;
+      let invalidField: string | undefined;
+      if (f.type === "list") {
+        if (i !== rawFields.length - 1) fail(file, at, `list \`${f.name}\` must be the body's last field.`);
+        entry = ((f.entry?.fields ?? []) as Raw[]).map((e) => {
+          const int = e.type === "u8" || e.type === "u16" || e.type === "u32" || e.type === "u64";
+          if (!int && !((e.type === "utf8" || e.type === "bytes") && e.length === "u16")) fail(file, [...at, "entry"], `entry field \`${e.name}\` of list \`${f.name}\` must be a fixed integer or u16-prefixed text or bytes.`);
+          if (e.type === "utf8" && !e.invalid) fail(file, [...at, "entry"], `entry field \`${e.name}\` must name the error variant raised when its text is not UTF-8 (\`invalid:\`).`);
+          if (e.invalid && e.max === undefined && e.type !== "utf8") fail(file, [...at, "entry"], `entry field \`${e.name}\` names \`invalid\` but nothing can be invalid about it.`);
+          if (e.invalid) requireVariant(file, [...at, "entry"], errorTypeId, e.invalid, `entry field \`${e.name}\``);
+          const carried = e.max !== undefined ? ((errorVariant(errorTypeId, e.invalid)?.fields ?? []) as Raw[]) : [];
+          if (e.max !== undefined && carried.length !== 1) fail(file, [...at, "entry"], `entry field \`${e.name}\` has a \`max\`, so \`${e.invalid}\` must carry exactly one field: the value read.`);
+          return { name: e.name, type: e.type, length: int ? "fixed" : "u16", invalid: e.invalid, max: e.max, invalidField: carried[0]?.name, doc: e.doc } as IrField;
+        });
+      }
+      if (f.max !== undefined) {
+        if (!isInt) fail(file, [...at, "max"], `only an integer field takes a \`max\`; \`${f.name}\` is ${f.type}.`);
+        if (!f.invalid) fail(file, at, `field \`${f.name}\` has a \`max\`, so it must name the error variant raised above it (\`invalid:\`).`);
+        const carried = (errorVariant(errorTypeId, f.invalid)?.fields ?? []) as Raw[];
+        if (carried.length !== 1) fail(file, [...at, "invalid"], `\`${f.invalid}\` must carry exactly one field, the value read, to be raised by \`max\`.`);
+        invalidField = carried[0]?.name;
+      }
       let length: IrField["length"] = "fixed";
-      if (!isInt) {
+      if (f.type === "list") length = "count";
+      else if (!isInt) {
         if (f.type === "json") length = f.length ?? "rest";
-        else if (!f.length) fail(file, at, `field \`${f.name}\` of type ${f.type} must say where its length comes from (\`length: rest\` or \`length: u16\`).`);
+        else if (!f.length && f.type !== "postcard") fail(file, at, `field \`${f.name}\` of type ${f.type} must say where its length comes from (\`length: rest\` or \`length: u16\`).`);
         else length = f.length;
         if (f.type === "json" && length !== "rest") fail(file, [...at, "length"], `json field \`${f.name}\` must run to the end of the payload (\`length: rest\`).`);
       } else if (f.length) fail(file, [...at, "length"], `integer field \`${f.name}\` has a fixed width and takes no \`length\`.`);
+      if (f.type === "postcard") {
+        length = "rest";
+        const target = frameById.get(f.postcard);
+        if (!target || !target.value.postcard) fail(file, [...at, "postcard"], `postcard field \`${f.name}\` must name a frame whose payload is one postcard value (\`postcard:\`); \`${f.postcard}\` is not one.`);
+        if (!f.invalid) fail(file, at, `postcard field \`${f.name}\` must name the error variant raised when its content is bad (\`invalid:\`).`);
+        else if (target) {
+          const wrap = errorVariant(errorTypeId, f.invalid);
+          const source = ((wrap?.fields ?? []) as Raw[]).find((x) => x.type === "error");
+          if (!source || source.error !== target.value.error) fail(file, [...at, "invalid"], `error variant \`${f.invalid}\` must carry a field of type \`error\` with \`error: ${target.value.error}\` to wrap what frame \`${f.postcard}\` can fail with.`);
+        }
+      } else if (f.postcard) fail(file, [...at, "postcard"], `only a postcard field names a \`postcard\` frame; \`${f.name}\` is ${f.type}.`);
       if (length === "rest" && i !== rawFields.length - 1) fail(file, at, `field \`${f.name}\` runs to the end of the payload, so it must be the body's last field.`);
-      if (length === "fixed" || length === "u16") needsTruncated = true;
+      if (length === "fixed" || length === "u16" || length === "count") needsTruncated = true;
       if ((f.type === "utf8" || f.type === "json") && !f.invalid) fail(file, at, `${f.type} field \`${f.name}\` must name the error variant raised when its content is bad (\`invalid:\`).`);
-      if (f.invalid) requireVariant(file, [...at, "invalid"], errorTypeId, f.invalid, `field \`${f.name}\``, f.type === "json" ? ["reason"] : []);
+      if (f.invalid && f.type !== "postcard" && f.type !== "list") requireVariant(file, [...at, "invalid"], errorTypeId, f.invalid, `field \`${f.name}\``, f.type === "json" ? ["reason"] : []);
       if (f.type === "json" && !f.schema) fail(file, at, `json field \`${f.name}\` must say what JSON it carries (\`schema:\`).`);
       if (f.type !== "json" && f.schema) fail(file, [...at, "schema"], `only a json field takes a \`schema\`; \`${f.name}\` is ${f.type}.`);
       let schema: IrJsonSchema | undefined;
@@ -406,7 +453,17 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
         else if (s.object) schema = { kind: "object" };
         else schema = { kind: "any" };
       }
-      fields.push({ name: f.name, type: f.type, length, invalid: f.invalid, schema, doc: f.doc });
+      fields.push({
+        name: f.name,
+        type: f.type,
+        length,
+        invalid: f.invalid,
+        schema,
+        ...(f.postcard ? { postcard: f.postcard } : {}),
+        ...(f.max !== undefined ? { max: f.max, invalidField } : {}),
+        ...(entry ? { entry } : {}),
+        doc: f.doc,
+      });
     });
     const endsInRest = fields.length > 0 && fields[fields.length - 1]!.length === "rest";
     if (raw.exact) {
@@ -420,6 +477,8 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     return { fields, errorTypeId, truncated: raw.truncated, exact: raw.exact, trailing: raw.trailing === "ignore" ? "ignore" : "none" };
   };
 
+  const postcardTypes = buildPostcardTypes(gather("postcardTypes"), fail);
+  const postcardKnown = new Map(postcardTypes.map((t) => [t.id, t.name]));
   const frames: IrFrame[] = [];
   for (const entry of expanded) {
     const f = entry.value;
@@ -464,6 +523,12 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       sw = { on: s.on, property: s.property, unknown: s.unknown, variants };
     }
     const body = f.body ? buildBody(f.body, f.error, file, [...path, "body"], [f.id]) : undefined;
+    let postcard: IrPostcardShape | undefined;
+    if (f.postcard) {
+      postcard = buildPostcardShape(f.postcard, postcardKnown, file, [...path, "postcard"], fail);
+      checkPostcardErrorType(errorById.get(f.error)?.value.variants, file, [...path, "error"], f.error, fail);
+      if (f.header) fail(file, [...path, "header"], "a header belongs to a tagged frame; a postcard frame has none.");
+    }
     if (f.body && f.header) fail(file, [...path, "header"], "a header belongs to a tagged frame; a frame with a plain body has none.");
     if (f.switch && !f.header) fail(file, [...path, "switch"], "a tagged frame needs a header that carries its tag.");
 
@@ -494,6 +559,7 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       header,
       switch: sw,
       body,
+      ...(postcard ? { postcard } : {}),
       rules: f.rules ?? [],
       examples,
       direction: f.direction,
@@ -707,6 +773,7 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     exchangeGroups,
     openedPaths,
     openedPathGroups,
+    postcardTypes,
     sourceHash: hash.digest("hex"),
   };
 }
@@ -720,8 +787,15 @@ export function hexToBytes(hex: string): Uint8Array {
   return out;
 }
 
-function bytesFromParts(parts: readonly (string | { text: string })[]): Uint8Array {
-  const chunks = parts.map((part) => (typeof part === "string" ? hexToBytes(part) : new TextEncoder().encode(part.text)));
+function bytesFromParts(parts: readonly (string | { text: string } | { repeat: string; times: number })[]): Uint8Array {
+  const chunks = parts.map((part) => {
+    if (typeof part === "string") return hexToBytes(part);
+    if ("text" in part) return new TextEncoder().encode(part.text);
+    const one = hexToBytes(part.repeat);
+    const out = new Uint8Array(one.length * part.times);
+    for (let i = 0; i < part.times; i++) out.set(one, i * one.length);
+    return out;
+  });
   const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let at = 0;
   for (const c of chunks) {

@@ -1,5 +1,5 @@
 // Test helpers: a throwaway copy of the parts of the repository the compiler reads and writes.
-import { cpSync, mkdtempSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,6 +12,8 @@ export const cli = join(repoRoot, "tools", "spec-compiler", "dist", "cli.js");
 export function copyOfRepo(): string {
   const dir = mkdtempSync(join(tmpdir(), "diverge-spec-"));
   cpSync(join(repoRoot, "spec"), join(dir, "spec"), { recursive: true });
+  // The guide's pages are sources of docs/ too.
+  if (existsSync(join(repoRoot, "docs-src"))) cpSync(join(repoRoot, "docs-src"), join(dir, "docs-src"), { recursive: true });
   for (const generated of GENERATED_DIRS) {
     try {
       cpSync(join(repoRoot, generated), join(dir, generated), { recursive: true });

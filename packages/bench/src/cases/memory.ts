@@ -55,14 +55,16 @@ async function perChannel(proxy: Child, connection: MultiplexedConnection, count
   const first = connection.mcp.notifications();
   await connection.mcp.callTool({ name: "greet", arguments: { name: "warm" } });
   const before = await proxy.memory();
-  const streams = Array.from({ length: count }, () => connection.mcp.notifications());
+  // Raw tag-7 channels: notifications() shares one channel per connection, so each is opened here
+  // directly and stays open until the connection ends.
+  const ignore = { response() {}, finish() {}, lost() {} };
+  for (let i = 0; i < count; i++) connection.openChannel("notifications", { variant: "McpNotifications" }, ignore);
   // Frames are handled in order: once a later call is answered, every channel before it is open.
   await connection.mcp.callTool({ name: "greet", arguments: { name: "after" } });
   await sleep(200);
   const after = await proxy.memory();
   const openChannels = (await proxy.stats()).openChannels ?? NaN;
   if (openChannels < count) throw new Error(`the proxy holds ${openChannels} channels open, not ${count}`);
-  for (const s of streams) s.close();
   first.close();
   return { channels: count, bytes: (used(after) - used(before)) / count, rssBytes: (after.rss - before.rss) / count, openChannels };
 }

@@ -11,7 +11,7 @@
 import type { AddressInfo } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { connectProxy, openContainer, relayToMcp } from "@diverge/client";
+import { connectProxy, openContainer, perRequestSignalFetch, relayToMcp } from "@diverge/client";
 import { WebSocket, WebSocketServer } from "ws";
 import { load, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport, Target } from "../run.js";
@@ -31,7 +31,10 @@ const PATH_NAMES = {
 
 async function sdkClient(url: string, name: string): Promise<Client> {
   const client = new Client({ name, version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  // The bench's own clients (the direct baseline and the program) get a signal per request, as the
+  // relays do: a plain MCP SDK 1.32.2 client under this load piles Node fetch's abort listeners on its
+  // transport's one signal and prints MaxListenersExceededWarning, which would read as the relays'.
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: perRequestSignalFetch() }));
   return client;
 }
 

@@ -217,6 +217,8 @@ export interface OpenContainerOptions extends RequestOptions {
 export interface NotificationsOptions {
   /** Notifications kept for a loop that does not pull; older ones beyond it are dropped. Default 1024. */
   readonly maxQueued?: number;
+  /** Ends the stream as `close()` does: the loop ends normally. */
+  readonly signal?: AbortSignal;
 }
 
 export interface NotificationStream extends AsyncIterable<ServerNotification> {
@@ -255,9 +257,13 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
       else reject(new ContainerError({ variant: "Unreachable", what, url: target, status: code, reason: lastError || `closed with ${event.code ?? 1006} before opening` }));
     });
     return () => {
-      // A dial abandoned before it opened is closed; an open one is handed over.
+      // A dial abandoned (timed out, aborted) before it opened is closed at once; an open one is handed over.
       if (socket && socket.readyState === 0) {
-        socket.addEventListener("open", () => socket!.close(1000));
+        try {
+          socket.close();
+        } catch {
+          socket.addEventListener("open", () => socket!.close(1000));
+        }
       }
     };
   });
@@ -702,14 +708,18 @@ export class ContainerMcp {
         signal();
       },
     });
+    const close = () => {
+      if (!done) failure = undefined;
+      done = true;
+      queue.length = 0;
+      unsubscribe();
+      options.signal?.removeEventListener("abort", close);
+      signal();
+    };
+    if (options.signal?.aborted) close();
+    else options.signal?.addEventListener("abort", close, { once: true });
     return {
-      close() {
-        if (!done) failure = undefined;
-        done = true;
-        queue.length = 0;
-        unsubscribe();
-        signal();
-      },
+      close,
       async *[Symbol.asyncIterator]() {
         try {
           for (;;) {
@@ -723,6 +733,7 @@ export class ContainerMcp {
           }
         } finally {
           unsubscribe();
+          options.signal?.removeEventListener("abort", close);
         }
       },
     };

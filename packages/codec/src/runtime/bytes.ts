@@ -64,3 +64,21 @@ export function fromHex(hex: string): Uint8Array {
   for (let i = 0; i < out.length; i++) out[i] = parseInt(clean.slice(2 * i, 2 * i + 2), 16);
   return out;
 }
+
+/** A u64, big-endian, exact, as a bigint. */
+export function readU64(bytes: Uint8Array, at: number): bigint {
+  return (BigInt(readU32(bytes, at)) << 32n) | BigInt(readU32(bytes, at + 4));
+}
+
+export function writeU64(bytes: Uint8Array, at: number, value: bigint): void {
+  writeU32(bytes, at, Number(value >> 32n));
+  writeU32(bytes, at + 4, Number(value & 0xffffffffn));
+}
+
+/** Refuses anything that is not a bigint a u64 can hold. */
+export function checkU64(frame: string, field: string, value: unknown): bigint {
+  if (typeof value !== "bigint" || value < 0n || value > 0xffffffffffffffffn) {
+    throw new EncodeError(frame, field, `${field} must be a bigint from 0 to 18446744073709551615 (u64)`);
+  }
+  return value;
+}

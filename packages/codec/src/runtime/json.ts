@@ -82,14 +82,14 @@ function suspicious(node: object, depth: number): boolean {
       const item: unknown = node[i];
       if (typeof item === "object") {
         if (item !== null && suspicious(item, depth + 1)) return true;
-      } else if (item === Infinity || item === -Infinity) return true;
+      } else if (typeof item === "number" && item - item !== 0) return true; // ±Infinity - itself is NaN
     }
   } else {
     for (const key in node) {
       const item: unknown = (node as Record<string, unknown>)[key];
       if (typeof item === "object") {
         if (item !== null && suspicious(item, depth + 1)) return true;
-      } else if (item === Infinity || item === -Infinity) return true;
+      } else if (typeof item === "number" && item - item !== 0) return true; // ±Infinity - itself is NaN
     }
   }
   return false;

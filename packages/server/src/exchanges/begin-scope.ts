@@ -4,7 +4,9 @@
 // exactly once: a bare finish is not served, a connection that ends first loses the exchange.
 // Nothing here names a kind or a tag; the descriptors carry both.
 import { DecodeError, encodeToolsBeginServerChannelRequest, type ExchangeDescriptor } from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+// The provider's connection on `/` is accepted only once the MCP checks are loaded, so a begin scope
+// never reads an answer before they are.
+import { checkMcp } from "../mcp-checks.js";
 import type { AnswerHandlers, OpenedChannel } from "@diverge/multiplexer";
 import { TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding } from "./engine.js";
 

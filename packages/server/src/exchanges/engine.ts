@@ -3,7 +3,7 @@
 // descriptor says: the answer frame's decoder, the message pattern, and whether an unanswered
 // exchange is asked again. It never names a kind; the descriptors do.
 import { DecodeError, encodeRequestsAsk, type ExchangeDescriptor } from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "../paths/board.js";
 
 /** How a one-message exchange ended, from the program's point of view. */
@@ -84,8 +84,10 @@ export class RequestsEngine implements AskEngine {
     this.log = options.log ?? (() => {});
   }
 
-  one<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): Promise<AskOutcome<A>> {
+  async one<K extends string, A>(exchange: ExchangeDescriptor<K, A>, ask: object, options: AskOptions = {}): Promise<AskOutcome<A>> {
     if (!exchange.answer) throw new TypeError(`exchange ${exchange.id} has no answer frame to read`);
+    // The answer's MCP checks are loaded (on first use) before the ask goes out.
+    await loadMcpChecks();
     const { board, encodeAsk = encodeAskOnRequests } = this.options;
     const log = this.log;
     return new Promise((resolve) => {
@@ -222,7 +224,13 @@ export class RequestsEngine implements AskEngine {
         };
       },
     };
-    if (!ending) board.ask(owner);
+    // The answer's MCP checks are loaded (on first use) before the ask goes out.
+    void loadMcpChecks().then(
+      () => {
+        if (!ending) board.ask(owner);
+      },
+      () => finish({ type: "lost" }),
+    );
 
     return {
       ended,

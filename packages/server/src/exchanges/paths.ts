@@ -3,7 +3,7 @@
 // descriptor; it reads the one request message, runs the handler and sends the answer messages as
 // the descriptor says. Nothing here names a path or a kind; the descriptors do.
 import type { OpenedPathDescriptor } from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { WebSocket } from "ws";
 import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
 
@@ -25,7 +25,8 @@ export interface PathContext {
 export interface BoundPath {
   readonly descriptor: OpenedPathDescriptor<any, any> | OpenedPathDescriptor<never, any>;
   readonly one?: (request: PathRequest<any>, context: PathContext) => Promise<unknown>;
-  readonly stream?: (context: PathContext) => AsyncIterable<unknown>;
+  /** `request` is undefined for a path on which the provider sends nothing. */
+  readonly stream?: (request: PathRequest<any> | undefined, context: PathContext) => AsyncIterable<unknown>;
 }
 
 export interface PathsEngineOptions {
@@ -54,7 +55,8 @@ export class PathsEngine implements UpgradeRoute {
     const entry = this.byPath.get(pathname);
     if (!entry) return undefined;
     if (this.closed) return { refuse: 404 };
-    return { accept: (socket) => this.serve(entry, socket) };
+    // The request and answer checks are loaded (on first use) before the upgrade completes.
+    return { accept: (socket) => this.serve(entry, socket), prepare: () => loadMcpChecks() };
   }
 
   /** Paths open now. */
@@ -106,19 +108,26 @@ export class PathsEngine implements UpgradeRoute {
       socket.terminate();
     };
 
-    if (entry.stream) {
-      const stream = entry.stream;
-      void (async () => {
-        for await (const value of stream(context)) {
-          if (controller.signal.aborted) return;
-          send(value, true);
-        }
-        // The stream's own end (its last message sent): the proxy closes.
-        if (!controller.signal.aborted) socket.close(1000);
-      })().catch(fail);
-      return;
-    }
-    const one = entry.one!;
+    const answer = (request: PathRequest<unknown> | undefined) => {
+      if (entry.stream) {
+        const stream = entry.stream;
+        void (async () => {
+          for await (const value of stream(request, context)) {
+            if (controller.signal.aborted) return;
+            send(value, true);
+          }
+          // The stream's own end (its last message sent): the proxy closes.
+          if (!controller.signal.aborted) socket.close(1000);
+        })().catch(fail);
+        return;
+      }
+      void entry.one!(request!, context).then((value) => {
+        if (controller.signal.aborted) return;
+        send(value);
+        socket.close(1000);
+      }, fail);
+    };
+    if (descriptor.request.messages !== "one") return answer(undefined);
     let asked = false;
     socket.on("message", (data, isBinary) => {
       // Text messages carry nothing on any path; a second binary message is ignored.
@@ -131,11 +140,7 @@ export class PathsEngine implements UpgradeRoute {
       } catch (problem) {
         request = { ok: false, reason: problem instanceof RangeError ? "the JSON is nested too deeply to read" : problem instanceof Error ? problem.message : String(problem) };
       }
-      void one(request, context).then((answer) => {
-        if (controller.signal.aborted) return;
-        send(answer);
-        socket.close(1000);
-      }, fail);
+      answer(request);
     });
   }
 }

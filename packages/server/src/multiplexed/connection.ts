@@ -20,7 +20,8 @@ import { FrameSocket, MultiplexerError, type Disregard, type Responder, type Web
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
-import type { InwardMcp, McpOutcome } from "../inward-mcp.js";
+import type { McpOutcome } from "../inward-mcp.js";
+import type { SharedInwardMcp } from "../inward-shared.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
@@ -79,7 +80,7 @@ export class ProxyConnection {
     private readonly gate: Gate,
     private readonly onEnd: (how: ConnectionEnd) => void,
     /** The proxy's one MCP client to the container's server, shared with the paths transport's `/tool/*`. */
-    private readonly mcp: InwardMcp,
+    private readonly mcp: SharedInwardMcp,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -300,11 +301,11 @@ export class ProxyConnection {
     responder.finish();
   }
 
-  private relayGuarded(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): void {
+  private relayGuarded(responder: Responder, exchange: Parameters<SharedInwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): void {
     this.guard(responder, `channel ${responder.channel}`, this.relay(responder, exchange, encode));
   }
 
-  private async relay(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
+  private async relay(responder: Responder, exchange: Parameters<SharedInwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await this.gate.pass();
     if (responder.finished) return;

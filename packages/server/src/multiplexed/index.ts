@@ -5,12 +5,18 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { WebSocket } from "ws";
 import type { ProxyContext, ProxyPart } from "../proxy.js";
-import { ProxyConnection } from "./connection.js";
+import type { ProxyConnection } from "./connection.js";
 import { emptyPairStats, type PairStats } from "./pairs.js";
 import type { PostgresOverRequests } from "../paths/postgres.js";
 
-export { ProxyConnection } from "./connection.js";
-export { loadDivergeInfo, parseDivergeMarkdown, readDivergeInfo, type DivergeInfo, type InfoOutcome } from "./info.js";
+// The connection's code (with the MCP schema checks, the MCP SDK's client and YAML) is loaded when
+// the provider first connects on `/`, not at start; ProxyConnection and the DIVERGE.md reader are
+// exported from the package's index.
+let connectionModule: typeof import("./connection.js") | undefined;
+const loadConnection = async () => {
+  connectionModule = await import("./connection.js");
+};
+
 export { DEFAULT_PAIR_BACKLOG_BYTES, HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
 
 export interface MultiplexedPart extends ProxyPart {
@@ -56,10 +62,11 @@ export async function attachMultiplexed(context: ProxyContext, overRequests?: Po
       }
       handshaking = request.socket;
       return {
+        prepare: () => (connectionModule ? undefined : loadConnection()),
         accept(socket) {
           handshaking = undefined;
           log("the provider connected on /");
-          const current: ProxyConnection = new ProxyConnection(socket as never, options, gate, ({ code, spoken }) => {
+          const current: ProxyConnection = new connectionModule!.ProxyConnection(socket as never, options, gate, ({ code, spoken }) => {
             if (!spoken && code === 1006 && !closed && connection === current) {
               // Gone before its first frame and without a closing handshake (a client that vanished
               // right after the 101): nothing happened on it, so it did not take the one connection.
@@ -113,7 +120,9 @@ export async function attachMultiplexed(context: ProxyContext, overRequests?: Po
   });
 
   const drivers = new Set<Socket>();
-  const pgServer: Server = createServer((socket) => {
+  // The CLI binds the port before this part loads (context.pgServer) and hands its connections over.
+  const pgServer: Server = context.pgServer ?? createServer();
+  pgServer.on("connection", (socket: Socket) => {
     // A reset before anything else must not reach the process as an unhandled 'error'.
     socket.on("error", () => socket.destroy());
     drivers.add(socket);
@@ -146,14 +155,16 @@ export async function attachMultiplexed(context: ProxyContext, overRequests?: Po
   });
   // Errors of the listener itself after it listens (EMFILE on accept, say) are reported, never thrown.
   const onServerError = (error: Error) => log(`postgres listener: ${(error as { code?: string }).code ?? error.name}`);
-  await new Promise<void>((resolve, reject) => {
-    pgServer.once("error", reject);
-    pgServer.listen(options.pgPort, "127.0.0.1", () => {
-      pgServer.off("error", reject);
-      pgServer.on("error", onServerError);
-      resolve();
+  if (pgServer.listening) pgServer.on("error", onServerError);
+  else
+    await new Promise<void>((resolve, reject) => {
+      pgServer.once("error", reject);
+      pgServer.listen(options.pgPort, "127.0.0.1", () => {
+        pgServer.off("error", reject);
+        pgServer.on("error", onServerError);
+        resolve();
+      });
     });
-  });
   const pgPort = (pgServer.address() as AddressInfo).port;
   log(`postgres listener on 127.0.0.1:${pgPort}`);
 

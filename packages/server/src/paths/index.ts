@@ -3,7 +3,7 @@
 import type { ProxyContext, ProxyPart } from "../proxy.js";
 import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
-import { ProgramMcpServer } from "./program-mcp.js";
+import type { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
@@ -15,7 +15,8 @@ import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.j
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
-export { ProgramMcpServer, PROGRAM_MCP_SERVER_INFO, STREAM_GRACE_MS, programErrorOf, type ProgramMcpOptions } from "./program-mcp.js";
+// ProgramMcpServer, PROGRAM_MCP_SERVER_INFO and programErrorOf are exported from the package's index:
+// re-exporting them here would load the MCP SDK's server with this module.
 export { ProgramApi } from "./program-api.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./tool.js";
 export { PostgresOverRequests, type PostgresOverRequestsStats } from "./postgres.js";
@@ -32,8 +33,12 @@ export interface PathsPart extends ProxyPart {
   readonly asks: ProxyAsks;
   /** Where the begin scope is, while one is begun: the multiplexed part tells. */
   useBeginScope(source: () => BeginScopeLink | undefined): void;
-  /** The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`. */
-  readonly programMcp: ProgramMcpServer;
+  /**
+   * The program-facing MCP server at `http://127.0.0.1:<program port>/mcp`: its counters, and the
+   * server itself once made. It is made on the program's first request there (the MCP SDK's server
+   * is loaded then, not at start); before that it has no sessions.
+   */
+  readonly programMcp: Pick<ProgramMcpServer, "sessionCount" | "progressRoutes"> & { readonly server: ProgramMcpServer | undefined };
   /** The paths the provider opens (`/tool/*`), served from the generated handlers' table. */
   readonly providerPaths: PathsEngine;
   /** The program's database connections carried on `/requests` kind 11 while no provider has begun on `/`. */
@@ -48,7 +53,14 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const asks = bindProxyAsks(choice);
   // The program's outward MCP: on the begin scope once a provider has begun tools on `/` (tags 7-11), else on `/requests`.
   const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks, engine: choice, beginScope: () => beginScope() });
-  const programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs });
+  let programMcp: ProgramMcpServer | undefined;
+  let making: Promise<ProgramMcpServer> | undefined;
+  let closed = false;
+  // Made on the program's first request to /mcp; requests made while it loads wait for it.
+  const programServer = () =>
+    (making ??= import("./program-mcp.js").then(
+      ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs, maxSessions: options.maxProgramSessions })),
+    ));
   provider.addUpgradeRoute(board);
   // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
   const providerPaths = new PathsEngine(bindProviderPaths(toolPathHandlers({ inward: context.inward, gate, log: options.log })), {
@@ -58,7 +70,21 @@ export function attachPaths(context: ProxyContext): PathsPart {
   });
   provider.addUpgradeRoute(providerPaths);
   const postgres = new PostgresOverRequests(board, options.log);
-  program.addRequestRoute(programMcp.route);
+  program.addRequestRoute((request, response, pathname) => {
+    if (pathname !== "/mcp") return false;
+    if (programMcp) return programMcp.route(request, response, pathname);
+    programServer().then(
+      (server) => {
+        if (closed) response.destroy();
+        else server.route(request, response, pathname);
+      },
+      (problem: unknown) => {
+        options.log(`program /mcp: ${problem instanceof Error ? problem.message : String(problem)}`);
+        response.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "internal error" }, id: null }));
+      },
+    );
+    return true;
+  });
   // The vault and command API beside /mcp; a body is at most one message less the ask's header.
   const programApi = new ProgramApi(asks, options.maxMessageBytes - 16, options.log);
   program.addRequestRoute(programApi.route);
@@ -73,15 +99,26 @@ export function attachPaths(context: ProxyContext): PathsPart {
     useBeginScope(source) {
       beginScope = source;
     },
-    programMcp,
+    programMcp: {
+      get sessionCount() {
+        return programMcp?.sessionCount ?? 0;
+      },
+      get progressRoutes() {
+        return programMcp?.progressRoutes ?? 0;
+      },
+      get server() {
+        return programMcp;
+      },
+    },
     providerPaths,
     postgres,
     async close() {
+      closed = true;
       providerPaths.close();
       mcp.close();
       programApi.close();
       board.close();
-      await programMcp.close();
+      await (programMcp ?? (await making?.catch(() => undefined)))?.close();
     },
   };
 }

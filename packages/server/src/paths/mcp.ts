@@ -15,7 +15,7 @@ import {
   type ReadResourceResult,
   type ServerNotification,
 } from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { Gate } from "../gate.js";
 import { RequestsEngine, type AskEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
 import type { BeginScopeLink } from "../exchanges/begin-scope.js";
@@ -362,18 +362,27 @@ export class McpAsks {
         reject(error);
       };
       this.pending.add(fail);
-      // The secrets gate holds every outward ask until the program has its secrets.
-      void this.gate.pass().then(async () => {
-        if (settled) return;
-        const scope = this.beginScope();
-        if (scope) this.openScopeNotifications(scope);
-        const outcome = resultOf(await ask({ signal: giveUp.signal }), scope !== undefined);
-        if (!outcome || settled) return;
-        if ("error" in outcome) return fail(outcome.error);
-        settled = true;
-        this.pending.delete(fail);
-        resolve(outcome.result);
-      });
+      // The secrets gate holds every outward ask until the program has its secrets; the answer's
+      // MCP checks are loaded (on first use) before the ask goes out.
+      void Promise.all([this.gate.pass(), loadMcpChecks()]).then(
+        async () => {
+          if (settled) return;
+          const scope = this.beginScope();
+          if (scope) this.openScopeNotifications(scope);
+          const outcome = resultOf(await ask({ signal: giveUp.signal }), scope !== undefined);
+          if (!outcome || settled) return;
+          if ("error" in outcome) return fail(outcome.error);
+          settled = true;
+          this.pending.delete(fail);
+          resolve(outcome.result);
+        },
+        (problem: unknown) => {
+          if (settled) return;
+          settled = true;
+          this.pending.delete(fail);
+          reject(problem);
+        },
+      );
     });
   }
 }

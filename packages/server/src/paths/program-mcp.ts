@@ -69,6 +69,8 @@ interface ProgressRoute {
 export interface ProgramMcpOptions {
   /** A session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000. */
   readonly sessionIdleMs?: number;
+  /** Sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
+  readonly maxSessions?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -85,6 +87,7 @@ export class ProgramMcpServer {
   private readonly progress = new Map<string | number, ProgressRoute>();
   private nextProgressToken = 0;
   private readonly idleMs: number;
+  private readonly maxSessions: number;
   private readonly log: (line: string) => void;
 
   constructor(
@@ -94,6 +97,7 @@ export class ProgramMcpServer {
   ) {
     const resolved = typeof options === "function" ? { log: options } : options;
     this.idleMs = resolved.sessionIdleMs ?? 300_000;
+    this.maxSessions = resolved.maxSessions ?? 1000;
     this.log = resolved.log ?? (() => {});
     this.stopRelaying = mcp.onNotification((notification) => this.relayNotification(notification));
   }
@@ -165,6 +169,9 @@ export class ProgramMcpServer {
       return session.transport.handleRequest(request, response, body);
     }
     if (request.method === "POST" && isInitializeRequest(body)) {
+      if (this.sessions.size >= this.maxSessions && !this.releaseOldestQuiet()) {
+        return respondError(response, 503, ErrorCode.InternalError, `too many sessions (${this.maxSessions}) are busy; try again later`);
+      }
       const session = await this.openSession();
       this.track(session, request, response);
       return session.transport.handleRequest(request, response, body);
@@ -184,6 +191,16 @@ export class ProgramMcpServer {
       session.timer = setTimeout(() => this.release(session, request.method === "GET" ? "its notification stream closed" : "idle"), quiet);
       session.timer.unref();
     });
+  }
+
+  /** Makes room for a new session: the oldest with nothing open goes (the map keeps insertion order). */
+  private releaseOldestQuiet(): boolean {
+    for (const session of this.sessions.values()) {
+      if (session.open > 0) continue;
+      this.release(session, `the session limit (${this.maxSessions}) was reached`);
+      return true;
+    }
+    return false;
   }
 
   private release(session: Session, why: string): void {

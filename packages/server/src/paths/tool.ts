@@ -5,7 +5,8 @@
 // limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange.
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import type { Gate } from "../gate.js";
-import type { ErrorData, InwardExchange, InwardMcp, McpOutcome } from "../inward-mcp.js";
+import type { ErrorData, InwardExchange, McpOutcome } from "../inward-mcp.js";
+import type { SharedInwardMcp } from "../inward-shared.js";
 import type { PathContext, PathRequest } from "../exchanges/paths.js";
 import type { ProviderPathHandlers } from "../gen/exchanges.js";
 
@@ -18,7 +19,7 @@ export const TOOL_NOTIFICATION_BUFFER = 256;
 type McpAnswer = { variant: "Result"; result: never } | { variant: "Error"; error: ErrorData };
 
 export interface ToolPathsOptions {
-  readonly inward: InwardMcp;
+  readonly inward: SharedInwardMcp;
   readonly gate: Gate;
   readonly log: (line: string) => void;
 }
@@ -53,7 +54,7 @@ export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): Provi
 }
 
 /** What the container's server sends after the opening, until the provider closes; one error and the end when it cannot be reached. */
-async function* notifications(inward: InwardMcp, gate: Gate, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
+async function* notifications(inward: SharedInwardMcp, gate: Gate, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
   await gate.pass();
   if (context.signal.aborted) return;
   const queue: ({ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData })[] = [];

@@ -7,6 +7,8 @@ import { decodeName, describeName, detailName, encodeName, errorModule, frameMod
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
 import { mcpTypeSource } from "./mcp-types.js";
+import { emitListDecode, emitListPrepare, emitListWrite, entryType, intCheck, intReader, intWriter } from "./list.js";
+import { emitPostcardFieldDecode, emitPostcardFrame, emitPostcardTypeModule, postcardFieldEncode, postcardFieldType, type PostcardPlaces } from "./postcard.js";
 
 const RUNTIME = "runtime/index.ts";
 
@@ -60,6 +62,11 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
   const errorPath = (id: string) => `${rev}/${errorModule(ir, errorById.get(id)!)}`;
   const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const places: PostcardPlaces = { rev, ir, errorPath };
+  for (const t of ir.postcardTypes) {
+    const m = moduleFor(`${rev}/${t.id}.ts`);
+    emitPostcardTypeModule(m.file, m.imports, places, t);
+  }
 
   // Error types: shared ones get their own module, the rest are written into their frame's module
   // right after the frame, so what can go wrong reading a frame sits beside it.
@@ -154,6 +161,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
 
   function emitFrame(file: SourceFile, imports: Imports, frame: IrFrame): void {
     const errorType = errorById.get(frame.errorTypeId)!;
+    if (frame.postcard) return emitPostcardFrame(file, imports, places, frame, errorType);
     const errorClass = imports.value(errorPath(errorType.id), errorType.name);
     imports.type(RUNTIME, "DecodeOptions");
     const layout = layoutOf(frame);
@@ -381,10 +389,16 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
       case "u16":
       case "u32":
         return "number";
+      case "u64":
+        return "bigint";
+      case "list":
+        return entryType(f);
       case "bytes":
         return "Uint8Array";
       case "utf8":
         return "string";
+      case "postcard":
+        return postcardFieldType(imports, places, f);
       case "json": {
         const s = f.schema!;
         if (s.kind === "mcp") return imports.type(`${rev}/mcp-types.ts`, s.name) + (s.nullable ? " | null" : "");
@@ -413,6 +427,8 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         if (!body.exact) w.writeLine(`if ($end - $at < ${size}) throw ${raise(body.truncated!)};`);
         w.writeLine(`const ${f.name} = ${readInt(imports, f.type as "u8", "$at")};`);
         if (f !== body.fields[body.fields.length - 1]) w.writeLine(`$at += ${size};`);
+      } else if (f.length === "count") {
+        emitListDecode(w, imports, f, body.truncated!, raise);
       } else if (f.length === "u16") {
         w.writeLine(`if ($end - $at < 2) throw ${raise(body.truncated!)};`);
         w.writeLine(`const $${f.name}Start = $at + 2;`);
@@ -423,11 +439,15 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     }
     const range = (f: IrField) => (f.length === "rest" ? "$at, $end" : `$${f.name}Start, $${f.name}End`);
     for (const f of body.fields) {
-      if (f.type === "utf8") {
+      if (f.max !== undefined) {
+        w.writeLine(`if (${f.name} > ${f.max}) throw ${raise(f.invalid!, `${f.invalidField}: ${f.name}`)};`);
+      } else if (f.type === "utf8") {
         w.writeLine(`const ${f.name} = ${imports.value(RUNTIME, "readUtf8")}(bytes, ${range(f)});`);
         w.writeLine(`if (${f.name} === undefined) throw ${raise(f.invalid!)};`);
       } else if (f.type === "bytes") {
         w.writeLine(`const ${f.name} = bytes.subarray(${range(f)});`);
+      } else if (f.type === "postcard") {
+        emitPostcardFieldDecode(w, imports, places, f, range(f), raise);
       } else if (f.type === "json") {
         const s = f.schema!;
         const t = fieldType(imports, f);
@@ -467,7 +487,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
    * and the others pay one more call next to the text or JSON they read.
    */
   function readsOutOfLine(body: IrBody): boolean {
-    return body.fields.some((f) => f.type === "json" || f.type === "utf8" || f.length === "u16");
+    return body.fields.some((f) => f.type === "json" || f.type === "utf8" || f.type === "postcard" || f.type === "list" || f.length === "u16");
   }
 
   function restDecodeName(frame: IrFrame): string {
@@ -501,12 +521,20 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     const sizes: string[] = [];
     for (const f of body.fields) {
       if (f.length === "fixed") {
-        w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkInt")}(${frameLit}, ${lit(f.name)}, ${lit(f.type)}, value.${f.name});`);
+        w.writeLine(`const $${f.name} = ${intCheck(imports, frameLit, f.name, f.type, `value.${f.name}`)};`);
+        if (f.max !== undefined) {
+          w.writeLine(`if ($${f.name} > ${f.max}) throw new ${imports.value(RUNTIME, "EncodeError")}(${frameLit}, ${lit(f.name)}, ${lit(`${f.name} must be at most ${f.max}`)});`);
+        }
         sizes.push(String(INT_SIZE[f.type as keyof typeof INT_SIZE]));
+        continue;
+      }
+      if (f.length === "count") {
+        sizes.push(emitListPrepare(w, imports, f, frameLit));
         continue;
       }
       if (f.type === "bytes") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "checkBytes")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
       else if (f.type === "utf8") w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeUtf8")}(${frameLit}, ${lit(f.name)}, value.${f.name});`);
+      else if (f.type === "postcard") w.writeLine(postcardFieldEncode(imports, places, f));
       else {
         const nullable = f.schema?.kind === "mcp" && f.schema.nullable;
         w.writeLine(`const $${f.name} = ${imports.value(RUNTIME, "encodeJson")}(${frameLit}, ${lit(f.name)}, value.${f.name}${nullable ? " ?? null" : ""});`);
@@ -523,6 +551,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   function emitBodyWrite(w: CodeBlockWriter, imports: Imports, body: IrBody): void {
     body.fields.forEach((f, i) => {
       const last = i === body.fields.length - 1;
+      if (f.length === "count") return emitListWrite(w, imports, f);
       if (f.length === "fixed") {
         w.writeLine(writeInt(imports, f.type as "u8", "$at", `$${f.name}`));
         if (!last) w.writeLine(`$at += ${INT_SIZE[f.type as keyof typeof INT_SIZE]};`);
@@ -537,14 +566,12 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     });
   }
 
-  function readInt(imports: Imports, type: "u8" | "u16" | "u32", at: string): string {
-    if (type === "u8") return `bytes[${at}]!`;
-    return `${imports.value(RUNTIME, type === "u16" ? "readU16" : "readU32")}(bytes, ${at})`;
+  function readInt(imports: Imports, type: "u8" | "u16" | "u32" | "u64", at: string): string {
+    return intReader(imports, type, at);
   }
 
-  function writeInt(imports: Imports, type: "u8" | "u16" | "u32", at: string, expr: string): string {
-    if (type === "u8") return `$out[${at}] = ${expr};`;
-    return `${imports.value(RUNTIME, type === "u16" ? "writeU16" : "writeU32")}($out, ${at}, ${expr});`;
+  function writeInt(imports: Imports, type: "u8" | "u16" | "u32" | "u64", at: string, expr: string): string {
+    return intWriter(imports, type, "$out", at, expr);
   }
 
   function emitMcpTypes(file: SourceFile, ir: IrRevision): void {
@@ -580,6 +607,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     const paths = new Set<string>();
     for (const f of ir.frames) paths.add(`${rev}/${frameModule(f)}`);
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
+    for (const t of ir.postcardTypes) paths.add(`${rev}/${t.id}.ts`);
     paths.add(`${rev}/mcp-types.ts`);
     if (ir.exchanges.length > 0) paths.add(`${rev}/exchanges.ts`);
     for (const p of [...paths].sort()) {

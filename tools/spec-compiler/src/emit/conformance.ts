@@ -3,6 +3,7 @@
 import type { IrRevision } from "../ir.js";
 import { decodeName, encodeName, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
+import { frameViewFields, hasPostcard, viewShapes } from "./postcard.js";
 
 export function emitConformanceRegistry(revisions: readonly IrRevision[], compilerVersion: string): GeneratedFile {
   const newest = revisions[revisions.length - 1]!;
@@ -10,6 +11,12 @@ export function emitConformanceRegistry(revisions: readonly IrRevision[], compil
   const alias = (rev: string) => `r${rev.replace(/\./g, "_")}`;
   for (const ir of revisions) lines.push(`import * as ${alias(ir.revision)} from ${lit(`@diverge/codec/${ir.revision}`)};`);
   lines.push("");
+  for (const ir of revisions) {
+    if (!ir.frames.some(hasPostcard)) continue;
+    lines.push(`/** The postcard shapes of revision ${ir.revision}, which views walk to write u64 as decimal text. */`);
+    lines.push(`const shapes${alias(ir.revision)} = ${JSON.stringify(viewShapes(ir))};`);
+    lines.push("");
+  }
   lines.push("/** Every frame of every revision, by revision and frame id. */");
   lines.push("export const registry: Readonly<Record<string, Readonly<Record<string, FrameEntry>>>> = {");
   for (const ir of revisions) {
@@ -17,7 +24,9 @@ export function emitConformanceRegistry(revisions: readonly IrRevision[], compil
     lines.push(`  ${lit(ir.revision)}: {`);
     for (const frame of ir.frames) {
       const error = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
-      const bytes = frame.body
+      const bytes = frame.postcard
+        ? { "": [] }
+        : frame.body
         ? { "": frame.body.fields.filter((f) => f.type === "bytes").map((f) => f.name) }
         : Object.fromEntries(frame.switch!.variants.map((v) => [v.name, v.body.fields.filter((f) => f.type === "bytes").map((f) => f.name)]));
       lines.push(`    ${lit(frame.id)}: {`);
@@ -26,6 +35,10 @@ export function emitConformanceRegistry(revisions: readonly IrRevision[], compil
       lines.push(`      error: ${a}.${error.name},`);
       lines.push(`      discriminant: ${frame.switch ? lit(frame.switch.property) : "undefined"},`);
       lines.push(`      bytesFields: ${JSON.stringify(bytes)},`);
+      if (hasPostcard(frame)) {
+        const view = frame.postcard ? { root: { ref: frame.id } } : { fields: frameViewFields(frame) };
+        lines.push(`      postcard: { shapes: shapes${a}, ...${JSON.stringify(view)} },`);
+      }
       lines.push(`    },`);
     }
     lines.push(`  },`);

@@ -9,6 +9,7 @@ import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { postcardDocs } from "./postcard.js";
 import { banner, type GeneratedFile } from "./project.js";
 import { renderSite, type SitePage } from "./site.js";
 
@@ -81,6 +82,7 @@ function firstSentence(text: string): string {
 
 function hexOf(bytes: Uint8Array): string {
   const hex = bytesToHex(bytes);
+  if (bytes.length > 1024) return `${hex.slice(0, 96).match(/../g)!.join(" ")} … (${bytes.length} bytes)`;
   return hex.length === 0 ? "(no bytes)" : hex.match(/../g)!.join(" ");
 }
 
@@ -209,6 +211,8 @@ function mcpTypeLink(cx: Context, from: string, name: string): string {
 /** What a field's bytes are, in words. */
 function fieldTypeText(cx: Context, from: string, f: IrField): string {
   if (f.length === "fixed") return code(intText(f.type));
+  if (f.type === "postcard") return `postcard to the end of the payload: a ${frameLink(cx, from, cx.frameById.get(f.postcard!)!)}`;
+  if (f.type === "list") return `a ${code("u32, big-endian")} count, then that many entries: ${f.entry!.map((e) => `${code(e.name)} (${fieldTypeText(cx, from, e)}${e.max !== undefined ? `, at most ${e.max}, else the error ${code(e.invalid!)}` : ""})`).join(", ")}`;
   const kind = f.type === "utf8" ? "UTF-8 text" : f.type === "json" ? "JSON" : "bytes";
   const where = f.length === "u16" ? `after its byte length as a ${code("u16, big-endian")}` : "to the end of the payload";
   let text = `${kind} ${where}`;
@@ -549,6 +553,8 @@ function framePage(cx: Context, frame: IrFrame): SitePage {
         ),
       ),
     );
+  } else if (frame.postcard) {
+    parts.push(section("Layout", block(layoutOf(frame)), postcardDocs(cx.ir, frame, code, block)));
   } else {
     parts.push(section("Layout", block(layoutOf(frame)), bodyText(cx, url, frame.body!)));
   }

@@ -3,17 +3,22 @@
 import { bytesToHex, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
+import { frameViewFields, hasPostcard, normalizeView, postcardArbitraries, postcardFieldArbitrary, postcardLiteral } from "./postcard.js";
+import { listArbitrary } from "./list.js";
 
 /** The fields of the frame's value that hold bytes (hex in a view), for the variant a value names. */
 export function bytesFieldsOf(frame: IrFrame, value: Record<string, unknown>): readonly IrField[] {
+  if (frame.postcard) return [];
   if (frame.body) return frame.body.fields.filter((f) => f.type === "bytes");
   const variant = frame.switch!.variants.find((v) => v.name === value[frame.switch!.property]);
   return variant ? variant.body.fields.filter((f) => f.type === "bytes") : [];
 }
 
-function valueToTs(frame: IrFrame, value: Record<string, unknown>): string {
+function valueToTs(ir: IrRevision, frame: IrFrame, value: Record<string, unknown>): string {
+  if (frame.postcard) return postcardLiteral(ir, { ref: frame.id }, value);
+  const postcard = frameViewFields(frame)[frame.switch ? String(value[frame.switch.property]) : ""] ?? {};
   const bytes = new Set(bytesFieldsOf(frame, value).map((f) => f.name));
-  const parts = Object.entries(value).map(([k, v]) => `${lit(k)}: ${bytes.has(k) ? `fromHex(${lit(String(v))})` : JSON.stringify(v)}`);
+  const parts = Object.entries(value).map(([k, v]) => `${lit(k)}: ${bytes.has(k) ? `fromHex(${lit(String(v))})` : postcard[k] ? postcardLiteral(ir, postcard[k]!, v) : JSON.stringify(v)}`);
   return `{ ${parts.join(", ")} }`;
 }
 
@@ -55,12 +60,12 @@ export function emitCodecTests(ir: IrRevision, compilerVersion: string): Generat
       if (e.value) {
         lines.push(`  it(${lit(`decodes ${e.name}`)}, () => {`);
         lines.push(`    const value = ${decodeName(frame)}(fromHex(${lit(hex)}), options);`);
-        lines.push(`    expect(value).toEqual(${valueToTs(frame, e.value)});`);
+        lines.push(`    expect(value).toEqual(${valueToTs(ir, frame, e.value)});`);
         if (e.roundTrip) lines.push(`    expect(toHex(${encodeName(frame)}(value))).toBe(${lit(hex)});`);
         lines.push(`  });`);
         if (e.roundTrip) {
           lines.push(`  it(${lit(`encodes ${e.name}`)}, () => {`);
-          lines.push(`    expect(toHex(${encodeName(frame)}(${valueToTs(frame, e.value)} as Parameters<typeof ${encodeName(frame)}>[0]))).toBe(${lit(hex)});`);
+          lines.push(`    expect(toHex(${encodeName(frame)}(${valueToTs(ir, frame, e.value)} as Parameters<typeof ${encodeName(frame)}>[0]))).toBe(${lit(hex)});`);
           lines.push(`  });`);
         }
       } else {
@@ -83,8 +88,9 @@ export function emitCodecTests(ir: IrRevision, compilerVersion: string): Generat
 export function emitVectors(ir: IrRevision): GeneratedFile {
   const lines: string[] = [];
   for (const frame of ir.frames) {
-    for (const e of frame.examples) {
-      const hex = bytesToHex(e.bytes);
+    for (const example of frame.examples) {
+      const hex = bytesToHex(example.bytes);
+      const e = example.value && hasPostcard(frame) ? { ...example, value: viewOf(ir, frame, example.value) } : example;
       if (e.value) {
         lines.push(JSON.stringify({ name: `${frame.id}: decodes ${e.name}`, input: { revision: ir.revision, frame: frame.id, decode: hex }, expect: { value: e.value } }));
         if (e.roundTrip) lines.push(JSON.stringify({ name: `${frame.id}: encodes ${e.name}`, input: { revision: ir.revision, frame: frame.id, encode: e.value }, expect: { hex } }));
@@ -94,6 +100,13 @@ export function emitVectors(ir: IrRevision): GeneratedFile {
     }
   }
   return { path: `packages/conformance/vectors/${ir.revision}.jsonl`, text: lines.join("\n") + "\n" };
+}
+
+/** An example's value as the testee's view: u64 as decimal text wherever postcard holds one. */
+function viewOf(ir: IrRevision, frame: IrFrame, value: Record<string, unknown>): Record<string, unknown> {
+  if (frame.postcard) return normalizeView(ir, { ref: frame.id }, value) as Record<string, unknown>;
+  const fields = frameViewFields(frame)[frame.switch ? String(value[frame.switch.property]) : ""] ?? {};
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fields[k] ? normalizeView(ir, fields[k]!, v) : v]));
 }
 
 /**
@@ -106,19 +119,29 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   lines.push(`/** A JSON value as JSON.parse would give it back (no -0, no undefined). */`);
   lines.push(`const json = <T>(arbitrary: fc.Arbitrary<T>): fc.Arbitrary<T> => arbitrary.map((v) => JSON.parse(JSON.stringify(v)) as T);`);
   lines.push(`const jsonObject = json(fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 4 }));`);
+  if (ir.postcardTypes.length > 0 || ir.frames.some((f) => f.postcard)) {
+    lines.push(`/** Every postcard shape of the revision, by id. */`);
+    lines.push(`const postcard: Record<string, fc.Arbitrary<unknown>> = ${postcardArbitraries(ir)};`);
+  }
   lines.push("");
   const fieldArb = (f: IrField): string => {
     switch (f.type) {
       case "u8":
-        return "fc.integer({ min: 0, max: 0xff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xff"} })`;
       case "u16":
-        return "fc.integer({ min: 0, max: 0xffff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xffff"} })`;
       case "u32":
-        return "fc.integer({ min: 0, max: 0xffffffff })";
+        return `fc.integer({ min: 0, max: ${f.max ?? "0xffffffff"} })`;
       case "bytes":
         return "fc.uint8Array({ maxLength: 48 })";
       case "utf8":
         return `fc.string({ unit: "binary", maxLength: 24 })`;
+      case "postcard":
+        return postcardFieldArbitrary(f);
+      case "list":
+        return listArbitrary(f);
+      case "u64":
+        return "fc.bigInt({ min: 0n, max: (1n << 64n) - 1n })";
       case "json": {
         const s = f.schema!;
         if (s.kind === "mcp") return s.nullable ? "fc.option(jsonObject, { nil: null })" : "jsonObject";
@@ -142,7 +165,9 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   for (const frame of ir.frames) {
     const error = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
     let arb: string;
-    if (frame.body) {
+    if (frame.postcard) {
+      arb = `postcard[${lit(frame.id)}]!`;
+    } else if (frame.body) {
       arb = `fc.record({ ${frame.body.fields.map((f) => `${lit(f.name)}: ${fieldArb(f)}`).join(", ")} })`;
     } else {
       const sw = frame.switch!;

@@ -351,7 +351,13 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     for (const p of paths) {
       const name = lowerCamel(p.id);
       const stream = STREAMS.has(p.answer.messages);
-      lines.push(`  if (handlers.${name}) bound.push({ descriptor: p.${pascal(p.id)}, ${stream ? "stream" : "one"}: handlers.${name} as BoundPath[${lit(stream ? "stream" : "one")}] });`);
+      const withRequest = p.request.messages === "one";
+      const member = stream && !withRequest ? `(_request, context) => handler(context)` : `handler as BoundPath[${lit(stream ? "stream" : "one")}]`;
+      lines.push(`  const ${name} = handlers.${name};`);
+      lines.push(`  if (${name}) {`);
+      lines.push(`    const handler = ${name};`);
+      lines.push(`    bound.push({ descriptor: p.${pascal(p.id)}, ${stream ? "stream" : "one"}: ${member} });`);
+      lines.push(`  }`);
     }
     lines.push(`  return bound;`);
     lines.push(`}`);

@@ -5,9 +5,12 @@
 //
 // The SDK is this compiler's own dependency (pinned), so what is generated depends on nothing else
 // and `generate --check` finds a drift when the SDK is bumped.
-import { existsSync, readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Project, SymbolFlags, ts, TypeFlags, type Node, type Symbol as MorphSymbol, type Type } from "ts-morph";
 
 export interface McpTypeRequest {
@@ -45,11 +48,49 @@ function locateSdk(): { declarations: string; version: string } {
 
 let cached: { key: string; source: McpTypeSource } | undefined;
 
-/** Expands each requested MCP type from the SDK's declarations into self-contained TypeScript. */
+/**
+ * Expands each requested MCP type from the SDK's declarations into self-contained TypeScript.
+ *
+ * Type-checking the SDK's declarations (and zod's, which they use) costs about two seconds of CPU,
+ * so the result is kept in memory and in the OS temp folder, keyed by everything it depends on: the
+ * requests, the SDK's declarations, TypeScript's version and this file.
+ */
 export function mcpTypeSource(requests: readonly McpTypeRequest[]): McpTypeSource {
-  const key = JSON.stringify(requests);
-  if (cached?.key === key) return cached.source;
   const sdk = locateSdk();
+  const key = createHash("sha256")
+    .update(JSON.stringify(requests))
+    .update("\0")
+    .update(readFileSync(sdk.declarations))
+    .update("\0")
+    .update(ts.version)
+    .update("\0")
+    .update(readFileSync(fileURLToPath(import.meta.url)))
+    .digest("hex");
+  if (cached?.key === key) return cached.source;
+  const cacheFile = join(tmpdir(), "diverge-spec-cache", `mcp-types-${key}.json`);
+  try {
+    const source = JSON.parse(readFileSync(cacheFile, "utf8")) as McpTypeSource;
+    if (typeof source.sdkVersion === "string" && Array.isArray(source.types) && source.types.length === requests.length) {
+      cached = { key, source };
+      return source;
+    }
+  } catch {
+    // Not cached yet (or unreadable): expand below.
+  }
+  const source = expand(sdk, requests);
+  cached = { key, source };
+  try {
+    mkdirSync(dirname(cacheFile), { recursive: true });
+    const partial = `${cacheFile}.${process.pid}.tmp`;
+    writeFileSync(partial, JSON.stringify(source));
+    renameSync(partial, cacheFile);
+  } catch {
+    // A cache that cannot be written only costs time.
+  }
+  return source;
+}
+
+function expand(sdk: { declarations: string; version: string }, requests: readonly McpTypeRequest[]): McpTypeSource {
   const project = new Project({
     compilerOptions: {
       strict: true,
@@ -75,9 +116,7 @@ export function mcpTypeSource(requests: readonly McpTypeRequest[]): McpTypeSourc
     }
     return new Printer(alias, checker).print(type, 0);
   });
-  const source = { sdkVersion: sdk.version, types };
-  cached = { key, source };
-  return source;
+  return { sdkVersion: sdk.version, types };
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;

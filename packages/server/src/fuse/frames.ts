@@ -1,0 +1,132 @@
+// The FUSE handlers as frames: each handler call of a mount is one FUSE ask (the generated
+// `FuseAsk`), answered with the generated answer frame of its kind. `askThrough` is the proxy's side
+// (a call becomes ask bytes; the answer bytes become the call's result, and an answer that does not
+// decode fails the call: EIO); `serveAsk` is the provider's (ask bytes in, answer bytes out).
+import {
+  decodeFuseAck,
+  decodeFuseAsk,
+  decodeFuseListAnswer,
+  decodeFuseReadAnswer,
+  decodeFuseStatAnswer,
+  encodeFuseAck,
+  encodeFuseAsk,
+  encodeFuseListAnswer,
+  encodeFuseReadAnswer,
+  encodeFuseStatAnswer,
+  type FuseAck,
+  type FuseAsk,
+} from "@diverge/codec";
+import type { FuseAckResult, FuseAttrs, FuseHandlers, FuseTime } from "./handlers.js";
+
+const SET = { mode: 0x01, uid: 0x02, gid: 0x04, atime: 0x08, mtime: 0x10 } as const;
+const ZERO: FuseTime = { secs: 0n, nanos: 0 };
+
+/** One ask's bytes out, its answer's bytes back; rejects when the ask was not served or the connection ended. */
+export type SendAsk = (ask: Uint8Array) => Promise<Uint8Array>;
+
+const ackResult = (a: FuseAck): FuseAckResult => (a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? { kind: "readOnly" } : { kind: "error", message: a.message });
+
+/** Handlers that send every call as a FUSE ask and read its answer. */
+export function askThrough(send: SendAsk): FuseHandlers {
+  const ack = async (ask: FuseAsk) => ackResult(decodeFuseAck(await send(encodeFuseAsk(ask))));
+  return {
+    async read(path, offset, length) {
+      const a = decodeFuseReadAnswer(await send(encodeFuseAsk({ ask: "Read", path, offset, length })));
+      return a.answer === "Data" ? { kind: "data", bytes: a.data } : a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+    },
+    write: (path, offset, data) => ack({ ask: "Write", path, offset, data }),
+    async list(path) {
+      const a = decodeFuseListAnswer(await send(encodeFuseAsk({ ask: "List", path })));
+      if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
+      return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+    },
+    remove: (path) => ack({ ask: "Remove", path }),
+    rename: (from, to) => ack({ ask: "Rename", from, to }),
+    mkdir: (path) => ack({ ask: "Mkdir", path }),
+    async stat(path) {
+      const a = decodeFuseStatAnswer(await send(encodeFuseAsk({ ask: "Stat", path })));
+      if (a.answer === "Missing") return { kind: "missing" };
+      if (a.answer === "Failed") return { kind: "error", message: a.message };
+      return {
+        kind: "stat",
+        stat: {
+          kind: a.file_kind === 1 ? "directory" : "file",
+          size: a.size,
+          mode: a.mode,
+          uid: a.uid,
+          gid: a.gid,
+          atime: { secs: a.atime_secs, nanos: a.atime_nanos },
+          mtime: { secs: a.mtime_secs, nanos: a.mtime_nanos },
+          ctime: { secs: a.ctime_secs, nanos: a.ctime_nanos },
+        },
+      };
+    },
+    truncate: (path, size) => ack({ ask: "Truncate", size, path }),
+    setattr: (path, attrs) => ack(setattrAsk(path, attrs)),
+  };
+}
+
+function setattrAsk(path: string, attrs: FuseAttrs): FuseAsk {
+  let set = 0;
+  for (const key of Object.keys(SET) as (keyof typeof SET)[]) if (attrs[key] !== undefined) set |= SET[key];
+  const atime = attrs.atime ?? ZERO;
+  const mtime = attrs.mtime ?? ZERO;
+  return { ask: "Setattr", set, mode: attrs.mode ?? 0, uid: attrs.uid ?? 0, gid: attrs.gid ?? 0, atime_secs: atime.secs, atime_nanos: atime.nanos, mtime_secs: mtime.secs, mtime_nanos: mtime.nanos, path };
+}
+
+const ackFrame = (r: FuseAckResult) => encodeFuseAck(r.kind === "ok" ? { ack: "Ok" } : r.kind === "readOnly" ? { ack: "ReadOnly" } : { ack: "Refused", message: r.message });
+
+/** The provider's side: one ask's bytes served by `handlers`, the answer's bytes returned. Throws the codec's error for bytes that are not an ask. */
+export async function serveAsk(handlers: FuseHandlers, bytes: Uint8Array): Promise<Uint8Array> {
+  const ask = decodeFuseAsk(bytes);
+  switch (ask.ask) {
+    case "Read": {
+      const r = await handlers.read(ask.path, ask.offset, ask.length);
+      return encodeFuseReadAnswer(r.kind === "data" ? { answer: "Data", data: r.bytes } : r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+    }
+    case "Write":
+      return ackFrame(await handlers.write(ask.path, ask.offset, ask.data));
+    case "List": {
+      const r = await handlers.list(ask.path);
+      if (r.kind === "entries") return encodeFuseListAnswer({ answer: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) });
+      return encodeFuseListAnswer(r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+    }
+    case "Remove":
+      return ackFrame(await handlers.remove(ask.path));
+    case "Rename":
+      return ackFrame(await handlers.rename(ask.from, ask.to));
+    case "Mkdir":
+      return ackFrame(await handlers.mkdir(ask.path));
+    case "Stat": {
+      const r = await handlers.stat(ask.path);
+      if (r.kind !== "stat") return encodeFuseStatAnswer(r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+      const s = r.stat;
+      return encodeFuseStatAnswer({
+        answer: "Stat",
+        file_kind: s.kind === "directory" ? 1 : 0,
+        size: s.size,
+        mode: s.mode,
+        uid: s.uid,
+        gid: s.gid,
+        atime_secs: s.atime.secs,
+        atime_nanos: s.atime.nanos,
+        mtime_secs: s.mtime.secs,
+        mtime_nanos: s.mtime.nanos,
+        ctime_secs: s.ctime.secs,
+        ctime_nanos: s.ctime.nanos,
+      });
+    }
+    case "Truncate":
+      return ackFrame(await handlers.truncate(ask.path, ask.size));
+    case "Setattr": {
+      // A field whose bit is clear is ignored.
+      const attrs: { -readonly [K in keyof FuseAttrs]: FuseAttrs[K] } = {};
+      if (ask.set & SET.mode) attrs.mode = ask.mode;
+      if (ask.set & SET.uid) attrs.uid = ask.uid;
+      if (ask.set & SET.gid) attrs.gid = ask.gid;
+      if (ask.set & SET.atime) attrs.atime = { secs: ask.atime_secs, nanos: ask.atime_nanos };
+      if (ask.set & SET.mtime) attrs.mtime = { secs: ask.mtime_secs, nanos: ask.mtime_nanos };
+      return ackFrame(await handlers.setattr(ask.path, attrs));
+    }
+  }
+}

@@ -1,0 +1,150 @@
+// The proxy as one file to ship: `scripts/bundle.mjs` (what `pnpm --filter @diverge/server bundle`
+// runs) builds the bundle and, where this machine can, the single executable; each is copied alone
+// into an empty temporary directory (no node_modules anywhere above it) and run from there.
+// A provider — the built @diverge/client of the workspace — begins tools on the multiplexed
+// connection and calls the container's tool through it, and answers the program's outward ask on
+// the paths transport; the example container program is the container. All of it starts straight
+// after the listening line, while the proxy is still loading what serves it.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { exampleRoot, startExampleContainer } from "@diverge/example-container";
+
+const packageDir = join(dirname(fileURLToPath(import.meta.url)), "..");
+// The provider: the built client package (it depends on this package for its own tests, so it is
+// loaded from its dist rather than declared; turbo builds it before this package's tests).
+const clientEntry = join(packageDir, "..", "client", "dist", "index.js");
+
+interface ContainerConnection {
+  beginTools(args: unknown): Promise<unknown>;
+  feedSecrets(secrets: Record<string, string>): Promise<void>;
+  info(): Promise<{ frontMatter: Record<string, unknown> } | undefined>;
+  mcp: { callTool(params: unknown): Promise<{ content: { type: string; text?: string }[] }> };
+  close(): void;
+}
+interface DivergeClient {
+  openContainer(url: string, options?: { handlers?: Record<string, unknown> }): Promise<ContainerConnection>;
+  connectProxy(url: string, handlers: Record<string, unknown>): { whenConnected(): Promise<void>; close(): Promise<void> };
+}
+
+const work = mkdtempSync(join(tmpdir(), "diverge-bundle-"));
+const built = join(work, "build");
+/** The SEA is required wherever Node and postject can make one (Node 20.12+ on Linux, macOS, Windows). */
+const [major, minor] = process.versions.node.split(".").map(Number) as [number, number];
+const seaExpected = ["linux", "darwin", "win32"].includes(process.platform) && (major > 20 || (major === 20 && minor >= 12));
+const seaName = process.platform === "win32" ? "diverge-proxy.exe" : "diverge-proxy";
+let bundleOutput = "";
+const children: ChildProcess[] = [];
+
+beforeAll(() => {
+  const result = spawnSync(process.execPath, [join(packageDir, "scripts", "bundle.mjs"), "--out", built, ...(seaExpected ? ["--require-sea"] : ["--no-sea"])], {
+    encoding: "utf8",
+    timeout: 240_000,
+  });
+  bundleOutput = `${result.stdout}${result.stderr}`;
+  if (result.status !== 0) throw new Error(`bundle.mjs failed (${result.status ?? result.signal}): ${bundleOutput}`);
+}, 300_000);
+
+afterAll(() => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** A fresh empty directory holding only `file`. */
+function alone(file: string): string {
+  const dir = mkdtempSync(join(tmpdir(), "diverge-alone-"));
+  copyFileSync(join(built, file), join(dir, file));
+  return dir;
+}
+
+function startProxy(command: string, args: string[], cwd: string) {
+  // No NODE_PATH, NODE_OPTIONS or anything else of the workspace's environment.
+  const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? "" }, stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const line = new Promise<string>((resolve, reject) => {
+    child.stdout!.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (stdout.includes("\n")) resolve(stdout.split("\n")[0]!);
+    });
+    child.once("exit", (code) => reject(new Error(`the proxy exited with ${code} before listening: ${stderr}`)));
+  });
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, line, exit, stderr: () => stderr };
+}
+
+async function endToEnd(command: string, args: string[], cwd: string): Promise<void> {
+  const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
+  const container = await startExampleContainer({ host: "127.0.0.1" });
+  const proxy = startProxy(command, [...args, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", String(container.port), "--root", exampleRoot], cwd);
+  let connection: ContainerConnection | undefined;
+  let provider: { close(): Promise<void> } | undefined;
+  const program = new Client({ name: "program-in-the-container", version: "1.0.0" });
+  try {
+    const line = await proxy.line;
+    const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(line)![1]);
+    const programPort = Number(/http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(line)![1]);
+    // All at once, straight after the listening line: the program's outward ask (held by the
+    // secrets gate), the provider holding /requests to answer it, and the multiplexed connection.
+    provider = client.connectProxy(`ws://127.0.0.1:${port}`, {
+      callTool: (params: { name: string }) => ({ variant: "Result", result: { content: [{ type: "text", text: `the provider answered ${params.name}` }] } }),
+    });
+    const outward = program
+      .connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)))
+      .then(() => program.callTool({ name: "outward-tool", arguments: {} }));
+    outward.catch(() => {}); // awaited below; a failure before then is reported by the first failing step
+    // The outward ask waits for the secrets, fed after the begin: by then the begin scope carries it
+    // (the project's transport rule), answered by the same handler in the generated shape.
+    connection = await client.openContainer(`ws://127.0.0.1:${port}/`, {
+      handlers: {
+        mcpCallTool: ({ params }: { params: { name: string } }) => ({ variant: "Result", result: { content: [{ type: "text", text: `the provider answered ${params.name}` }] } }),
+      },
+    });
+    const tools = (await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } })) as unknown[];
+    expect(tools.length).toBeGreaterThan(0);
+    expect((await connection.info())?.frontMatter).toBeTypeOf("object");
+    await connection.feedSecrets({ API_KEY: "bundle-key" });
+    const greeted = await connection.mcp.callTool({ name: "greet", arguments: { name: "Ada" } });
+    expect(greeted.content[0]).toEqual({ type: "text", text: "Hello, Ada!" });
+    expect(((await outward) as { content: { text: string }[] }).content[0]!.text).toBe("the provider answered outward-tool");
+  } finally {
+    await program.close().catch(() => {});
+    await provider?.close();
+    connection?.close();
+    proxy.child.kill("SIGTERM");
+    await container.close();
+  }
+  expect(await proxy.exit).toBe(0);
+  expect(proxy.stderr()).not.toMatch(/Error|Cannot find/);
+}
+
+describe("the proxy as one file, run from an empty directory", () => {
+  it("bundles every dependency but the optional native helpers, which it does without", () => {
+    const source = readFileSync(join(built, "diverge-proxy.mjs"), "utf8");
+    // ws's optional native helpers stay outside (they load a .node file from beside themselves):
+    // required in a try block, so where they are absent ws uses its JavaScript fallback.
+    expect(source.includes("node-gyp-build")).toBe(false);
+    expect(/\\?"bufferutil\\?"/.test(source)).toBe(true);
+    // Nothing else is imported but Node's own modules (the tests below run it with nothing beside it).
+    expect(source.split("\n")[1]!.startsWith('import{createRequire as __divergeRequire}from"node:module";')).toBe(true);
+  });
+
+  it("node diverge-proxy.mjs: a provider begins tools and calls a tool through it; the paths transport answers an outward ask", async () => {
+    const dir = alone("diverge-proxy.mjs");
+    expect(existsSync(join(dir, "node_modules"))).toBe(false);
+    await endToEnd(process.execPath, [join(dir, "diverge-proxy.mjs")], dir);
+  }, 60_000);
+
+  it.runIf(seaExpected)("the single executable (no node, no files beside it): the same", async () => {
+    expect(bundleOutput).toContain(`wrote`);
+    const dir = alone(seaName);
+    await endToEnd(join(dir, seaName), [], dir);
+  }, 60_000);
+});
