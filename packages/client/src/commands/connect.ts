@@ -266,7 +266,8 @@ export async function runConnect(args: string[]): Promise<number> {
     try {
       if (serveAt) {
         serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say });
-        say(`serving the container's tools at ${serving.url}`);
+        // Said even with --quiet: with port 0 it is the only way to learn where.
+        process.stderr.write(`serving the container's tools at ${serving.url}\n`);
       } else {
         serving = await serveToolsStdio(source, { log: say });
         say("serving the container's tools on stdin/stdout");
