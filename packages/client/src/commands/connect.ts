@@ -8,6 +8,8 @@ import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths
 import { PathsTools } from "../paths/tools.js";
 import { postgresOverPaths } from "../families/postgres-paths.js";
 import { mcpProviderHandlers } from "../families/mcp-handlers.js";
+import type { ProviderHandlers } from "../gen/exchanges.js";
+import type { AnswerContext } from "../exchanges/engine.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
 import { commandExec } from "../families/command-exec.js";
 import { PostgresVault } from "../families/vault.js";
@@ -218,7 +220,7 @@ export async function runConnect(args: string[]): Promise<number> {
         timeoutMs,
         onPostgres: (announced) => database.pipe(announced),
         // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
-        handlers: { ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() },
+        handlers: announcing({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }, say),
         onEvent: (event) => {
           switch (event.type) {
             case "announced":
@@ -324,6 +326,19 @@ function databaseBackend(url: string | undefined, say: (line: string) => void) {
       if (embedded) await (await embedded).close();
     },
   };
+}
+
+/** `handlers`, each saying one line when the proxy asks its exchange on the begin scope. */
+function announcing(handlers: ProviderHandlers, say: (line: string) => void): ProviderHandlers {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, handler] of Object.entries(handlers)) {
+    if (typeof handler !== "function") continue;
+    wrapped[name] = (ask: unknown, context: AnswerContext) => {
+      say(`${context.path}: ${name}`);
+      return (handler as (ask: unknown, context: AnswerContext) => unknown)(ask, context);
+    };
+  }
+  return wrapped as ProviderHandlers;
 }
 
 /** The container's MCP server as the transport reaches it, with one line per exchange. */

@@ -2,7 +2,7 @@
 // `bindProviderPathAsks` (src/gen/exchanges.ts) binds one typed method per path onto: dial the path,
 // send the one request message, read the answer messages as the path's descriptor says. Each opening
 // is one exchange and is never repeated. Nothing here names a path; the descriptors do.
-import type { OpenedPathDescriptor } from "@diverge/codec";
+import type { OpenedPathDescriptor } from "@diverge/codec/exchanges";
 import { checkMcp } from "@diverge/codec/mcp";
 import { endpointUrl, proxyBase } from "../url.js";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type WebSocketConstructor } from "../paths/socket.js";

@@ -2,7 +2,7 @@
 // (src/gen/exchanges.ts, `bindProviderPaths`) hands it one handler per path with the path's
 // descriptor; it reads the one request message, runs the handler and sends the answer messages as
 // the descriptor says. Nothing here names a path or a kind; the descriptors do.
-import type { OpenedPathDescriptor } from "@diverge/codec";
+import type { OpenedPathDescriptor } from "@diverge/codec/exchanges";
 import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { WebSocket } from "ws";
 import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
