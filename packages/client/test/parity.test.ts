@@ -100,6 +100,39 @@ describe("outward MCP: the program's exchange, answered by the provider on eithe
   }
 });
 
+describe("outward MCP: the provider's connection lost mid-exchange", () => {
+  // Each transport keeps its own fate rule (the shared README, §F): a begin-scope channel is never
+  // asked again, so the program gets an MCP error; an unanswered `/requests` ask is asked again on
+  // the next connection, so the program gets the next provider's answer. Neither hangs.
+  for (const transport of TRANSPORTS) {
+    it(`the program is never left waiting — ${transport}`, { timeout: 30_000 }, async () => {
+      const proxy = await proxyFor(await container());
+      const hang: ProviderHandlers = { mcpCallTool: () => new Promise(() => {}) };
+      let drop: () => Promise<unknown>;
+      if (transport === "multiplexed") {
+        const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { handlers: hang });
+        await connection.beginTools({ arguments: { greeting: "Hello" } });
+        drop = () => connection.close();
+      } else {
+        const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, hang);
+        await connection.whenConnected({ timeoutMs: 10_000 });
+        drop = () => connection.close();
+      }
+      const agent = await program(proxy);
+      const seen = programOutcome(() => agent.callTool({ name: "t", arguments: {} }));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await drop();
+      if (transport === "multiplexed") {
+        expect(await seen).toMatchObject({ error: { code: -32603, data: { diverge: "Lost" } } });
+      } else {
+        // Asked again on the next /requests connection, and answered there.
+        await provide(proxy, "paths", { mcpCallTool: () => ({ variant: "Result", result: text("asked again") }) });
+        expect(await seen).toEqual({ result: text("asked again") });
+      }
+    });
+  }
+});
+
 describe("vault: the program's HTTP call, answered by the provider on either transport", () => {
   const rows: { outcome: string; handlers: ProviderHandlers; status: number; body?: string }[] = [
     { outcome: "a result", handlers: { vaultGet: () => ({ variant: "Present", value: new TextEncoder().encode("secret") }) }, status: 200, body: "secret" },
