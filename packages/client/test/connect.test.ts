@@ -113,6 +113,11 @@ describe("diverge connect --serve-tools", () => {
     const agents = await Promise.all([mcpClient(url), mcpClient(url)]);
     await sameAsDirect(agents, await mcpClient(app.url.replace(/\/$/, "") + "/mcp"));
     expect(running.stderr()).toContain("tools/call: answered");
+    // The container's database connection goes on /requests (kind 11) to the embedded PGlite.
+    const rows = (await agents[0]!.callTool({ name: "query", arguments: { sql: "select 6 * 7 as answer" } })) as { content: { text: string }[]; isError?: boolean };
+    expect(rows.isError).toBeFalsy();
+    expect(JSON.parse(rows.content[0]!.text)).toEqual([{ answer: 42 }]);
+    expect(running.stderr()).toMatch(/\/postgres\/\d+/);
     // Nothing was begun: / is still free for a provider.
     expect(proxy.multiplexed.connection).toBeUndefined();
     running.child.kill("SIGTERM");
