@@ -6,13 +6,18 @@
 //     (f) begin scope: program → proxy's /mcp → proxy-opened channel 9 → provider → MCP server
 //     (g) /requests:   program → proxy's /mcp → /requests ask → answer path → provider → MCP server
 //   (c) baseline: the MCP SDK client → the container's /mcp directly.
-// Postgres (pair vs kind 11) is not here: the bench has no database of its own (see the report).
+// Postgres, one-row queries (`select $1::int`) on one connection, against an embedded PGlite behind a
+// PostgreSQL socket in this process (one connection at a time, so the three run one after another):
+//     (p) direct, (q) through the begin-scope pair (tag 0), (r) through /requests kind 11.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { connectProxy, mcpProviderHandlers, openContainer, perRequestSignalFetch, relayToMcp } from "@diverge/client";
+import { connectProxy, mcpProviderHandlers, openContainer, perRequestSignalFetch, pipePostgres, postgresOverPaths, relayToMcp } from "@diverge/client";
+import { PGlite } from "@electric-sql/pglite";
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
+import pg from "pg";
 import { load, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
@@ -53,6 +58,12 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
   const concurrencies = [1, 32];
   const closers: (() => Promise<unknown> | unknown)[] = [];
   try {
+    const db = await PGlite.create();
+    closers.unshift(() => db.close());
+    const dbServer = new PGLiteSocketServer({ db, port: 0, host: "127.0.0.1" });
+    await dbServer.start();
+    closers.unshift(() => dbServer.stop());
+    const database = { host: "127.0.0.1", port: Number(dbServer.getServerConn().split(":").pop()) };
     const container = await startChild(["container"]);
     closers.unshift(() => container.close());
     const mcpUrl = `http://127.0.0.1:${container.ready.port}/mcp`;
@@ -74,11 +85,11 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
 
     const relay = relayToMcp({ url: mcpUrl });
     closers.unshift(() => relay.close());
-    const begun = await openContainer(`ws://127.0.0.1:${forF.ready.port}/`, { handlers: mcpProviderHandlers(relay) });
+    const begun = await openContainer(`ws://127.0.0.1:${forF.ready.port}/`, { handlers: mcpProviderHandlers(relay), onPostgres: (announced) => pipePostgres(announced, database) });
     closers.unshift(() => begun.close());
     await begun.beginTools({ arguments: { greeting: "Hello" } });
     const programF = await sdkClient(`http://127.0.0.1:${forF.ready.programPort}/mcp`, "program-f");
-    const requests = connectProxy(`ws://127.0.0.1:${forG.ready.port}`, relay);
+    const requests = connectProxy(`ws://127.0.0.1:${forG.ready.port}`, Object.assign(Object.create(relay) as typeof relay, { raw: postgresOverPaths(database) }));
     closers.unshift(() => requests.close());
     await requests.whenConnected();
     const programG = await sdkClient(`http://127.0.0.1:${forG.ready.programPort}/mcp`, "program-g");
@@ -106,6 +117,19 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
         best[key][String(concurrency)] = await load(calls[key], concurrency, seconds, maxCalls);
       }
     }
+    // Postgres: one connection at a time (PGlite serves one), one-row queries on it.
+    const postgres: Record<"p" | "q" | "r", LoadResult> = {} as never;
+    const pgTargets = { p: database.port, q: forF.ready.pgPort!, r: forG.ready.pgPort! } as const;
+    for (const key of ["p", "q", "r"] as const) {
+      const client = new pg.Client({ host: "127.0.0.1", port: pgTargets[key], user: "postgres", database: "postgres" });
+      await client.connect();
+      let i = 0;
+      const query = () => client.query("select $1::int as n", [i++]);
+      await load(query, 1, quick ? 0.05 : 0.5, quick ? 50 : 2000);
+      log(`  parity postgres ${key}`);
+      postgres[key] = await load(query, 1, seconds, maxCalls);
+      await client.end();
+    }
     const rate = (key: Key, c: number) => best[key][String(c)]!.callsPerSecond;
     const rows = keys.flatMap((key) =>
       concurrencies.map((c) => {
@@ -114,10 +138,17 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
       }),
     );
     return {
-      result: { paths: best },
+      result: { paths: best, postgres },
       targets: [
         { case: 8, what: "outward tools/call, begin scope vs /requests, N = 1", goal: "reported", value: `${(rate("f", 1) / rate("g", 1)).toFixed(2)}× (${rate("f", 1).toFixed(0)} vs ${rate("g", 1).toFixed(0)} calls/s)`, met: null },
         { case: 8, what: "outward tools/call, begin scope vs /requests, N = 32", goal: "reported", value: `${(rate("f", 32) / rate("g", 32)).toFixed(2)}× (${rate("f", 32).toFixed(0)} vs ${rate("g", 32).toFixed(0)} calls/s)`, met: null },
+        {
+          case: 8,
+          what: "postgres one-row queries/s: pair vs kind 11 vs direct",
+          goal: "reported",
+          value: `${postgres.q.callsPerSecond.toFixed(0)} (pair) vs ${postgres.r.callsPerSecond.toFixed(0)} (kind 11) vs ${postgres.p.callsPerSecond.toFixed(0)} (direct)`,
+          met: null,
+        },
         { case: 8, what: "inward tools/call through --serve-tools, multiplexed vs paths, N = 32", goal: "reported", value: `${rate("d", 32).toFixed(0)} vs ${rate("e", 32).toFixed(0)} calls/s (direct ${rate("c", 32).toFixed(0)})`, met: null },
       ],
       tables: [
@@ -125,7 +156,15 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
           title: "Case 8: both transports (tools/call greet)",
           columns: ["path", "N", "calls/s", "vs (c)", "p50", "p99", "calls"],
           rows,
-          notes: [`${seconds} s per path and concurrency; the container, the proxies, diverge connect and the caller are separate processes on the same machine. Postgres (pair vs kind 11) is not measured here.`],
+          notes: [`${seconds} s per path and concurrency; the container, the proxies, diverge connect and the caller are separate processes on the same machine.`],
+        },
+        {
+          title: "Case 8: postgres, one-row queries on one connection (PGlite behind a socket)",
+          columns: ["path", "queries/s", "vs direct", "p50", "p99", "queries"],
+          rows: ([["p", "(p) pg → database (direct)"], ["q", "(q) pg → proxy → begin-scope pair → provider → database"], ["r", "(r) pg → proxy → /requests kind 11 → provider → database"]] as const).map(([key, name]) => {
+            const r = postgres[key];
+            return [name, r.callsPerSecond.toFixed(0), `${(r.callsPerSecond / postgres.p.callsPerSecond).toFixed(2)}×`, `${r.p50.toFixed(2)} ms`, `${r.p99.toFixed(2)} ms`, String(r.calls)];
+          }),
         },
       ],
     };
