@@ -198,3 +198,16 @@ describe("inward MCP: the provider's exchange with the container's server on eit
     }
   }
 });
+
+describe("one inward MCP client for both transports", () => {
+  it("the begin scope's channels and /tool/* share the proxy's one session with the container's server", { timeout: 30_000 }, async () => {
+    const proxy = await proxyFor(await container());
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`);
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: { greeting: "Hello" } });
+    const onScope = await connection.mcp.listTools();
+    const onPaths = await new PathsTools(`ws://127.0.0.1:${proxy.port}`).listTools();
+    expect(onPaths).toEqual(onScope);
+    expect(proxy.inward.sessionsMade).toBe(1);
+  });
+});
