@@ -43,6 +43,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.startup = (problem as Error).message;
   }
+  try {
+    extra.parity = (await import("./cases/parity.js")).paritySuite;
+  } catch (problem) {
+    problems.parity = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

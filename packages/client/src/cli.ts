@@ -2,14 +2,19 @@
 // diverge: the provider side from a shell. Each subcommand lives in its own module under commands/.
 import { runAnswer, answerUsage } from "./commands/answer.js";
 import { runTools, toolsUsage } from "./commands/tools.js";
+import { runConnect, connectUsage } from "./commands/connect.js";
+import { exitStatusHelp, fail } from "./commands/exit.js";
 
 const usage = `diverge: the provider side of the Diverge container-proxy protocol.
 
 Commands:
+${connectUsage}
 ${answerUsage}
 ${toolsUsage}
-Run \`diverge <command> --help\` for a command's flags.
-`;
+Run \`diverge <command> --help\` for a command's flags. \`connect\` holds the proxy for as long as it
+runs; \`tools\` makes one exchange and ends (the proxy accepts one multiplexed connection in its life).
+
+${exitStatusHelp}`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -17,6 +22,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return command ? 0 : 2;
   }
+  if (command === "connect") return runConnect(rest);
   if (command === "answer") return runAnswer(rest);
   if (command === "tools") return runTools(rest);
   process.stderr.write(`unknown command ${command}\n\n${usage}`);
@@ -28,7 +34,6 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    process.exitCode = fail(error);
   },
 );

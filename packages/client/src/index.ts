@@ -10,6 +10,7 @@ export {
   type ConnectOptions,
   type McpAnswer,
   type AskInfo,
+  type RawPath,
   type NotificationSink,
   type McpTarget,
   type RelayOptions,
@@ -28,3 +29,10 @@ export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProvid
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "./exchanges/engine.js";
 export { commandExec, STDERR_TAIL_BYTES } from "./families/command-exec.js";
 export { PostgresVault, type SqlClient, type VaultOptions } from "./families/vault.js";
+export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools } from "./serve-tools.js";
+export { Exit, exitStatusOf, exitStatusHelp, BackendError, type ExitStatus } from "./commands/exit.js";
+export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths/tools.js";
+export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";
+export { bindProviderPathAsks, type ProviderPathAsks } from "./gen/exchanges.js";
+export { postgresOverPaths, type PostgresPathsOptions } from "./families/postgres-paths.js";
+export { mcpProviderHandlers } from "./families/mcp-handlers.js";

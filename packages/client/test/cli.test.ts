@@ -36,7 +36,7 @@ describe("diverge tools", () => {
       () => undefined,
       (error: { code: number; stderr: string }) => error,
     );
-    expect(failure?.code).toBe(1);
+    expect(failure?.code).toBe(8);
     const [warning, timedOut] = failure!.stderr.trim().split("\n");
     expect(warning).toContain("declares the secret API_KEY, not given: add --secret API_KEY=");
     expect(timedOut).toContain("tools/list: no answer within 700 ms");
@@ -52,8 +52,9 @@ describe("diverge tools", () => {
       () => undefined,
       (error: { code: number; stderr: string }) => error,
     );
-    expect(second?.code).toBe(1);
-    expect(second?.stderr).toContain("already had its one provider connection");
+    expect(second?.code).toBe(4);
+    expect(second?.stderr).toContain("the proxy's one multiplexed connection");
+    expect(second?.stderr).toContain("is already used");
   });
 });
 

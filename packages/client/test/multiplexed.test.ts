@@ -208,7 +208,7 @@ describe("diverge tools", () => {
     const read = await run("node", [cli, "tools", "read", "example://readme", "--proxy", `ws://127.0.0.1:${readProxy.port}/`, "--arguments", '{"greeting":"Hey"}']);
     expect(JSON.parse(read.stdout).contents[0].text).toBe("The example greeter.");
     // A proxy takes one connection in its life: a second run against it is refused.
-    await expect(run("node", [cli, "tools", "list", "--proxy", `ws://127.0.0.1:${listProxy.port}/`])).rejects.toMatchObject({ code: 1 });
+    await expect(run("node", [cli, "tools", "list", "--proxy", `ws://127.0.0.1:${listProxy.port}/`])).rejects.toMatchObject({ code: 4 });
   }, 30_000);
 
   it("prints its usage and refuses an unknown command", { timeout: 15_000 }, async () => {

@@ -13,6 +13,7 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { connectProxy, relayToMcp } from "@diverge/client";
 import { startProxy } from "@diverge/server";
 import { runBeginDemo } from "./begin.js";
+import { runBridgeDemo } from "./bridge.js";
 
 function show(label: string, value: unknown): void {
   const text = (typeof value === "string" ? value : JSON.stringify(value)).replace(/\s+/g, " ");
@@ -141,6 +142,7 @@ export async function runPathsDemo(): Promise<void> {
 async function main(): Promise<void> {
   await runPathsDemo();
   await runBeginDemo();
+  await runBridgeDemo();
 }
 
 main().then(

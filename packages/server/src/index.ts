@@ -9,4 +9,9 @@ export { parseDivergeMarkdown, readDivergeInfo, type DivergeInfo } from "./multi
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 export { RequestsEngine, encodeAskOnRequests, TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding, type RequestsEngineOptions } from "./exchanges/engine.js";
 export { bindProxyAsks, type ProxyAsks } from "./gen/exchanges.js";
+export { PathsEngine, type BoundPath, type PathContext, type PathRequest, type PathsEngineOptions } from "./exchanges/paths.js";
+export { bindProviderPaths, type ProviderPathHandlers } from "./gen/exchanges.js";
+export { SharedInwardMcp } from "./inward-shared.js";
+export type { InwardMcp, InwardExchange, McpOutcome } from "./inward-mcp.js";
+export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./paths/index.js";
 export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { WebSocket, WebSocketServer } from "ws";
+import { guardRefusal, type HostGuard } from "@diverge/multiplexer";
 
 /**
  * What a route says about an upgrade request: accept it, refuse it with a status, or not mine.
@@ -35,61 +36,8 @@ export interface ListenerOptions {
   readonly held?: boolean;
 }
 
-/** The `Host` names and `Origin`s a loopback listener accepts. */
-export interface HostGuard {
-  /** Host names (port-agnostic; IPv6 in brackets, `[::1]`) accepted besides the loopback names; `"*"` accepts any. */
-  readonly hosts: readonly string[];
-  /** Origins (`scheme://host[:port]`) accepted besides loopback ones; `"*"` accepts any. A request without `Origin` is not checked. */
-  readonly origins: readonly string[];
-}
-
-/** The names a loopback listener always accepts in `Host`, and in an `Origin`'s host. */
-export const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
-
-/**
- * Why a request must be refused, or undefined when it may pass. MCP's Streamable HTTP transport asks
- * servers to refuse an `Origin` they do not allow, and loopback servers a `Host` that is not theirs.
- * The MCP SDK's own checks are an Express middleware (`hostHeaderValidation`, same rule: the host
- * name, port-agnostic) and deprecated transport options that would cover `/mcp` only; this listener
- * also serves `/daemon` upgrades, so the check is made here, for every path, before any route runs.
- */
-export function guardRefusal(guard: HostGuard, headers: IncomingMessage["headers"]): string | undefined {
-  const host = headers.host;
-  if (!guard.hosts.includes("*")) {
-    if (host === undefined) return "Missing Host header";
-    // Only `name[:port]`: no userinfo, path or query smuggled in for the URL parser to drop.
-    const name = /[@/\\?#\s]/.test(host) ? undefined : hostnameOf(`http://${host}`);
-    if (name === undefined || (!LOOPBACK_HOSTS.includes(name) && !guard.hosts.some((allowed) => hostnameOf(`http://${allowed}`) === name))) return `Invalid Host: ${host}`;
-  }
-  const origin = headers.origin;
-  if (origin !== undefined && !guard.origins.includes("*")) {
-    let allowed = false;
-    try {
-      const url = new URL(origin);
-      allowed = ((url.protocol === "http:" || url.protocol === "https:") && LOOPBACK_HOSTS.includes(url.hostname)) || guard.origins.some((entry) => sameOrigin(entry, url.origin));
-    } catch {
-      allowed = false;
-    }
-    if (!allowed) return `Invalid Origin: ${origin}`;
-  }
-  return undefined;
-}
-
-function hostnameOf(url: string): string | undefined {
-  try {
-    return new URL(url).hostname.toLowerCase();
-  } catch {
-    return undefined;
-  }
-}
-
-function sameOrigin(entry: string, origin: string): boolean {
-  try {
-    return new URL(entry).origin === origin;
-  } catch {
-    return false;
-  }
-}
+// The Host/Origin check lives in @diverge/multiplexer so the provider's --serve-tools listener makes the same one.
+export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "@diverge/multiplexer";
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 

@@ -9,6 +9,7 @@ import { MultiplexerError } from "@diverge/multiplexer";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
 import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
+import { SharedInwardMcp } from "./inward-shared.js";
 
 export { PROXY_PORT };
 
@@ -76,6 +77,12 @@ export interface ProxyContext {
   /** Program-facing, loopback only: `/mcp`, `/daemon`. */
   readonly program: RouteListener;
   readonly gate: Gate;
+  /**
+   * The proxy's one MCP client to the container's own MCP server (`http://127.0.0.1:<app port>/mcp`),
+   * dialled on first use and again when its transport died; the begin scope's MCP channels and the
+   * paths transport's `/tool/*` share it.
+   */
+  readonly inward: SharedInwardMcp;
   /** The postgres listener, when it was bound before the parts were attached. */
   readonly pgServer?: NetServer;
 }
@@ -127,6 +134,8 @@ export interface RunningProxy {
   readonly mcp: PathsPart["mcp"];
   /** The multiplexed connection on `/` and its tools::begin scope. */
   readonly multiplexed: MultiplexedPart;
+  /** The proxy's one MCP client to the container's MCP server, shared by the begin scope and `/tool/*`. */
+  readonly inward: SharedInwardMcp;
   /** The counters of the proxy's bounded queues, now. */
   stats(): ProxyStats;
   close(): Promise<void>;
@@ -171,13 +180,15 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
   let paths: PathsPart;
   let multiplexed: MultiplexedPart;
   let gate: Gate;
+  let inward: SharedInwardMcp;
   try {
     gate = new Gate(!resolved.secretsGate, () =>
       resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
     );
-    const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg };
+    inward = new SharedInwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
+    const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg, inward };
     paths = attachPaths(context);
-    multiplexed = await attachMultiplexed(context);
+    multiplexed = await attachMultiplexed(context, paths.postgres);
     const beginScopeOf = multiplexed;
     // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
     paths.useBeginScope(() => {
@@ -185,6 +196,7 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
       const scope = connection?.begin.begun ? connection.begin.scope : undefined;
       if (!connection || scope === undefined || connection.frames.mux.ended) return undefined;
       return {
+        key: connection,
         openChannel: (payload, handlers) => {
           try {
             return connection.frames.mux.openChannel(scope, payload, handlers);
@@ -209,6 +221,7 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
     paths,
     mcp: paths.mcp,
     multiplexed,
+    inward,
     stats() {
       const asks = paths.mcp.stats();
       const connection = multiplexed.connection?.stats();
@@ -229,6 +242,7 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
     },
     async close() {
       await Promise.allSettled([paths.close(), multiplexed.close()]);
+      await inward.close();
       await Promise.allSettled([provider.close(), program.close()]);
     },
   };

@@ -28,7 +28,7 @@ interface ContainerConnection {
   close(): void;
 }
 interface DivergeClient {
-  openContainer(url: string): Promise<ContainerConnection>;
+  openContainer(url: string, options?: { handlers?: Record<string, unknown> }): Promise<ContainerConnection>;
   connectProxy(url: string, handlers: Record<string, unknown>): { whenConnected(): Promise<void>; close(): Promise<void> };
 }
 
@@ -100,7 +100,13 @@ async function endToEnd(command: string, args: string[], cwd: string): Promise<v
       .connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)))
       .then(() => program.callTool({ name: "outward-tool", arguments: {} }));
     outward.catch(() => {}); // awaited below; a failure before then is reported by the first failing step
-    connection = await client.openContainer(`ws://127.0.0.1:${port}/`);
+    // The outward ask waits for the secrets, fed after the begin: by then the begin scope carries it
+    // (the project's transport rule), answered by the same handler in the generated shape.
+    connection = await client.openContainer(`ws://127.0.0.1:${port}/`, {
+      handlers: {
+        mcpCallTool: ({ params }: { params: { name: string } }) => ({ variant: "Result", result: { content: [{ type: "text", text: `the provider answered ${params.name}` }] } }),
+      },
+    });
     const tools = (await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } })) as unknown[];
     expect(tools.length).toBeGreaterThan(0);
     expect((await connection.info())?.frontMatter).toBeTypeOf("object");

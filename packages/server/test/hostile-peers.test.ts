@@ -24,6 +24,8 @@ import { MiB, rawUpgrade, settledMemory, startTestProgram, waitUntil, wsFrame, t
 
 let program: TestProgram;
 let proxy: RunningProxy;
+/** A proxy no provider has begun on: its outward MCP goes on /requests (once begun, the begin scope carries it). */
+let pathsProxy: RunningProxy;
 let raw: RawConnection;
 let requests: RequestsLine;
 let baseline = 0;
@@ -40,10 +42,11 @@ beforeAll(async () => {
   process.on("unhandledRejection", onUncaught);
   program = await startTestProgram();
   proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
+  pathsProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
   raw = await rawConnect(proxy.port);
   raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
   expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
-  requests = await RequestsLine.open(proxy.port);
+  requests = await RequestsLine.open(pathsProxy.port);
   // Warm both transports up before the baseline, so lazily made sessions and caches are in it.
   await exchangeOnBegin(1_000_000, { variant: "McpCallTool", params: { name: "echo", arguments: { value: "warm" } } });
   await exchangeOnPaths();
@@ -56,6 +59,7 @@ afterAll(async () => {
   raw?.socket.terminate();
   await requests?.close().catch(() => {});
   await proxy?.close();
+  await pathsProxy?.close();
   await program?.close();
 });
 
@@ -72,9 +76,9 @@ async function exchangeOnBegin(channel: number, request: ToolsBeginChannelReques
 
 /** One exchange on the paths transport, answered properly. */
 async function exchangeOnPaths(): Promise<void> {
-  const result = proxy.mcp.listTools();
+  const result = pathsProxy.mcp.listTools();
   const ask = await requests.nextExchange();
-  await answerPath(proxy.port, pathOf(ask), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [{ name: "ok", inputSchema: { type: "object" } }] } }));
+  await answerPath(pathsProxy.port, pathOf(ask), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [{ name: "ok", inputSchema: { type: "object" } }] } }));
   expect((await result).tools[0]!.name).toBe("ok");
 }
 
@@ -87,20 +91,20 @@ async function othersStillServed(): Promise<void> {
 
 describe("bad peers", () => {
   it("half-open sockets: one that upgrades an answer path and goes silent, one that sends half a frame; others are served meanwhile, and the exchange is asked again once they go", async () => {
-    const pending = proxy.mcp.callTool({ name: "half-open" });
+    const pending = pathsProxy.mcp.callTool({ name: "half-open" });
     const ask = await requests.nextExchange();
-    const silent = await rawUpgrade(proxy.port, pathOf(ask));
+    const silent = await rawUpgrade(pathsProxy.port, pathOf(ask));
     expect(silent.status).toBe(101);
     await othersStillServed();
     // The same exchange's path is taken (409); a second silent one on `/` gets 409 too (one connection).
-    expect(await rawUpgradeStatus(proxy.port, pathOf(ask))).toBe(409);
-    const second = proxy.mcp.callTool({ name: "half-frame" });
+    expect(await rawUpgradeStatus(pathsProxy.port, pathOf(ask))).toBe(409);
+    const second = pathsProxy.mcp.callTool({ name: "half-frame" });
     const ask2 = await requests.nextExchange();
-    const half = await rawUpgrade(proxy.port, pathOf(ask2));
+    const half = await rawUpgrade(pathsProxy.port, pathOf(ask2));
     const frame = wsFrame(2, encodeMcpCallToolAnswer({ variant: "Result", result: { content: [] } }));
     half.socket.write(frame.subarray(0, Math.floor(frame.length / 2)));
     // A socket that upgraded `/requests`-style and then stops reading while asks flow: a huge claimed length.
-    const claimed = await rawUpgrade(proxy.port, "/mcp/list-tools/4000000000");
+    const claimed = await rawUpgrade(pathsProxy.port, "/mcp/list-tools/4000000000");
     expect(claimed.status).toBe(404);
     claimed.socket.destroy();
     await othersStillServed();
@@ -109,7 +113,7 @@ describe("bad peers", () => {
     half.socket.destroy();
     for (let i = 0; i < 2; i++) {
       const again = await requests.nextExchange();
-      await answerPath(proxy.port, pathOf(again), encodeMcpCallToolAnswer({ variant: "Result", result: { content: [{ type: "text", text: "again" }] } }));
+      await answerPath(pathsProxy.port, pathOf(again), encodeMcpCallToolAnswer({ variant: "Result", result: { content: [{ type: "text", text: "again" }] } }));
     }
     expect(await pending).toMatchObject({ content: [{ text: "again" }] });
     expect(await second).toMatchObject({ content: [{ text: "again" }] });
@@ -147,10 +151,10 @@ describe("bad peers", () => {
   });
 
   it("a flood of malformed frames on answer paths ends each exchange once (unreadable), and asks for never-made answers are refused before the upgrade", async () => {
-    const exchanges = Array.from({ length: 20 }, (_, i) => rejection(proxy.mcp.callTool({ name: `flood${i}` })));
+    const exchanges = Array.from({ length: 20 }, (_, i) => rejection(pathsProxy.mcp.callTool({ name: `flood${i}` })));
     for (let i = 0; i < 20; i++) {
       const ask = await requests.nextExchange();
-      const socket = await openWs(proxy.port, pathOf(ask));
+      const socket = await openWs(pathsProxy.port, pathOf(ask));
       for (let k = 0; k < 200; k++) socket.send(k === 0 ? concat(new Uint8Array([0]), randomBytes(30)) : randomBytes(k % 50));
       socket.close();
       await closed(socket);
@@ -160,9 +164,9 @@ describe("bad peers", () => {
       expect(error.variant).toBe("UnreadableAnswer");
     }
     // Answers on paths for asks never made: 404 before the upgrade, a thousand times over.
-    const statuses = await Promise.all(Array.from({ length: 1000 }, (_, i) => rawUpgradeStatus(proxy.port, `/mcp/call-tool/${3_000_000_000 + i}`)));
+    const statuses = await Promise.all(Array.from({ length: 1000 }, (_, i) => rawUpgradeStatus(pathsProxy.port, `/mcp/call-tool/${3_000_000_000 + i}`)));
     expect(new Set(statuses)).toEqual(new Set([404]));
-    expect(await rawUpgradeStatus(proxy.port, "/mcp/call-tool/4294967296")).toBe(400);
+    expect(await rawUpgradeStatus(pathsProxy.port, "/mcp/call-tool/4294967296")).toBe(400);
     await othersStillServed();
   }, 30_000);
 
@@ -209,10 +213,10 @@ describe("bad peers", () => {
     expect(body).toContain('"__proto__":{"polluted":"yes"}');
     expect(body).toContain('"constructor":{"prototype":{"polluted":"yes"}}');
     // Program -> provider on the paths: params with the keys in the ask, and an answer with them.
-    const result = proxy.mcp.callTool(JSON.parse(`{"name":"p","arguments":${hostile}}`));
+    const result = pathsProxy.mcp.callTool(JSON.parse(`{"name":"p","arguments":${hostile}}`));
     const ask = await requests.nextExchange();
     expect(Object.hasOwn((ask as { params: { arguments: object } }).params.arguments, "__proto__")).toBe(true);
-    await answerPath(proxy.port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":${hostile}}`)));
+    await answerPath(pathsProxy.port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":${hostile}}`)));
     const structured = (await result).structuredContent as Record<string, unknown>;
     expect(Object.hasOwn(structured, "__proto__")).toBe(true);
     expect(JSON.stringify(structured)).toBe(hostile);
@@ -239,12 +243,12 @@ describe("bad peers", () => {
     await raw.next(onScope(2), 15_000);
     // An answer on an answer path: UnreadableAnswer, not a crash.
     // An answer on an answer path: a value, or UnreadableAnswer when checking it overflows the stack.
-    const result = proxy.mcp.callTool({ name: "deep" }).then(
+    const result = pathsProxy.mcp.callTool({ name: "deep" }).then(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );
     const ask = await requests.nextExchange();
-    await answerPath(proxy.port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)));
+    await answerPath(pathsProxy.port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)));
     const outcome = await result;
     if ("error" in outcome) expect((outcome.error as McpExchangeError).variant).toBe("UnreadableAnswer");
     else expect(outcome.value.structuredContent).toHaveProperty("a");
@@ -300,13 +304,15 @@ describe("bad peers", () => {
       // A second begin: one error and the finish (or a bare finish when it cannot be read).
       const scope2 = await conn.next(onScope(2), 15_000);
       if (scope2.type === "Response") expect((await conn.next(onScope(2), 15_000)).type).toBe("ResponseFinish");
-      // The outward side: the program asks, the provider answers 100k deep; the program gets an error.
+      // The outward side: the program asks (on the begin scope, begun), the provider answers 100k deep; the program gets an error.
       const line2 = await RequestsLine.open(port);
       const client = new Client({ name: "program", version: "1" });
       await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)));
       const call = client.callTool({ name: "deep" }).catch((error: unknown) => error);
-      const ask = await line2.nextExchange();
-      await answerPath(port, pathOf(ask), concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)));
+      const asked = await conn.next((frame) => frame.type === "ChannelRequest" && payloadOf(frame)[0] === 9, 15_000);
+      const proxyChannel = (asked as { channel: number }).channel;
+      conn.send({ type: "ChannelResponse", scope: 1, channel: proxyChannel, payload: concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)) });
+      conn.send({ type: "ChannelResponseFinish", scope: 1, channel: proxyChannel });
       expect(await call).toMatchObject({ code: -32603, data: { diverge: expect.stringMatching(/^(UnreadableAnswer|Unwritable)$/) } });
       // Still alive: the begin scope answers an ordinary exchange.
       conn.send({ type: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
@@ -330,9 +336,9 @@ describe("bad peers", () => {
     const secrets = nextChannel++;
     raw.send({ type: "ChannelRequest", scope: 1, channel: secrets, payload: concat(new Uint8Array([8]), text('{"K":"'), bad, text('"}')) });
     expect((await raw.next(onChannel(1, secrets))).type).toBe("ChannelResponseFinish");
-    const result = rejection(proxy.mcp.callTool({ name: "utf8" }));
+    const result = rejection(pathsProxy.mcp.callTool({ name: "utf8" }));
     const ask = await requests.nextExchange();
-    const socket = await openWs(proxy.port, pathOf(ask));
+    const socket = await openWs(pathsProxy.port, pathOf(ask));
     socket.send(bad, { binary: false });
     socket.send(concat(new Uint8Array([0]), text('{"content":[{"type":"text","text":"'), bad, text('"}]}')));
     socket.close(1000);
@@ -345,24 +351,24 @@ describe("bad peers", () => {
 
   it("a slow reader on /requests: asks pile up in its socket, not in an unbounded queue; once it reads, every ask arrives", async () => {
     requests.socket.pause();
-    const many = Array.from({ length: 2000 }, (_, i) => proxy.mcp.callTool({ name: `slow${i}`, arguments: { pad: "q".repeat(512) } }));
+    const many = Array.from({ length: 2000 }, (_, i) => pathsProxy.mcp.callTool({ name: `slow${i}`, arguments: { pad: "q".repeat(512) } }));
     await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(proxy.stats().pendingAsks).toBeGreaterThanOrEqual(2000);
+    expect(pathsProxy.stats().pendingAsks).toBeGreaterThanOrEqual(2000);
     requests.socket.resume();
     for (let i = 0; i < 2000; i++) {
       const ask = await requests.nextExchange();
-      await answerPath(proxy.port, pathOf(ask), encodeMcpCallToolAnswer({ variant: "Result", result: { content: [] } }));
+      await answerPath(pathsProxy.port, pathOf(ask), encodeMcpCallToolAnswer({ variant: "Result", result: { content: [] } }));
     }
     await Promise.all(many);
-    expect(proxy.stats().pendingAsks).toBe(0);
+    expect(pathsProxy.stats().pendingAsks).toBe(0);
   }, 60_000);
 
   it("a cut in the middle of an answer is not an answer: asked again", async () => {
-    const result = proxy.mcp.listTools();
+    const result = pathsProxy.mcp.listTools();
     const ask = await requests.nextExchange();
-    await cutPath(proxy.port, pathOf(ask));
+    await cutPath(pathsProxy.port, pathOf(ask));
     const again = await requests.nextExchange();
-    await answerPath(proxy.port, pathOf(again), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
+    await answerPath(pathsProxy.port, pathOf(again), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
     expect(await result).toEqual({ tools: [] });
   });
 

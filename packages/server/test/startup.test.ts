@@ -81,10 +81,11 @@ describe("diverge-proxy starts by listening", () => {
     const requests = await RequestsLine.open(port);
     expect([...loaded(log)].sort()).toEqual(["ws"]);
 
-    // The multiplexed connection on /: its code, the MCP checks (zod), the SDK's client, YAML.
+    // The multiplexed connection on /: its code, the MCP checks (zod), YAML. The SDK's client is the
+    // proxy's one inward client, shared with /tool/*: loaded at the first exchange with the container's server.
     const multiplexed = await openWs(port, "/");
     const afterConnection = loaded(log);
-    for (const name of ["ws", "connection", "mcpChecks", "zod", "sdkClient", "yaml"] as const) expect(afterConnection.has(name), name).toBe(true);
+    for (const name of ["ws", "connection", "mcpChecks", "zod", "yaml"] as const) expect(afterConnection.has(name), name).toBe(true);
     expect(afterConnection.has("sdkServer")).toBe(false);
     expect(afterConnection.has("programMcp")).toBe(false);
 

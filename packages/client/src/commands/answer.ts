@@ -7,6 +7,7 @@ import { PostgresVault } from "../families/vault.js";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
 
 export const answerUsage = "  answer     answer a proxy's asks (/requests): MCP relayed to an MCP server, commands run by an executable";
 
@@ -46,7 +47,11 @@ Flags:
   --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
-`;
+
+This is the narrow form of \`diverge connect --transport paths\` (which also serves the container's
+database, and its tools as an MCP server).
+
+${exitStatusHelp}`;
 
 export async function runAnswer(args: string[]): Promise<number> {
   const split = args.indexOf("--");
@@ -72,7 +77,7 @@ export async function runAnswer(args: string[]): Promise<number> {
     });
   } catch (problem) {
     process.stderr.write(`${(problem as Error).message}\n\n${help}`);
-    return 2;
+    return Exit.Usage;
   }
   const { values } = parsed;
   if (values.help) {
@@ -84,7 +89,7 @@ export async function runAnswer(args: string[]): Promise<number> {
   else if (!values.mcp && command.length > 0) target = { command: command[0]!, args: command.slice(1) };
   else if (values.mcp || !(values["command-exec"] || values["vault-database-url"] || values["vault-dir"])) {
     process.stderr.write(`give at most one MCP server (--mcp <url> or -- <command> [args...]) and something to answer: an MCP server, --command-exec, or a vault (--vault-database-url, --vault-dir)\n\n${help}`);
-    return 2;
+    return Exit.Usage;
   }
   let stopping = false;
   const say = (line: string) => {
@@ -106,9 +111,8 @@ export async function runAnswer(args: string[]): Promise<number> {
       say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
     }
   } catch (problem) {
-    process.stderr.write(`the vault could not start: ${(problem as Error).message}\n`);
     await relay?.close();
-    return 1;
+    return fail(new BackendError("the vault", (problem as Error).message));
   }
   // The relay's MCP handlers, and the vault and command handlers beside them.
   const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});

@@ -3,6 +3,7 @@
 // secrets, makes its one exchange and prints the result as JSON.
 import { parseArgs } from "node:util";
 import { ContainerError, openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
+import { Exit, exitStatusHelp, fail } from "./exit.js";
 
 export const toolsUsage = "  tools      begin a tool container through its proxy (/) and list, call or read its tools";
 
@@ -17,7 +18,9 @@ const help = `Usage:
 Each run opens the proxy's one multiplexed connection, begins the container with --arguments, reads
 its DIVERGE.md, feeds the secrets (a secret the front matter declares and no flag gives is named on
 stderr before the run waits), makes its exchange and prints the result as JSON.
-A proxy takes one connection on / in its life: a second run against the same proxy is refused.
+These commands are one-shot: a proxy takes one connection on / in its life, so a second run against
+the same proxy is refused (exit status 4). To use a container's tools more than once, hold the
+connection with \`diverge connect\` (and its --serve-tools).
 
 Flags:
   --proxy <url>           the proxy's provider-facing address (default ws://127.0.0.1:14979)
@@ -31,7 +34,8 @@ Flags:
   --timeout <ms>          give up on any one wait after this long (default 60000; 0: never)
   --revision <r>          the spec revision to speak (default the newest spoken)
   -h, --help              this text
-`;
+
+${exitStatusHelp}`;
 
 type Exchange = (connection: MultiplexedConnection) => Promise<unknown>;
 
@@ -58,7 +62,7 @@ export async function runTools(args: string[]): Promise<number> {
     });
   } catch (problem) {
     process.stderr.write(`${(problem as Error).message}\n\n${help}`);
-    return 2;
+    return Exit.Usage;
   }
   const { values, positionals } = parsed;
   if (values.help) {
@@ -67,7 +71,7 @@ export async function runTools(args: string[]): Promise<number> {
   }
   const usage = (message: string) => {
     process.stderr.write(`${message}\n\n${help}`);
-    return 2;
+    return Exit.Usage;
   };
   let beginArguments: unknown = null;
   if (values.arguments !== undefined) {
@@ -163,8 +167,7 @@ export async function runTools(args: string[]): Promise<number> {
       },
     });
   } catch (problem) {
-    process.stderr.write(`${(problem as Error).message}\n`);
-    return 1;
+    return fail(problem);
   }
   try {
     await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, wait);
@@ -185,11 +188,10 @@ export async function runTools(args: string[]): Promise<number> {
     } else if (Object.keys(secrets).length > 0) await connection.feedSecrets(secrets, wait);
     const result = await exchange(connection);
     if (result !== undefined) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-    return 0;
+    return Exit.Ok;
   } catch (problem) {
     if (!(problem instanceof ContainerError)) throw problem;
-    process.stderr.write(`${problem.message}\n`);
-    return 1;
+    return fail(problem);
   } finally {
     await connection.close();
   }

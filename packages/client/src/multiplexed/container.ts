@@ -89,7 +89,7 @@ function describe(detail: ContainerErrorDetail): string {
     case "Aborted":
       return `${detail.what}: aborted while waiting for ${detail.waitingFor}${detail.reason instanceof Error ? `: ${detail.reason.message}` : ""}`;
     case "AlreadyConnected":
-      return `${detail.what}: the proxy at ${detail.url} refused / with HTTP 409: it has already had its one provider connection. A proxy takes exactly one connection on / in its life, even after that connection ended; restart the proxy (its container) to begin again`;
+      return `${detail.what}: the proxy's one multiplexed connection (${detail.url}, HTTP 409) is already used, by an earlier command even one whose begin was refused, and a proxy takes one connection on / in its life: restart the proxy (its container), or hold the connection with \`diverge connect\``;
     case "Unreachable":
       return `${detail.what}: could not open ${detail.url}${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
   }

@@ -51,6 +51,29 @@ export interface ProxyHandlers extends ProviderHandlers {
   readonly readResource?: Answering<ReadResourceRequestParams, ReadResourceResult>;
   /** Called once per notification ask with the stream's sink; push notifications until it ends. */
   readonly notifications?: (sink: NotificationSink, ask: AskInfo) => void | Promise<void>;
+  /**
+   * Answers an exchange whose answer path carries raw bytes both ways (the program's database
+   * connection, kind 11): called once the path is open; the path is the connection. Closing it before
+   * any byte declines. Without it, such an exchange is declined.
+   */
+  readonly raw?: (ask: RequestsAsk, path: RawPath) => void | Promise<void>;
+}
+
+/** An open answer path of a raw exchange: bytes both ways, no framing. */
+export interface RawPath {
+  readonly channel: number;
+  /** The answer path, e.g. `/postgres/7`. */
+  readonly path: string;
+  /** Sends one chunk; `false` when the path has ended (nothing is sent). */
+  send(bytes: Uint8Array): boolean;
+  /** Each binary message the proxy sends (what the program wrote), in order. */
+  onData(listener: (bytes: Uint8Array) => void): void;
+  /** Closes cleanly: the connection's end (before any byte: declined). */
+  close(): void;
+  /** Bytes queued to the proxy not yet written out. */
+  readonly bufferedAmount: number;
+  /** Resolves when the path has ended, whoever ended it. */
+  readonly ended: Promise<SocketEnding>;
 }
 
 /** The open notification path. */
@@ -272,8 +295,42 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     get: (target, key) => (target as Record<PropertyKey, unknown>)[key] ?? (generated as Record<PropertyKey, unknown>)[key],
   });
 
+  /** Opens the path of a raw exchange and hands it to the raw handler. */
+  const answerRaw = async (path: string, ask: RequestsAsk, handler: NonNullable<ProxyHandlers["raw"]>) => {
+    const socket = await openPath(path);
+    if (!socket) return;
+    let sent = 0;
+    const raw: RawPath = {
+      channel: ask.channel,
+      path,
+      send: (bytes) => {
+        if (!socket.isOpen) return false;
+        socket.send(bytes);
+        sent++;
+        return true;
+      },
+      onData: (listener) => socket.onMessage(listener),
+      close: () => socket.close(),
+      get bufferedAmount() {
+        return socket.bufferedAmount;
+      },
+      ended: socket.ended,
+    };
+    void socket.ended.then((ending) => emit({ type: "pathEnded", path, outcome: sent > 0 ? "streamEnded" : "declined", ending }));
+    try {
+      await handler(ask, raw);
+    } catch (problem) {
+      const reason = problem instanceof Error ? problem.message : String(problem);
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
+      // Before any byte this declines; after, the connection ends.
+      socket.close();
+    }
+  };
+
   const dispatch = (ask: RequestsAsk) => {
     const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
+    // Raw bytes both ways (the descriptor says so): the raw handler takes the open path.
+    if (requestsAskExchangesByKind.get(kindNumber(ask.kind))?.pattern === "raw" && handlers.raw) return answerRaw(path, ask, handlers.raw);
     // The notification stream keeps its sink-shaped handler (the relay pushes into it).
     if (ask.kind === "McpNotifications" && !handlers.mcpNotifications) return streamNotifications(path, ask.channel);
     // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a

@@ -13,6 +13,8 @@ import { TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStre
 
 /** The begin scope of the provider's connection, while it is begun. */
 export interface BeginScopeLink {
+  /** The connection the scope belongs to: the same object for every link of one connection. */
+  readonly key?: object;
   /** Opens a proxy channel with `payload`; undefined when the connection has ended meanwhile. */
   openChannel(payload: Uint8Array, handlers: AnswerHandlers): OpenedChannel | undefined;
 }

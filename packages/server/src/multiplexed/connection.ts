@@ -20,7 +20,8 @@ import { FrameSocket, MultiplexerError, type Disregard, type Responder, type Web
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
-import { InwardMcp, type McpOutcome } from "./mcp.js";
+import type { McpOutcome } from "../inward-mcp.js";
+import type { SharedInwardMcp } from "../inward-shared.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
@@ -54,7 +55,6 @@ export class ProxyConnection {
   disregardedCount = 0;
   /** True once the provider has sent its first message. */
   spoken = false;
-  private readonly mcp: InwardMcp;
   /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
   private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
@@ -65,7 +65,8 @@ export class ProxyConnection {
   get whenBegun(): Promise<void> {
     return this.begunPromise;
   }
-  private readonly notificationChannels = new Set<Responder>();
+  /** Open tag-7 channels and the removal of their subscription to the shared inward MCP client. */
+  private readonly notificationChannels = new Map<Responder, () => void>();
   private ended = false;
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
   private readonly dropped: Record<string, number> = {};
@@ -78,6 +79,8 @@ export class ProxyConnection {
     private readonly options: ResolvedProxyOptions,
     private readonly gate: Gate,
     private readonly onEnd: (how: ConnectionEnd) => void,
+    /** The proxy's one MCP client to the container's server, shared with the paths transport's `/tool/*`. */
+    private readonly mcp: SharedInwardMcp,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -85,7 +88,6 @@ export class ProxyConnection {
     });
     // Nobody may be left waiting on a connection that never begins.
     this.begunPromise.catch(() => {});
-    this.mcp = new InwardMcp(new URL(`http://127.0.0.1:${options.appPort}/mcp`), options.log);
     // Whether the provider has sent anything at all (the proxy sends nothing before its first frame).
     socket.addEventListener("message", () => {
       this.spoken = true;
@@ -160,7 +162,6 @@ export class ProxyConnection {
     this.beginScope?.finish();
     this.frames.close(1001);
     this.cleanUp();
-    await this.mcp.close();
   }
 
   private cleanUp(code?: number): void {
@@ -168,10 +169,10 @@ export class ProxyConnection {
     this.ended = true;
     this.failBegun(new Error("the connection ended"));
     this.aborter.abort();
+    for (const unsubscribe of this.notificationChannels.values()) unsubscribe();
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
-    void this.mcp.close();
     this.onEnd({ code, spoken: this.spoken });
   }
 
@@ -300,11 +301,11 @@ export class ProxyConnection {
     responder.finish();
   }
 
-  private relayGuarded(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): void {
+  private relayGuarded(responder: Responder, exchange: Parameters<SharedInwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): void {
     this.guard(responder, `channel ${responder.channel}`, this.relay(responder, exchange, encode));
   }
 
-  private async relay(responder: Responder, exchange: Parameters<InwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
+  private async relay(responder: Responder, exchange: Parameters<SharedInwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await this.gate.pass();
     if (responder.finished) return;
@@ -338,7 +339,12 @@ export class ProxyConnection {
     };
     const subscription = await this.mcp.subscribe({
       notify: (notification) => {
-        if (responder.finished) return;
+        if (responder.finished) {
+          // The channel ended: its subscription to the shared client goes with it.
+          this.notificationChannels.get(responder)?.();
+          this.notificationChannels.delete(responder);
+          return;
+        }
         // A channel that cannot keep pace loses notifications; the count is in the proxy's stats.
         if (this.frames.bufferedAmount > this.options.maxNotificationBacklogBytes) return drop();
         let bytes: Uint8Array;
@@ -363,7 +369,7 @@ export class ProxyConnection {
       responder.respond(encodeMcpNotificationsAnswer({ variant: "Error", error: subscription.error as never }));
       return responder.finish();
     }
-    this.notificationChannels.add(responder);
+    this.notificationChannels.set(responder, subscription.unsubscribe);
   }
 }
 

@@ -7,6 +7,7 @@ import type { WebSocket } from "ws";
 import type { ProxyContext, ProxyPart } from "../proxy.js";
 import type { ProxyConnection } from "./connection.js";
 import { emptyPairStats, type PairStats } from "./pairs.js";
+import type { PostgresOverRequests } from "../paths/postgres.js";
 
 // The connection's code (with the MCP schema checks, the MCP SDK's client and YAML) is loaded when
 // the provider first connects on `/`, not at start; ProxyConnection and the DIVERGE.md reader are
@@ -34,7 +35,7 @@ export interface MultiplexedPart extends ProxyPart {
 /** A program connection that came before the begin, held (unread) until the connection has begun. */
 type Held = { readonly kind: "driver"; readonly socket: Socket } | { readonly kind: "daemon"; readonly socket: WebSocket };
 
-export async function attachMultiplexed(context: ProxyContext): Promise<MultiplexedPart> {
+export async function attachMultiplexed(context: ProxyContext, overRequests?: PostgresOverRequests): Promise<MultiplexedPart> {
   const { options, gate } = context;
   const log = options.log;
   let connection: ProxyConnection | undefined;
@@ -74,7 +75,7 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
               return;
             }
             log("the provider connection ended");
-          });
+          }, context.inward);
           connection = current;
           // Program connections are held until the begin is answered Begun, then handed over.
           current.whenBegun.then(
@@ -131,6 +132,9 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
       return void socket.destroy();
     }
     if (connection?.begin.begun) return void connection.postgres.driverConnected(socket);
+    // No provider has begun on /: a provider holding /requests carries it (kind 11), else it is held
+    // for whichever comes first, the begin or a /requests connection.
+    if (overRequests?.available) return void overRequests.carry(socket);
     if (held.size >= options.maxHeldConnections) {
       log(`a database connection came before the begin; ${held.size} connections are held already: closed`);
       return void socket.destroy();
@@ -139,6 +143,15 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     const entry: Held = { kind: "driver", socket };
     held.add(entry);
     socket.once("close", () => held.delete(entry));
+  });
+  // A /requests connection opened while drivers are held and nobody has begun: it carries them.
+  const stopCarrying = overRequests?.onAvailable(() => {
+    if (connection?.begin.begun || closed) return;
+    for (const entry of [...held]) {
+      if (entry.kind !== "driver") continue;
+      held.delete(entry);
+      overRequests.carry(entry.socket);
+    }
   });
   // Errors of the listener itself after it listens (EMFILE on accept, say) are reported, never thrown.
   const onServerError = (error: Error) => log(`postgres listener: ${(error as { code?: string }).code ?? error.name}`);
@@ -167,6 +180,7 @@ export async function attachMultiplexed(context: ProxyContext): Promise<Multiple
     daemonStats: () => (connection ? { ...connection.daemons.stats } : emptyPairStats()),
     async close() {
       closed = true;
+      stopCarrying?.();
       await connection?.close();
       for (const entry of held) closeHeld(entry);
       held.clear();

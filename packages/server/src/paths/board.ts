@@ -40,6 +40,11 @@ export interface AnswerPath {
   readonly channel: number;
   /** Closes the path cleanly from the proxy's side. */
   close(): void;
+  /** Sends one binary message to the provider (raw exchanges); `sent` is called once it is written out. */
+  send(bytes: Uint8Array, sent?: (error?: Error) => void): void;
+  /** Stops reading the provider's messages until `resume()` (backpressure of a raw exchange). */
+  pause(): void;
+  resume(): void;
 }
 
 /** What the board needs of an ask: its kind, its bytes under a channel, and what to do with its path. */
@@ -239,6 +244,12 @@ export class AskBoard implements UpgradeRoute {
     const path: AnswerPath = {
       channel,
       close: () => socketOf?.close(),
+      send: (bytes, sent) => {
+        if (socketOf && socketOf.readyState === socketOf.OPEN) socketOf.send(bytes, { binary: true }, sent);
+        else sent?.(new Error("the path has ended"));
+      },
+      pause: () => socketOf?.pause(),
+      resume: () => socketOf?.resume(),
     };
     // A handshake that fails after this decision never reaches accept: the path ended abruptly.
     request.socket.once("close", () => {

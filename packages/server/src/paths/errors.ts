@@ -39,6 +39,10 @@ export type McpExchangeErrorDetail =
   | {
       /** The proxy closed before the exchange was answered. */
       readonly variant: "ProxyClosed";
+    }
+  | {
+      /** The provider's connection on `/` ended before it answered on the begin-scope channel; begin-scope channels are never asked again. */
+      readonly variant: "Lost";
     };
 
 function describe(detail: McpExchangeErrorDetail): string {
@@ -57,6 +61,8 @@ function describe(detail: McpExchangeErrorDetail): string {
       return `${detail.limit} exchanges are already waiting for their answers; this one was not asked`;
     case "ProxyClosed":
       return "the proxy closed before the exchange was answered";
+    case "Lost":
+      return "the provider's connection ended before it answered on the begin scope; the exchange is not asked again";
   }
 }
 

@@ -6,8 +6,11 @@ import { McpAsks } from "./mcp.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
 import { RequestsEngine } from "../exchanges/engine.js";
+import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
+import { PathsEngine } from "../exchanges/paths.js";
+import { toolPathHandlers } from "./tool.js";
+import { PostgresOverRequests } from "./postgres.js";
 import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
-import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
 export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
@@ -15,6 +18,8 @@ export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
 // ProgramMcpServer, PROGRAM_MCP_SERVER_INFO and programErrorOf are exported from the package's index:
 // re-exporting them here would load the MCP SDK's server with this module.
 export { ProgramApi } from "./program-api.js";
+export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./tool.js";
+export { PostgresOverRequests, type PostgresOverRequestsStats } from "./postgres.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
@@ -34,14 +39,20 @@ export interface PathsPart extends ProxyPart {
    * is loaded then, not at start); before that it has no sessions.
    */
   readonly programMcp: Pick<ProgramMcpServer, "sessionCount" | "progressRoutes"> & { readonly server: ProgramMcpServer | undefined };
+  /** The paths the provider opens (`/tool/*`), served from the generated handlers' table. */
+  readonly providerPaths: PathsEngine;
+  /** The program's database connections carried on `/requests` kind 11 while no provider has begun on `/`. */
+  readonly postgres: PostgresOverRequests;
 }
 
 export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider, program, gate } = context;
   const board = new AskBoard(options.maxMessageBytes);
-  const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks });
   let beginScope: () => BeginScopeLink | undefined = () => undefined;
-  const asks = bindProxyAsks(new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log })));
+  const choice = new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log }));
+  const asks = bindProxyAsks(choice);
+  // The program's outward MCP: on the begin scope once a provider has begun tools on `/` (tags 7-11), else on `/requests`.
+  const mcp = new McpAsks({ board, gate, log: options.log, maxPendingAsks: options.maxPendingAsks, engine: choice, beginScope: () => beginScope() });
   let programMcp: ProgramMcpServer | undefined;
   let making: Promise<ProgramMcpServer> | undefined;
   let closed = false;
@@ -51,6 +62,14 @@ export function attachPaths(context: ProxyContext): PathsPart {
       ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs, maxSessions: options.maxProgramSessions })),
     ));
   provider.addUpgradeRoute(board);
+  // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
+  const providerPaths = new PathsEngine(bindProviderPaths(toolPathHandlers({ inward: context.inward, gate, log: options.log })), {
+    maxMessageBytes: options.maxMessageBytes,
+    maxStreamBacklogBytes: options.maxNotificationBacklogBytes,
+    log: options.log,
+  });
+  provider.addUpgradeRoute(providerPaths);
+  const postgres = new PostgresOverRequests(board, options.log);
   program.addRequestRoute((request, response, pathname) => {
     if (pathname !== "/mcp") return false;
     if (programMcp) return programMcp.route(request, response, pathname);
@@ -91,8 +110,11 @@ export function attachPaths(context: ProxyContext): PathsPart {
         return programMcp;
       },
     },
+    providerPaths,
+    postgres,
     async close() {
       closed = true;
+      providerPaths.close();
       mcp.close();
       programApi.close();
       board.close();

@@ -17,7 +17,8 @@ import {
 } from "@diverge/codec";
 import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { Gate } from "../gate.js";
-import { RequestsEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
+import { RequestsEngine, type AskEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
+import type { BeginScopeLink } from "../exchanges/begin-scope.js";
 import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "./board.js";
 import { McpExchangeError } from "./errors.js";
@@ -41,8 +42,8 @@ const EXCHANGE_KINDS: ReadonlySet<string> = new Set<McpKind>(["McpListTools", "M
 /** One MCP answer, result or error, as the generated answer frames decode it. */
 type McpAnswerOf<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
 
-/** The result of an exchange of kinds 0 to 3, or the McpExchangeError its ending means. */
-function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>): { result: R } | { error: McpExchangeError } | undefined {
+/** The result of an exchange of kinds 0 to 3, or the McpExchangeError its ending means. `onScope`: it was asked on the begin scope. */
+function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>, onScope = false): { result: R } | { error: McpExchangeError } | undefined {
   switch (outcome.type) {
     case "answered":
       return outcome.answer.variant === "Result" ? { result: outcome.answer.result } : { error: new McpExchangeError({ variant: "McpError", error: outcome.answer.error }) };
@@ -57,8 +58,9 @@ function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>): { result: R } | { err
     case "askTooLarge":
       return { error: new McpExchangeError({ variant: "AskTooLarge", bytes: outcome.bytes, limit: outcome.limit }) };
     case "lost":
-      // Kinds 0 to 3 are asked again until answered; an exchange is only lost with the proxy.
-      return { error: new McpExchangeError({ variant: "ProxyClosed" }) };
+      // On `/requests`, kinds 0 to 3 are asked again until answered: an exchange is only lost with the
+      // proxy. On the begin scope a channel is never asked again: the connection's end loses it.
+      return { error: new McpExchangeError({ variant: onScope ? "Lost" : "ProxyClosed" }) };
     case "aborted":
       // Given up by close(), which has already rejected it.
       return undefined;
@@ -177,6 +179,13 @@ export interface McpAsksOptions {
   readonly maxPendingAsks?: number;
   /** Notifications one `notifications()` iterator holds for a loop that does not pull; older ones beyond it are dropped and counted. Default 1024. */
   readonly iteratorBuffer?: number;
+  /**
+   * The engine the exchanges are asked on: the transport choice (the begin scope once a provider has
+   * begun tools on `/`, else `/requests`). Default `/requests` only.
+   */
+  readonly engine?: AskEngine;
+  /** The begin scope while one is begun (with its connection as `key`): the notification channel (tag 11) is opened there once per connection. */
+  readonly beginScope?: () => BeginScopeLink | undefined;
 }
 
 /** Exchanges that may wait for their answers at once, unless the options say otherwise. */
@@ -211,6 +220,9 @@ export class McpAsks {
   private refusedPending = 0;
   private droppedByIterators = 0;
   private droppedOversized = 0;
+  private readonly beginScope: () => BeginScopeLink | undefined;
+  /** The connections on `/` whose notification channel (tag 11) has been opened: once per connection. */
+  private readonly scopeNotifications = new WeakSet<object>();
 
   constructor(options: McpAsksOptions) {
     this.board = options.board;
@@ -218,9 +230,8 @@ export class McpAsks {
     this.log = options.log ?? (() => {});
     this.maxPending = options.maxPendingAsks ?? DEFAULT_MAX_PENDING_ASKS;
     this.iteratorBuffer = options.iteratorBuffer ?? 1024;
-    this.asks = bindProxyAsks(
-      new RequestsEngine({ board: this.board, log: this.log }),
-    );
+    this.asks = bindProxyAsks(options.engine ?? new RequestsEngine({ board: this.board, log: this.log }));
+    this.beginScope = options.beginScope ?? (() => undefined);
     new NotificationStream(
       this.board,
       (notification) => {
@@ -306,6 +317,26 @@ export class McpAsks {
     return iterator;
   }
 
+  /**
+   * The notification channel of the begin scope (tag 11): opened at the program's first exchange on a
+   * begun connection, at most once per connection, never asked again; each notification reaches
+   * every listener (every MCP session of the program).
+   */
+  private openScopeNotifications(scope: BeginScopeLink): void {
+    const key = scope.key ?? scope;
+    if (this.scopeNotifications.has(key)) return;
+    this.scopeNotifications.add(key);
+    const stream = this.asks.mcpNotifications({});
+    void (async () => {
+      for await (const message of stream) {
+        if (message.variant === "Notification") for (const listener of this.notificationListeners) listener(message.notification as ServerNotification);
+        else this.log(`the provider ended the begin scope's notification channel with an error: ${message.error.message}`);
+      }
+      const ending = await stream.ended;
+      if (ending.type !== "done") this.log(`the begin scope's notification channel ended: ${ending.type}`);
+    })().catch((problem: unknown) => this.log(`the begin scope's notification channel: ${problem instanceof Error ? problem.message : String(problem)}`));
+  }
+
   /** Rejects every exchange not yet answered with ProxyClosed and ends every notification iterator. */
   close(): void {
     this.closed = true;
@@ -336,7 +367,9 @@ export class McpAsks {
       void Promise.all([this.gate.pass(), loadMcpChecks()]).then(
         async () => {
           if (settled) return;
-          const outcome = resultOf(await ask({ signal: giveUp.signal }));
+          const scope = this.beginScope();
+          if (scope) this.openScopeNotifications(scope);
+          const outcome = resultOf(await ask({ signal: giveUp.signal }), scope !== undefined);
           if (!outcome || settled) return;
           if ("error" in outcome) return fail(outcome.error);
           settled = true;

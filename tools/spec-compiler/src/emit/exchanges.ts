@@ -3,11 +3,13 @@
 //   decoder and encoder, message pattern, fate rules, the begin-scope channel that carries it), one
 //   per begin-scope channel and one per path the provider opens;
 // - for @diverge/server: `ProxyAsks`, one typed method per exchange the proxy asks, bound onto the
-//   hand-written generic engine (`packages/server/src/exchanges/engine.ts`), and the routing of every
-//   provider-opened begin-scope channel to its handler;
+//   hand-written generic engine (`packages/server/src/exchanges/engine.ts`), the routing of every
+//   provider-opened begin-scope channel to its handler, and `ProviderPathHandlers`, one handler per
+//   path the provider opens (`/tool/*`), bound for the generic path engine (`exchanges/paths.ts`);
 // - for @diverge/client: `ProviderHandlers`, one member per exchange the provider answers, the
 //   dispatch from an ask (on `/requests` or a proxy-opened channel) to its handler and from its
-//   result to the answer frames, and `ProviderAsks`, one typed method per channel the provider opens.
+//   result to the answer frames, `ProviderAsks`, one typed method per channel the provider opens, and
+//   `ProviderPathAsks`, one typed method per path the provider opens.
 // An exchange whose answer frame is still pending, or whose answer is raw bytes, gets its descriptor
 // but no typed method or handler: its behaviour is hand-written (postgres) or comes later (FUSE).
 import type { IrChannel, IrChannelTable, IrExchange, IrFrame, IrOpenedPath, IrRevision } from "../ir.js";
@@ -29,6 +31,9 @@ const pascal = (name: string) => {
   const c = lowerCamel(name);
   return c[0]!.toUpperCase() + c.slice(1);
 };
+
+/** Paths the provider opens with a typed surface: a declared answer frame, and a request frame when it sends one. */
+const typedPath = (p: IrOpenedPath) => p.answer.frameId !== undefined && (p.request.messages === "none" || (p.request.messages === "one" && p.request.frameId !== undefined));
 
 /** Exchanges with a typed surface: a declared answer frame. */
 const typed = (x: { readonly answerFrameId: string | undefined }) => x.answerFrameId !== undefined;
@@ -313,8 +318,57 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     lines.push(`}`);
     lines.push("");
   }
+  // Paths the provider opens: one handler each, bound for the generic path engine.
+  const paths = ir.openedPaths.filter(typedPath);
+  if (paths.length > 0) {
+    codecNames.add("openedPaths");
+    const skipped = ir.openedPaths.filter((p) => !typedPath(p));
+    lines.push(
+      ...doc([
+        "One member per path the provider opens that the proxy answers. A path with no member is refused (404) before",
+        "the upgrade. A handler is given the decoded request (or why it did not decode) and resolves with the answer",
+        "frame's value; a stream handler yields one answer frame's value per message.",
+        ...(skipped.length > 0 ? [`Not here (raw bytes, or a frame not declared yet): ${skipped.map((p) => p.path).join(", ")}.`] : []),
+      ]),
+    );
+    lines.push(`export interface ProviderPathHandlers {`);
+    for (const p of paths) {
+      const answer = frameById.get(p.answer.frameId!)!;
+      codecNames.add(`type ${answer.name}`);
+      const stream = STREAMS.has(p.answer.messages);
+      const request = p.request.messages === "one" ? frameById.get(p.request.frameId!)! : undefined;
+      if (request) codecNames.add(`type ${request.name}`);
+      const params = request ? `request: PathRequest<${request.name}>, context: PathContext` : `context: PathContext`;
+      lines.push(...doc([`\`${p.path}\`: ${request ? "one request message" : "no request message"}; answered with ${patternText(p.answer)}; closed by the ${p.closedBy}.`], "  "));
+      lines.push(`  readonly ${lowerCamel(p.id)}?: (${params}) => ${stream ? `AsyncIterable<${answer.name}>` : `Promise<${answer.name}>`};`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc(["The paths `handlers` answers, each with its descriptor, for the generic path engine."]));
+    lines.push(`export function bindProviderPaths(handlers: ProviderPathHandlers): BoundPath[] {`);
+    lines.push(`  const p = openedPaths;`);
+    lines.push(`  const bound: BoundPath[] = [];`);
+    for (const p of paths) {
+      const name = lowerCamel(p.id);
+      const stream = STREAMS.has(p.answer.messages);
+      const withRequest = p.request.messages === "one";
+      const member = stream && !withRequest ? `(_request, context) => handler(context)` : `handler as BoundPath[${lit(stream ? "stream" : "one")}]`;
+      lines.push(`  const ${name} = handlers.${name};`);
+      lines.push(`  if (${name}) {`);
+      lines.push(`    const handler = ${name};`);
+      lines.push(`    bound.push({ descriptor: p.${pascal(p.id)}, ${stream ? "stream" : "one"}: ${member} });`);
+      lines.push(`  }`);
+    }
+    lines.push(`  return bound;`);
+    lines.push(`}`);
+    lines.push("");
+  }
   const head = banner(ir, compilerVersion);
-  const importLines = [...codecImports(codecNames), `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`];
+  const importLines = [
+    ...codecImports(codecNames),
+    `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`,
+    ...(paths.length > 0 ? [`import type { BoundPath, PathContext, PathRequest } from "../exchanges/paths.js";`] : []),
+  ];
   return { path: "packages/server/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
 }
 
@@ -450,8 +504,42 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     lines.push(`}`);
     lines.push("");
   }
+  // Paths the provider opens: one typed ask each, bound onto a path engine.
+  const paths = ir.openedPaths.filter(typedPath);
+  if (paths.length > 0) {
+    codecNames.add("openedPaths");
+    lines.push(...doc(["One typed method per path the provider opens, bound onto a path engine (each opening is one exchange)."]));
+    lines.push(`export interface ProviderPathAsks {`);
+    for (const p of paths) {
+      const answer = frameById.get(p.answer.frameId!)!;
+      codecNames.add(`type ${answer.name}`);
+      const stream = STREAMS.has(p.answer.messages);
+      const request = p.request.messages === "one" ? frameById.get(p.request.frameId!)! : undefined;
+      if (request) codecNames.add(`type ${request.name}`);
+      lines.push(...doc([`\`${p.path}\`: ${patternText(p.answer)}; closed by the ${p.closedBy}.`], "  "));
+      lines.push(`  ${lowerCamel(p.id)}(${request ? `request: ${request.name}, ` : ""}options?: PathAskOptions): ${stream ? `PathStream<${answer.name}>` : `Promise<PathOutcome<${answer.name}>>`};`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc(["Binds every method of {@link ProviderPathAsks} to `engine`."]));
+    lines.push(`export function bindProviderPathAsks(engine: PathAskEngine): ProviderPathAsks {`);
+    lines.push(`  const p = openedPaths;`);
+    lines.push(`  return {`);
+    for (const p of paths) {
+      const stream = STREAMS.has(p.answer.messages);
+      const request = p.request.messages === "one";
+      lines.push(`    ${lowerCamel(p.id)}: (${request ? "request, " : ""}options) => engine.${stream ? "stream" : "one"}(p.${pascal(p.id)}, ${request ? "request" : "undefined"}, options),`);
+    }
+    lines.push(`  };`);
+    lines.push(`}`);
+    lines.push("");
+  }
   const head = banner(ir, compilerVersion);
-  const importLines = [...codecImports(codecNames), `import { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "../exchanges/engine.js";`];
+  const importLines = [
+    ...codecImports(codecNames),
+    `import { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "../exchanges/engine.js";`,
+    ...(paths.length > 0 ? [`import type { PathAskEngine, PathAskOptions, PathOutcome, PathStream } from "../exchanges/paths.js";`] : []),
+  ];
   return { path: "packages/client/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
 }
 

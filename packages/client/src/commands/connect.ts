@@ -1,0 +1,365 @@
+// `diverge connect`: hold a container's proxy for as long as the command runs and answer everything
+// it asks, on the transport chosen; optionally serve the container's tools as an MCP server.
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
+import { PathsTools } from "../paths/tools.js";
+import { postgresOverPaths } from "../families/postgres-paths.js";
+import { mcpProviderHandlers } from "../families/mcp-handlers.js";
+import type { ProviderHandlers } from "../gen/exchanges.js";
+import type { AnswerContext } from "../exchanges/engine.js";
+import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
+import { commandExec } from "../families/command-exec.js";
+import { PostgresVault } from "../families/vault.js";
+import { openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
+import { pipePostgres, type DatabaseAddress } from "../multiplexed/postgres.js";
+import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type ToolsSource } from "../serve-tools.js";
+import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
+
+export const connectUsage = "  connect    hold a container's proxy and answer everything it asks (multiplexed or paths); serve its tools over MCP";
+
+const help = `Usage:
+  diverge connect --proxy ws://HOST:14979 [--transport multiplexed|paths]   (default multiplexed)
+    [--arguments <json>] [--image <name@digest>] [--secret-env NAME]...      (begin, multiplexed)
+    [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
+    [--database-url <url>]                         the container's database (else embedded PGlite)
+    [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
+    [--serve-tools <host:port>] [--serve-tools-stdio]
+
+Holds the container's proxy for as long as it runs and answers everything the proxy asks:
+  multiplexed  opens the proxy's one connection on /, begins the container (--arguments, --image),
+               feeds the secrets its DIVERGE.md declares (--secret-env), and serves the database
+               connections the proxy announces; /requests is held beside it for what the proxy asks
+               before the begin and for commands (which have no begin-scope channel).
+  paths        holds /requests only (dialled again with backoff when it ends); the container's
+               tools are reached on /tool/*.
+The proxy takes one multiplexed connection in its life: when it is lost this command ends with
+exit status 3 (restart the proxy to connect again). /requests is dialled again with backoff.
+Every exchange prints one line on stderr unless --quiet; SIGINT or SIGTERM stops it (exit 0).
+\`diverge answer\` is the narrow form of this command (paths transport, MCP and command only).
+
+Flags:
+  --proxy <url>             the proxy's provider-facing address (default ws://127.0.0.1:14979)
+  --transport <t>           multiplexed (default) or paths
+  --arguments <json>        the begin's arguments (default null)
+  --image <name@digest>     the begin's image
+  --secret-env <NAME>       a secret whose value is the environment variable of that name (repeatable)
+  --mcp <url>               the provider's MCP server (Streamable HTTP) the program's MCP exchanges go to
+  --mcp-stdio "<command>"   the same, a command speaking MCP on stdio (split on spaces)
+  --database-url <url>      the container's database connections go to this PostgreSQL (else an
+                            embedded PGlite, started on the first connection)
+  --vault-database-url <url>
+                            keep the vault in this PostgreSQL
+  --vault-dir <dir>         keep the vault in an embedded PGlite database here (default a temp dir)
+  --vault-namespace <name>  which store the keys live in (default "default")
+  --command-exec <path>     run each command with this executable
+  --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
+                            HTTP at http://host:port/mcp, any number of sessions)
+  --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
+  --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
+  --revision <r>            the spec revision to speak (default the newest spoken)
+  --quiet                   print nothing but errors
+  -h, --help                this text
+
+${exitStatusHelp}`;
+
+export async function runConnect(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        proxy: { type: "string", default: "ws://127.0.0.1:14979" },
+        transport: { type: "string", default: "multiplexed" },
+        revision: { type: "string" },
+        arguments: { type: "string" },
+        image: { type: "string" },
+        "secret-env": { type: "string", multiple: true },
+        mcp: { type: "string" },
+        "mcp-stdio": { type: "string" },
+        "database-url": { type: "string" },
+        "vault-database-url": { type: "string" },
+        "vault-dir": { type: "string" },
+        "vault-namespace": { type: "string", default: "default" },
+        "command-exec": { type: "string" },
+        "serve-tools": { type: "string" },
+        "serve-tools-stdio": { type: "boolean", default: false },
+        timeout: { type: "string" },
+        quiet: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n\n${help}`);
+    return Exit.Usage;
+  }
+  const { values } = parsed;
+  if (values.help) {
+    process.stdout.write(help);
+    return Exit.Ok;
+  }
+  const usage = (message: string) => {
+    process.stderr.write(`${message}\n\nRun \`diverge connect --help\` for the flags.\n`);
+    return Exit.Usage;
+  };
+  const transport = values.transport;
+  if (transport !== "multiplexed" && transport !== "paths") return usage(`--transport must be multiplexed or paths, not ${transport}`);
+  const multiplexed = transport === "multiplexed";
+  if (!multiplexed && (values.arguments !== undefined || values.image !== undefined || (values["secret-env"]?.length ?? 0) > 0)) {
+    return usage("--arguments, --image and --secret-env begin the container, which only the multiplexed transport does");
+  }
+  let beginArguments: unknown = null;
+  if (values.arguments !== undefined) {
+    try {
+      beginArguments = JSON.parse(values.arguments);
+    } catch {
+      return usage("--arguments is not JSON");
+    }
+  }
+  let image: { name: string; digest: string } | undefined;
+  if (values.image !== undefined) {
+    const at = values.image.lastIndexOf("@");
+    if (at <= 0) return usage("--image must be <name>@<digest>");
+    image = { name: values.image.slice(0, at), digest: values.image.slice(at + 1) };
+  }
+  const secrets: Record<string, string> = {};
+  for (const name of values["secret-env"] ?? []) {
+    const value = process.env[name];
+    if (value === undefined) return usage(`--secret-env ${name}: no such environment variable`);
+    secrets[name] = value;
+  }
+  if (values.mcp !== undefined && values["mcp-stdio"] !== undefined) return usage("give at most one of --mcp and --mcp-stdio");
+  const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
+  if (timeoutMs !== undefined && !(timeoutMs >= 0)) return usage("--timeout must be a number of milliseconds");
+  const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
+  if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
+  if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
+
+  const say = (line: string) => {
+    if (!values.quiet) process.stderr.write(`${line}\n`);
+  };
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanUp = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
+  };
+  let stopping = false;
+
+  // The backends: the provider's MCP server, the vault, commands, the container's database.
+  let target: McpTarget | undefined;
+  if (values.mcp !== undefined) target = { url: values.mcp };
+  else if (values["mcp-stdio"] !== undefined) {
+    const [command, ...rest] = values["mcp-stdio"].split(/\s+/).filter(Boolean);
+    if (!command) return usage("--mcp-stdio needs a command");
+    target = { command, args: rest };
+  }
+  const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
+  if (relay) cleanups.push(() => relay.close());
+  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
+  let vault: PostgresVault;
+  try {
+    if (values["vault-database-url"]) {
+      vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
+      say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+    } else {
+      const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
+      mkdirSync(dir, { recursive: true });
+      vault = PostgresVault.embedded(dir, vaultOptions);
+      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+    }
+  } catch (problem) {
+    await cleanUp();
+    return fail(new BackendError("the vault", (problem as Error).message));
+  }
+  cleanups.push(() => vault.close());
+  const executable = values["command-exec"];
+  if (executable) say(`commands run ${executable}`);
+  const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
+  const database = databaseBackend(values["database-url"], say);
+  cleanups.push(() => database.close());
+  // The program's database connections on /requests (kind 11), made while nobody has begun on /.
+  (handlers as { raw?: ProxyHandlers["raw"] }).raw = postgresOverPaths(() => database.address(), { onError: (error) => process.stderr.write(`database: ${error.message}\n`) });
+
+  let lost: (() => void) | undefined;
+  const lostConnection = new Promise<void>((resolve) => (lost = resolve));
+  const signalled = new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+
+  // /requests, on both transports: asks before the begin, and commands.
+  const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
+    revision: values.revision,
+    onEvent: (event) => {
+      switch (event.type) {
+        case "requestsOpened":
+          return say(`connected to ${values.proxy}/requests`);
+        case "requestsClosed":
+          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
+        case "ask":
+          return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
+        case "pathEnded":
+          return say(`${event.path}: ${event.outcome}`);
+        case "error":
+          if (stopping) return;
+          return process.stderr.write(`${event.error.message}\n`);
+      }
+    },
+  });
+  cleanups.push(() => paths.close());
+
+  let source: ToolsSource | undefined;
+  if (multiplexed) {
+    let connection: MultiplexedConnection;
+    try {
+      connection = await openContainer(values.proxy!, {
+        revision: values.revision,
+        timeoutMs,
+        onPostgres: (announced) => database.pipe(announced),
+        // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
+        handlers: announcing({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }, say),
+        onEvent: (event) => {
+          switch (event.type) {
+            case "announced":
+              return say(`/ ${event.kind} connection ${event.id}: announced`);
+            case "declined":
+              return say(`/ ${event.kind} connection ${event.id}: declined (${event.reason})`);
+            case "pairFailed":
+              return process.stderr.write(`/ ${event.kind} connection ${event.id}: ${event.error.message}\n`);
+            case "heldForSecrets":
+              return say(`${event.what}: held by the proxy's secrets gate until the secrets are fed`);
+            case "ended":
+              if (!stopping) lost?.();
+              return;
+          }
+        },
+      });
+    } catch (problem) {
+      await cleanUp();
+      return fail(problem);
+    }
+    cleanups.push(() => connection.close());
+    try {
+      const tools = await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, { timeoutMs });
+      say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
+      const info = await connection.info({ timeoutMs });
+      const declared = info?.frontMatter.secrets ?? [];
+      const missing = declared.filter((name) => !(name in secrets));
+      if (missing.length > 0) {
+        process.stderr.write(
+          `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${missing.join(", ")}, not given: add ${missing.map((name) => `--secret-env ${name}`).join(" ")}; a proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets\n`,
+        );
+      } else if (declared.length > 0 || Object.keys(secrets).length > 0) {
+        await connection.feedSecrets(secrets, { timeoutMs });
+        say(`/ secrets fed (${Object.keys(secrets).length})`);
+      }
+    } catch (problem) {
+      await cleanUp();
+      return fail(problem);
+    }
+    source = loggedSource(connection.mcp, say);
+  } else source = loggedSource(new PathsTools(values.proxy!), say);
+
+  let serving: ServingTools | undefined;
+  if (source && (serveAt || values["serve-tools-stdio"])) {
+    try {
+      if (serveAt) {
+        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say });
+        // Said even with --quiet: with port 0 it is the only way to learn where.
+        process.stderr.write(`serving the container's tools at ${serving.url}\n`);
+      } else {
+        serving = await serveToolsStdio(source, { log: say });
+        say("serving the container's tools on stdin/stdout");
+      }
+    } catch (problem) {
+      await cleanUp();
+      return fail(new BackendError("--serve-tools", (problem as Error).message));
+    }
+    const served = serving;
+    cleanups.push(() => served.close());
+  }
+
+  const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const)]);
+  stopping = true;
+  if (outcome === "lost") {
+    process.stderr.write(
+      `the proxy's one multiplexed connection (${values.proxy}) was lost; a proxy takes one in its life, so restart the proxy (its container) and run diverge connect again\n`,
+    );
+  } else say("stopping");
+  await cleanUp();
+  return outcome === "lost" ? Exit.Lost : Exit.Ok;
+}
+
+/** Where the container's database connections go: --database-url, else an embedded PGlite started on the first one. */
+function databaseBackend(url: string | undefined, say: (line: string) => void) {
+  let embedded: Promise<{ address: DatabaseAddress; close(): Promise<void> }> | undefined;
+  const start = async () => {
+    const { PGlite } = await import("@electric-sql/pglite");
+    const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
+    const db = await PGlite.create();
+    const server = new PGLiteSocketServer({ db, port: 0, host: "127.0.0.1" });
+    await server.start();
+    const port = Number(server.getServerConn().split(":").pop());
+    say(`database: embedded PGlite on 127.0.0.1:${port}`);
+    return {
+      address: { host: "127.0.0.1", port },
+      async close() {
+        await server.stop();
+        await db.close();
+      },
+    };
+  };
+  return {
+    async pipe(announced: Parameters<typeof pipePostgres>[0]) {
+      return pipePostgres(announced, await this.address());
+    },
+    /** Where to dial: --database-url, else the embedded PGlite (started now if it is not yet). */
+    async address(): Promise<string | DatabaseAddress> {
+      if (url) return url;
+      embedded ??= start();
+      return (await embedded).address;
+    },
+    async close() {
+      if (embedded) await (await embedded).close();
+    },
+  };
+}
+
+/** `handlers`, each saying one line when the proxy asks its exchange on the begin scope. */
+function announcing(handlers: ProviderHandlers, say: (line: string) => void): ProviderHandlers {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, handler] of Object.entries(handlers)) {
+    if (typeof handler !== "function") continue;
+    wrapped[name] = (ask: unknown, context: AnswerContext) => {
+      say(`${context.path}: ${name}`);
+      return (handler as (ask: unknown, context: AnswerContext) => unknown)(ask, context);
+    };
+  }
+  return wrapped as ProviderHandlers;
+}
+
+/** The container's MCP server as the transport reaches it, with one line per exchange. */
+function loggedSource(source: ToolsSource, say: (line: string) => void): ToolsSource {
+  const logged =
+    <P, R>(what: string, call: (params: P) => Promise<R>) =>
+    async (params: P) => {
+      try {
+        const result = await call(params);
+        say(`${what}: answered`);
+        return result;
+      } catch (problem) {
+        say(`${what}: ${problem instanceof Error ? problem.message : String(problem)}`);
+        throw problem;
+      }
+    };
+  return {
+    listTools: logged("tools/list", (params) => source.listTools(params)),
+    listResources: logged("resources/list", (params) => source.listResources(params)),
+    callTool: logged("tools/call", (params) => source.callTool(params)),
+    readResource: logged("resources/read", (params) => source.readResource(params)),
+    notifications: () => source.notifications(),
+  };
+}

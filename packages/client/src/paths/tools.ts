@@ -1,0 +1,105 @@
+// The container's own MCP server on the paths transport (`/tool/*`, paths.md §4): the generated
+// path asks bound onto the path engine, read as MCP results or errors. Each opening is one exchange;
+// nothing is asked again.
+import type { CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams } from "@diverge/codec";
+import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
+import { bindProviderPathAsks, type ProviderPathAsks } from "../gen/exchanges.js";
+import { pathAskEngine, type PathAskEngineOptions, type PathOutcome } from "../exchanges/paths.js";
+import type { ErrorData } from "../multiplexed/container.js";
+
+export type ToolPathErrorDetail =
+  /** The container's MCP server answered with an error (relayed verbatim by the proxy). */
+  | { readonly variant: "Mcp"; readonly path: string; readonly error: ErrorData }
+  /** The proxy closed the path with no answer. */
+  | { readonly variant: "NotServed"; readonly path: string }
+  /** The path ended abruptly before the answer. */
+  | { readonly variant: "Lost"; readonly path: string }
+  /** The path could not be opened. */
+  | { readonly variant: "Refused"; readonly path: string; readonly status: number | undefined; readonly reason: string }
+  | { readonly variant: "Unreadable"; readonly path: string; readonly reason: string };
+
+export class ToolPathError extends Error {
+  override readonly name = "ToolPathError";
+  constructor(readonly detail: ToolPathErrorDetail) {
+    super(describe(detail));
+  }
+}
+
+function describe(detail: ToolPathErrorDetail): string {
+  switch (detail.variant) {
+    case "Mcp":
+      return `${detail.path}: MCP error ${detail.error.code}: ${detail.error.message}`;
+    case "NotServed":
+      return `the proxy could not serve ${detail.path}`;
+    case "Lost":
+      return `${detail.path} ended without a close`;
+    case "Refused":
+      return `${detail.path}: could not open${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
+    case "Unreadable":
+      return `${detail.path}: unreadable answer: ${detail.reason}`;
+  }
+}
+
+type Answer<R> = { readonly variant: "Result"; readonly result: unknown } | { readonly variant: "Error"; readonly error: unknown };
+
+function resultOf<R>(path: string, outcome: PathOutcome<Answer<R>>): R {
+  switch (outcome.type) {
+    case "answered":
+      if (outcome.answer.variant === "Error") throw new ToolPathError({ variant: "Mcp", path, error: outcome.answer.error as ErrorData });
+      return outcome.answer.result as R;
+    case "notServed":
+      throw new ToolPathError({ variant: "NotServed", path });
+    case "lost":
+      throw new ToolPathError({ variant: "Lost", path });
+    case "refused":
+      throw new ToolPathError({ variant: "Refused", path, status: outcome.status, reason: outcome.reason });
+    case "unreadable":
+      throw new ToolPathError({ variant: "Unreadable", path, reason: outcome.reason });
+  }
+}
+
+/** The container's MCP server through the proxy at `url`'s `/tool/*` paths. */
+export class PathsTools {
+  private readonly asks: ProviderPathAsks;
+
+  constructor(url: string | URL, options: PathAskEngineOptions = {}) {
+    this.asks = bindProviderPathAsks(pathAskEngine(url, options));
+  }
+
+  async listTools(params?: PaginatedRequestParams, options?: { signal?: AbortSignal }): Promise<ListToolsResult> {
+    return resultOf("/tool/list-tools", await this.asks.toolListTools({ params: params ?? null }, options));
+  }
+
+  async listResources(params?: PaginatedRequestParams, options?: { signal?: AbortSignal }): Promise<ListResourcesResult> {
+    return resultOf("/tool/list-resources", await this.asks.toolListResources({ params: params ?? null }, options));
+  }
+
+  async callTool(params: CallToolRequestParams, options?: { signal?: AbortSignal }): Promise<CallToolResult> {
+    return resultOf("/tool/call-tool", await this.asks.toolCallTool({ params }, options));
+  }
+
+  async readResource(params: ReadResourceRequestParams, options?: { signal?: AbortSignal }): Promise<ReadResourceResult> {
+    return resultOf("/tool/read-resource", await this.asks.toolReadResource({ params }, options));
+  }
+
+  /** What the container's server sends from now on; the loop throws ToolPathError when the path ends otherwise than by `close()`. */
+  notifications(): AsyncIterable<ServerNotification> & { close(): void } {
+    const stream = this.asks.toolNotifications();
+    const path = "/tool/notifications";
+    return {
+      close: () => stream.close(),
+      async *[Symbol.asyncIterator]() {
+        for await (const message of stream) {
+          if (message.variant === "Error") throw new ToolPathError({ variant: "Mcp", path, error: message.error as ErrorData });
+          yield message.notification as ServerNotification;
+        }
+        const ended = await stream.ended;
+        if (ended.type === "done") return;
+        if (ended.type === "notServed") throw new ToolPathError({ variant: "NotServed", path });
+        if (ended.type === "lost") throw new ToolPathError({ variant: "Lost", path });
+        if (ended.type === "refused") throw new ToolPathError({ variant: "Refused", path, status: ended.status, reason: ended.reason });
+        throw new ToolPathError({ variant: "Unreadable", path, reason: ended.reason });
+      },
+    };
+  }
+}

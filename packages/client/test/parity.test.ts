@@ -1,0 +1,213 @@
+// Both transports at parity (issue 16 §6): each exchange family the spec defines on both transports
+// is run on each, and the program and the provider see the same outcome. The table is the test:
+// a row per family and outcome, a column per transport. Real proxy, real sockets, real MCP servers.
+//   inward MCP:  begin-scope channels 3-7 (ContainerMcp)  vs  /tool/* (PathsTools)
+//   outward MCP: proxy-opened channels 7-11               vs  /requests kinds 0-4
+//   vault:       proxy-opened channels 2-6                vs  /requests kinds 5-9
+// Postgres (pair vs kind 11) has its own file against a real PostgreSQL (postgres-paths.test.ts).
+import { afterEach, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
+import { startProxy, type RunningProxy } from "@diverge/server";
+import { connectProxy, openContainer, PathsTools, type ProviderHandlers } from "../src/index.js";
+
+type Transport = "multiplexed" | "paths";
+const TRANSPORTS: readonly Transport[] = ["multiplexed", "paths"];
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
+});
+
+async function container(): Promise<ExampleContainer> {
+  const app = await startExampleContainer();
+  cleanups.push(() => app.close());
+  return app;
+}
+
+async function proxyFor(app: ExampleContainer, maxMessageBytes?: number): Promise<RunningProxy> {
+  const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false, log: () => {}, ...(maxMessageBytes ? { maxMessageBytes } : {}) });
+  cleanups.push(() => proxy.close());
+  return proxy;
+}
+
+/** The provider on `transport`, answering with `handlers`: begun on / (multiplexed), or holding /requests (paths). */
+async function provide(proxy: RunningProxy, transport: Transport, handlers: ProviderHandlers): Promise<void> {
+  if (transport === "multiplexed") {
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { handlers });
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: { greeting: "Hello" } });
+  } else {
+    const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers);
+    cleanups.push(() => connection.close());
+    await connection.whenConnected({ timeoutMs: 10_000 });
+  }
+}
+
+/** What the program saw: the result, or its MCP error's code and Diverge reason. */
+async function programOutcome(call: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return { result: await call() };
+  } catch (problem) {
+    const error = problem as { code?: number; message?: string; data?: unknown };
+    return { error: { code: error.code, message: error.message?.replace(/ on channel \d+/, ""), data: error.data } };
+  }
+}
+
+async function program(proxy: RunningProxy): Promise<Client> {
+  const client = new Client({ name: "program", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`)));
+  cleanups.push(() => client.close());
+  return client;
+}
+
+const text = (value: string) => ({ content: [{ type: "text" as const, text: value }] });
+
+describe("outward MCP: the program's exchange, answered by the provider on either transport", () => {
+  const rows: { outcome: string; handlers: ProviderHandlers; maxMessageBytes?: number; expected: (seen: unknown) => void }[] = [
+    {
+      outcome: "a result",
+      handlers: { mcpCallTool: ({ params }) => ({ variant: "Result", result: text(`answered ${params.name}`) }) },
+      expected: (seen) => expect(seen).toEqual({ result: text("answered t") }),
+    },
+    {
+      outcome: "an MCP error (passed through: code, message, data)",
+      handlers: { mcpCallTool: () => ({ variant: "Error", error: { code: -32001, message: "the provider says no", data: { why: "policy" } } }) },
+      expected: (seen) => expect(seen).toEqual({ error: { code: -32001, message: "MCP error -32001: the provider says no", data: { why: "policy" } } }),
+    },
+    {
+      outcome: "not served (no answer before the end)",
+      handlers: { mcpCallTool: () => undefined },
+      expected: (seen) => expect(seen).toMatchObject({ error: { code: -32603, data: { diverge: "NotServed" } } }),
+    },
+    {
+      outcome: "an oversized answer (larger than the message limit)",
+      handlers: { mcpCallTool: () => ({ variant: "Result", result: text("x".repeat(200_000)) }) },
+      maxMessageBytes: 64 * 1024,
+      expected: (seen) => expect(seen).toMatchObject({ error: { code: -32603 } }),
+    },
+  ];
+  for (const row of rows) {
+    for (const transport of TRANSPORTS) {
+      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+        const proxy = await proxyFor(await container(), row.maxMessageBytes);
+        await provide(proxy, transport, row.handlers);
+        const agent = await program(proxy);
+        row.expected(await programOutcome(() => agent.callTool({ name: "t", arguments: {} })));
+      });
+    }
+  }
+});
+
+describe("outward MCP: the provider's connection lost mid-exchange", () => {
+  // Each transport keeps its own fate rule (the shared README, §F): a begin-scope channel is never
+  // asked again, so the program gets an MCP error; an unanswered `/requests` ask is asked again on
+  // the next connection, so the program gets the next provider's answer. Neither hangs.
+  for (const transport of TRANSPORTS) {
+    it(`the program is never left waiting — ${transport}`, { timeout: 30_000 }, async () => {
+      const proxy = await proxyFor(await container());
+      const hang: ProviderHandlers = { mcpCallTool: () => new Promise(() => {}) };
+      let drop: () => Promise<unknown>;
+      if (transport === "multiplexed") {
+        const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { handlers: hang });
+        await connection.beginTools({ arguments: { greeting: "Hello" } });
+        drop = () => connection.close();
+      } else {
+        const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, hang);
+        await connection.whenConnected({ timeoutMs: 10_000 });
+        drop = () => connection.close();
+      }
+      const agent = await program(proxy);
+      const seen = programOutcome(() => agent.callTool({ name: "t", arguments: {} }));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await drop();
+      if (transport === "multiplexed") {
+        expect(await seen).toMatchObject({ error: { code: -32603, data: { diverge: "Lost" } } });
+      } else {
+        // Asked again on the next /requests connection, and answered there.
+        await provide(proxy, "paths", { mcpCallTool: () => ({ variant: "Result", result: text("asked again") }) });
+        expect(await seen).toEqual({ result: text("asked again") });
+      }
+    });
+  }
+});
+
+describe("vault: the program's HTTP call, answered by the provider on either transport", () => {
+  const rows: { outcome: string; handlers: ProviderHandlers; status: number; body?: string }[] = [
+    { outcome: "a result", handlers: { vaultGet: () => ({ variant: "Present", value: new TextEncoder().encode("secret") }) }, status: 200, body: "secret" },
+    { outcome: "the provider's error", handlers: { vaultGet: () => ({ variant: "Error", message: "the store is down" }) }, status: 502, body: "the store is down" },
+    { outcome: "not served", handlers: {}, status: 503 },
+  ];
+  for (const row of rows) {
+    for (const transport of TRANSPORTS) {
+      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+        const proxy = await proxyFor(await container());
+        await provide(proxy, transport, row.handlers);
+        const response = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/k`);
+        expect(response.status).toBe(row.status);
+        const body = await response.text();
+        if (row.body !== undefined) expect(body).toContain(row.body);
+      });
+    }
+  }
+});
+
+describe("inward MCP: the provider's exchange with the container's server on either transport", () => {
+  /** The container's server as the provider reaches it on `transport`. */
+  async function reach(proxy: RunningProxy, transport: Transport) {
+    if (transport === "paths") return new PathsTools(`ws://127.0.0.1:${proxy.port}`);
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`);
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: { greeting: "Hello" } });
+    return connection.mcp;
+  }
+  const outcome = async (call: () => Promise<unknown>) => {
+    try {
+      return { result: await call() };
+    } catch (problem) {
+      const detail = (problem as { detail: { variant: string; error?: { code: number; message: string } } }).detail;
+      return { variant: detail.variant, code: detail.error?.code, message: detail.error?.message };
+    }
+  };
+  const rows: { outcome: string; maxMessageBytes?: number; call: (tools: Awaited<ReturnType<typeof reach>>) => Promise<unknown>; expected: (seen: unknown) => void }[] = [
+    { outcome: "a result", call: (tools) => tools.callTool({ name: "greet", arguments: { name: "Ada" } }), expected: (seen) => expect(seen).toEqual({ result: text("Hello, Ada!") }) },
+    {
+      outcome: "the server's MCP error, verbatim",
+      call: (tools) => tools.readResource({ uri: "example://none" }),
+      expected: (seen) => expect(seen).toMatchObject({ variant: "Mcp", code: expect.any(Number) }),
+    },
+    {
+      outcome: "an oversized answer (replaced by -32603 saying so)",
+      maxMessageBytes: 600,
+      call: (tools) => tools.listTools(),
+      expected: (seen) => expect(seen).toMatchObject({ variant: "Mcp", code: -32603, message: expect.stringContaining("larger than the message limit") }),
+    },
+  ];
+  for (const row of rows) {
+    const seen: Partial<Record<Transport, unknown>> = {};
+    for (const transport of TRANSPORTS) {
+      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+        const proxy = await proxyFor(await container(), row.maxMessageBytes);
+        const tools = await reach(proxy, transport);
+        seen[transport] = await outcome(() => row.call(tools));
+        row.expected(seen[transport]);
+        // The same outcome on both: the second transport's run compares with the first's.
+        if (transport === "paths" && seen.multiplexed !== undefined) expect(seen.paths).toEqual(seen.multiplexed);
+      });
+    }
+  }
+});
+
+describe("one inward MCP client for both transports", () => {
+  it("the begin scope's channels and /tool/* share the proxy's one session with the container's server", { timeout: 30_000 }, async () => {
+    const proxy = await proxyFor(await container());
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`);
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: { greeting: "Hello" } });
+    const onScope = await connection.mcp.listTools();
+    const onPaths = await new PathsTools(`ws://127.0.0.1:${proxy.port}`).listTools();
+    expect(onPaths).toEqual(onScope);
+    expect(proxy.inward.sessionsMade).toBe(1);
+  });
+});

@@ -1,0 +1,104 @@
+// The paths transport's `/tool/*` (paths.md §4): the provider's MCP exchanges with the container's own
+// MCP server, through the proxy's one inward MCP client (the one the begin scope's channels use).
+// Every exchange is answered: params that do not parse with -32602, a server that cannot be reached
+// with -32603 and the reason, the server's own error verbatim; an answer larger than the message
+// limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange.
+import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
+import type { Gate } from "../gate.js";
+import type { ErrorData, InwardExchange, McpOutcome } from "../inward-mcp.js";
+import type { SharedInwardMcp } from "../inward-shared.js";
+import type { PathContext, PathRequest } from "../exchanges/paths.js";
+import type { ProviderPathHandlers } from "../gen/exchanges.js";
+
+const INVALID_PARAMS = -32602;
+const INTERNAL_ERROR = -32603;
+
+/** Notifications kept for a provider that does not read; the oldest go first (the reference's 256). */
+export const TOOL_NOTIFICATION_BUFFER = 256;
+
+type McpAnswer = { variant: "Result"; result: never } | { variant: "Error"; error: ErrorData };
+
+export interface ToolPathsOptions {
+  readonly inward: SharedInwardMcp;
+  readonly gate: Gate;
+  readonly log: (line: string) => void;
+}
+
+export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): ProviderPathHandlers {
+  const answer = async (method: InwardExchange["method"], request: PathRequest<{ params: unknown }>, context: PathContext): Promise<McpAnswer> => {
+    if (!request.ok) return { variant: "Error", error: { code: INVALID_PARAMS, message: request.reason } };
+    await gate.pass();
+    const outcome: McpOutcome = await inward.exchange({ method, params: (request.value.params ?? null) as never } as InwardExchange);
+    let reply: McpAnswer = "result" in outcome ? { variant: "Result", result: outcome.result as never } : { variant: "Error", error: outcome.error };
+    let size: number;
+    try {
+      size = context.encodedSize(reply);
+    } catch (problem) {
+      log(`${context.path}: the container's ${method} answer could not be encoded`);
+      reply = { variant: "Error", error: { code: INTERNAL_ERROR, message: `the container's answer could not be encoded: ${problem instanceof Error ? problem.name : "error"}` } };
+      size = 0;
+    }
+    if (size > context.maxMessageBytes) {
+      log(`${context.path}: the container's ${method} answer is ${size} bytes, larger than the limit; answering with an error`);
+      reply = { variant: "Error", error: { code: INTERNAL_ERROR, message: `the container's answer is ${size} bytes, larger than the message limit of ${context.maxMessageBytes}` } };
+    }
+    return reply;
+  };
+  return {
+    toolListTools: (request, context) => answer("tools/list", request, context) as never,
+    toolListResources: (request, context) => answer("resources/list", request, context) as never,
+    toolCallTool: (request, context) => answer("tools/call", request as PathRequest<{ params: unknown }>, context) as never,
+    toolReadResource: (request, context) => answer("resources/read", request as PathRequest<{ params: unknown }>, context) as never,
+    toolNotifications: (context) => notifications(inward, gate, context) as never,
+  };
+}
+
+/** What the container's server sends after the opening, until the provider closes; one error and the end when it cannot be reached. */
+async function* notifications(inward: SharedInwardMcp, gate: Gate, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
+  await gate.pass();
+  if (context.signal.aborted) return;
+  const queue: ({ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData })[] = [];
+  let wake: (() => void) | undefined;
+  let done = false;
+  const signal = () => {
+    wake?.();
+    wake = undefined;
+  };
+  const subscription = await inward.subscribe({
+    notify: (notification) => {
+      if (done) return;
+      queue.push({ variant: "Notification", notification });
+      if (queue.length > TOOL_NOTIFICATION_BUFFER) queue.shift();
+      signal();
+    },
+    ended: (error) => {
+      queue.push({ variant: "Error", error });
+      done = true;
+      signal();
+    },
+  });
+  if ("error" in subscription) {
+    yield { variant: "Error", error: subscription.error };
+    return;
+  }
+  const stop = () => {
+    done = true;
+    signal();
+  };
+  context.signal.addEventListener("abort", stop);
+  try {
+    for (;;) {
+      if (queue.length > 0) {
+        const next = queue.shift()!;
+        yield next;
+        if (next.variant === "Error") return;
+        continue;
+      }
+      if (done || context.signal.aborted) return;
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  } finally {
+    context.signal.removeEventListener("abort", stop);
+    subscription.unsubscribe();
+  }
+}
