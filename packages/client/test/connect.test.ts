@@ -117,7 +117,8 @@ describe("diverge connect --serve-tools", () => {
     const rows = (await agents[0]!.callTool({ name: "query", arguments: { sql: "select 6 * 7 as answer" } })) as { content: { text: string }[]; isError?: boolean };
     expect(rows.isError).toBeFalsy();
     expect(JSON.parse(rows.content[0]!.text)).toEqual([{ answer: 42 }]);
-    expect(running.stderr()).toMatch(/\/postgres\/\d+/);
+    // Its line may come a moment after the answer (the pair reports once the path is set up).
+    await running.waitFor(/\/postgres\/\d+/);
     // Nothing was begun: / is still free for a provider.
     expect(proxy.multiplexed.connection).toBeUndefined();
     running.child.kill("SIGTERM");
