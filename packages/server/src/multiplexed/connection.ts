@@ -24,6 +24,12 @@ import { InwardMcp, type McpOutcome } from "./mcp.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
+import { FilesystemScopes } from "./filesystem.js";
+import { realRoot } from "../filesystem/index.js";
+import type { ContainerProxyRequest } from "@diverge/codec";
+
+/** A handler for every endpoint a scope can be opened for; which tag is which is the codec's business. */
+type ScopeRoutes = { readonly [E in ContainerProxyRequest["endpoint"]]: (request: Extract<ContainerProxyRequest, { endpoint: E }>, responder: Responder) => Promise<void> };
 
 const DISREGARDED_KEPT = 1000;
 /** Channels whose dropped notifications are counted apart in `stats()`. */
@@ -55,6 +61,7 @@ export class ProxyConnection {
   /** True once the provider has sent its first message. */
   spoken = false;
   private readonly mcp: InwardMcp;
+  private readonly filesystem: FilesystemScopes;
   /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
   private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
@@ -119,6 +126,15 @@ export class ProxyConnection {
       closed: (code) => this.cleanUp(code),
     });
     const frames = this.frames;
+    let root: Promise<string> | undefined;
+    this.filesystem = new FilesystemScopes({
+      frames,
+      // Resolved once, on first use; a root that cannot be resolved fails each request that needs it.
+      root: () => (root ??= realRoot(options.root)),
+      signal: this.aborter.signal,
+      maxWriteBacklogBytes: options.maxPairBacklogBytes,
+      log: options.log,
+    });
     const link: PairLink = {
       begun: this.begunPromise,
       get ended() {
@@ -176,15 +192,29 @@ export class ProxyConnection {
   }
 
   private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
-    let begin: Record<string, unknown>;
+    let request: ContainerProxyRequest;
     try {
-      begin = decodeContainerProxyRequest(payload).begin;
+      request = decodeContainerProxyRequest(payload);
     } catch (error) {
       // A RangeError: JSON nested too deeply for the type check; unreadable all the same.
       if (!(error instanceof ContainerProxyRequestError) && !(error instanceof RangeError)) throw error;
       this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
       return responder.finish();
     }
+    await (this.scopeRoutes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
+  }
+
+  /** What each scope the provider opens does. */
+  private readonly scopeRoutes: ScopeRoutes = {
+    ToolsBegin: (request, responder) => this.onBegin(responder, request.begin),
+    // Mounts come with the FUSE wiring; until then the scope is not served (a bare finish).
+    FuseMount: async (_request, responder) => responder.finish(),
+    FilesystemTree: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.tree(responder, request.request)),
+    FilesystemRead: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.read(responder, request.request)),
+    FilesystemWrite: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.write(responder, request.request)),
+  };
+
+  private async onBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
     if (!isBeginObject(begin)) {
       this.options.log(`unreadable begin on scope ${responder.scope}: it needs "arguments" and, if any, an "image" of two strings`);
       return responder.finish();
@@ -227,6 +257,8 @@ export class ProxyConnection {
   }
 
   private onChannel(responder: Responder, payload: Uint8Array): void {
+    // A channel on a filesystem scope: a tree's stop, or one nobody opens (ignored, never answered).
+    if (this.filesystem.channel(responder)) return;
     // Channels ride the begin scope only, and only once it has begun.
     if (responder.scope !== this.begin.scope || !this.begin.begun) return responder.finish();
     let request: ToolsBeginChannelRequest;

@@ -5,6 +5,7 @@ import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
+import { FilesystemPaths } from "./filesystem.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
@@ -51,6 +52,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
       ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs, maxSessions: options.maxProgramSessions })),
     ));
   provider.addUpgradeRoute(board);
+  // /filesystem/tree, /filesystem/read and /filesystem/write, under the proxy's root.
+  const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, log: options.log });
+  provider.addUpgradeRoute(filesystem);
   program.addRequestRoute((request, response, pathname) => {
     if (pathname !== "/mcp") return false;
     if (programMcp) return programMcp.route(request, response, pathname);
@@ -93,6 +97,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     },
     async close() {
       closed = true;
+      filesystem.close();
       mcp.close();
       programApi.close();
       board.close();
