@@ -2,12 +2,14 @@
 // diverge: the provider side from a shell. Each subcommand lives in its own module under commands/.
 import { runAnswer, answerUsage } from "./commands/answer.js";
 import { runTools, toolsUsage } from "./commands/tools.js";
+import { runFs, fsUsage } from "./commands/fs.js";
 
 const usage = `diverge: the provider side of the Diverge container-proxy protocol.
 
 Commands:
 ${answerUsage}
 ${toolsUsage}
+${fsUsage}
 Run \`diverge <command> --help\` for a command's flags.
 `;
 
@@ -19,6 +21,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command === "answer") return runAnswer(rest);
   if (command === "tools") return runTools(rest);
+  if (command === "fs") return runFs(rest);
   process.stderr.write(`unknown command ${command}\n\n${usage}`);
   return 2;
 }

@@ -7,6 +7,8 @@ import WebSocket from "ws";
 export interface WebSocketLike {
   binaryType: string;
   readonly readyState: number;
+  /** Bytes queued to send (WHATWG and `ws` both have it). */
+  readonly bufferedAmount?: number;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
   /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
@@ -40,6 +42,8 @@ export interface OpenSocket {
   onMessage(listener: (bytes: Uint8Array) => void): void;
   readonly ended: Promise<SocketEnding>;
   readonly isOpen: boolean;
+  /** Bytes queued to send; 0 where the implementation does not say. */
+  readonly bufferedAmount: number;
 }
 
 const OPEN = 1;
@@ -92,6 +96,9 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
         ended,
         get isOpen() {
           return socket.readyState === OPEN;
+        },
+        get bufferedAmount() {
+          return socket.bufferedAmount ?? 0;
         },
       });
     }) as (event: never) => void);
