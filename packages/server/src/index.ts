@@ -10,3 +10,4 @@ export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } f
 export { RequestsEngine, encodeAskOnRequests, TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding, type RequestsEngineOptions } from "./exchanges/engine.js";
 export { bindProxyAsks, type ProxyAsks } from "./gen/exchanges.js";
 export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";
+export { fuseUnavailable, isMountPoint } from "./fuse/mount.js";

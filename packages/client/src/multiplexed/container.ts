@@ -26,6 +26,8 @@ import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
 import { readOn, treeOn, writeOn, type FilesystemHost, type TransferOptions, type TreeOptions, type TreeStream } from "../filesystem/multiplexed.js";
 import type { WriteContent } from "../filesystem/queue.js";
+import { mountOn, type MountOptions, type ProviderMount } from "../filesystem/mount.js";
+import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { pipePostgres, type DatabaseAddress } from "./postgres.js";
 import { dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
@@ -422,6 +424,15 @@ export class MultiplexedConnection {
   /** `filesystem::write`: replaces the file at `path` with `content` whole, or not at all. */
   write(path: readonly string[], content: WriteContent, options?: TransferOptions): Promise<void> {
     return writeOn(this.filesystemHost, path, content, options);
+  }
+
+  /**
+   * `fuse::mount`: the proxy mounts a FUSE filesystem at `path` (components from the container's
+   * root) and relays every operation there to `target`, typed handlers or a directory of this
+   * machine. Resolves once the mount serves; rejects with the proxy's reason.
+   */
+  mount(path: readonly string[], target: FuseHandlers | string, options?: MountOptions): Promise<ProviderMount> {
+    return mountOn(this.filesystemHost, path, target, options);
   }
 
   private get filesystemHost(): FilesystemHost {

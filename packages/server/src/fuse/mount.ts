@@ -11,8 +11,7 @@ import { constants as fsConstants, existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
-import type { FuseAckResult, FuseAttrs, FuseHandlers, FuseStat, FuseTime } from "./handlers.js";
-import { FUSE_CHUNK_SIZE } from "./handlers.js";
+import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
 const require = createRequire(import.meta.url);
 

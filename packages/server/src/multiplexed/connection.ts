@@ -25,6 +25,7 @@ import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
 import { FilesystemScopes } from "./filesystem.js";
+import { FuseScopes } from "./fuse.js";
 import { realRoot } from "../filesystem/index.js";
 import type { ContainerProxyRequest } from "@diverge/codec";
 
@@ -62,6 +63,7 @@ export class ProxyConnection {
   spoken = false;
   private readonly mcp: InwardMcp;
   private readonly filesystem: FilesystemScopes;
+  private readonly fuse: FuseScopes;
   /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
   private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
@@ -74,6 +76,7 @@ export class ProxyConnection {
   }
   private readonly notificationChannels = new Set<Responder>();
   private ended = false;
+  private unmounted: Promise<void> = Promise.resolve();
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
   private readonly dropped: Record<string, number> = {};
   private refusedChannels = 0;
@@ -127,6 +130,7 @@ export class ProxyConnection {
     });
     const frames = this.frames;
     let root: Promise<string> | undefined;
+    this.fuse = new FuseScopes({ frames, root: () => (root ??= realRoot(options.root)), log: options.log });
     this.filesystem = new FilesystemScopes({
       frames,
       // Resolved once, on first use; a root that cannot be resolved fails each request that needs it.
@@ -176,6 +180,7 @@ export class ProxyConnection {
     this.beginScope?.finish();
     this.frames.close(1001);
     this.cleanUp();
+    await this.unmounted;
     await this.mcp.close();
   }
 
@@ -187,6 +192,8 @@ export class ProxyConnection {
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
+    // Nobody is left to answer the mounts' asks: they go (what waits fails with EIO).
+    this.unmounted = this.fuse.closeAll();
     void this.mcp.close();
     this.onEnd({ code, spoken: this.spoken });
   }
@@ -207,8 +214,7 @@ export class ProxyConnection {
   /** What each scope the provider opens does. */
   private readonly scopeRoutes: ScopeRoutes = {
     ToolsBegin: (request, responder) => this.onBegin(responder, request.begin),
-    // Mounts come with the FUSE wiring; until then the scope is not served (a bare finish).
-    FuseMount: async (_request, responder) => responder.finish(),
+    FuseMount: (request, responder) => this.fuse.mount(responder, request.request),
     FilesystemTree: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.tree(responder, request.request)),
     FilesystemRead: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.read(responder, request.request)),
     FilesystemWrite: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.write(responder, request.request)),
