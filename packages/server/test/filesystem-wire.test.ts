@@ -35,13 +35,13 @@ afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
 let n = 0;
-async function fresh(): Promise<RunningProxy> {
+async function fresh(options: { maxPairBacklogBytes?: number } = {}): Promise<RunningProxy> {
   root = join(base, `root-${++n}`);
   outside = join(base, `outside-${n}`);
   await mkdir(root);
   await mkdir(outside);
   // No program behind it: the filesystem endpoints need none.
-  const running = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root, log: (line) => logs.push(line) });
+  const running = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root, log: (line) => logs.push(line), ...options });
   proxies.push(running);
   return running;
 }
@@ -188,6 +188,18 @@ describe("multiplexed filesystem::write", () => {
     expect((await untilFinish(raw, 3)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
     expect((await readFile(join(root, "was-full"))).length).toBe(0);
     expect(await leftovers(root)).toEqual([]);
+    raw.socket.close();
+  });
+
+  it("content sent faster than the disk takes it pauses the connection instead of overrunning the bound", async () => {
+    const proxy = await fresh({ maxPairBacklogBytes: 4 * 1024 * 1024 });
+    const raw = await rawConnect(proxy.port);
+    const channel = await content(raw, 2, ["fast.bin"]);
+    const parts = Array.from({ length: 48 }, () => randomBytes(1024 * 1024));
+    for (const piece of parts) raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece }) });
+    raw.send({ type: "ChannelResponseFinish", scope: 2, channel });
+    expect((await untilFinish(raw, 2, 30_000)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
+    expect((await readFile(join(root, "fast.bin"))).equals(concat(parts))).toBe(true);
     raw.socket.close();
   });
 

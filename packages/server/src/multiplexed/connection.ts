@@ -137,6 +137,7 @@ export class ProxyConnection {
       root: () => (root ??= realRoot(options.root)),
       signal: this.aborter.signal,
       maxWriteBacklogBytes: options.maxPairBacklogBytes,
+      flow: pauser(socket),
       log: options.log,
     });
     const link: PairLink = {
@@ -403,6 +404,21 @@ export class ProxyConnection {
     }
     this.notificationChannels.add(responder);
   }
+}
+
+/** Pauses reading `socket` while any caller asks it to (ws has pause/resume; another implementation is never paused). */
+function pauser(socket: WebSocketLike): { pause(): void; resume(): void } | undefined {
+  const ws = socket as unknown as { pause?: () => void; resume?: () => void };
+  if (typeof ws.pause !== "function" || typeof ws.resume !== "function") return undefined;
+  let holders = 0;
+  return {
+    pause() {
+      if (holders++ === 0) ws.pause!();
+    },
+    resume() {
+      if (holders > 0 && --holders === 0) ws.resume!();
+    },
+  };
 }
 
 function answerOf(outcome: McpOutcome): { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown } {

@@ -17,6 +17,8 @@ export interface FilesystemScopeOptions {
   readonly signal: AbortSignal;
   /** Content bytes held for a write before they are on disk; past it the write fails. */
   readonly maxWriteBacklogBytes: number;
+  /** Pauses reading the connection while writes catch up with their content (counted: paused while any asks). */
+  readonly flow?: Flow;
   readonly log: (line: string) => void;
 }
 
@@ -106,7 +108,7 @@ export class FilesystemScopes {
       responder.respond(encodeWriteResponse({ variant: "Failure", error: value }));
       return responder.finish();
     }
-    const content = new ContentQueue(this.options.maxWriteBacklogBytes);
+    const content = new ContentQueue(this.options.maxWriteBacklogBytes, this.options.flow);
     const onEnd = () => content.fail(new DOMException("the connection ended", "AbortError"));
     this.options.signal.addEventListener("abort", onEnd, { once: true });
     try {
@@ -149,9 +151,19 @@ export class FilesystemScopes {
   }
 }
 
+/** Pauses and resumes reading the sender's socket (ws `pause()`/`resume()`). */
+export interface Flow {
+  pause(): void;
+  resume(): void;
+}
+
+/** Content bytes waiting for the disk past which the sender's socket is paused (at most a quarter of the bound); resumed below half. */
+const HIGH_WATER = 8 * 1024 * 1024;
+
 /**
- * The content pieces as they arrive, taken by the write at its own pace. The channel has no flow
- * control, so what waits is bounded: past `maxBytes` the write fails rather than holding more.
+ * The content pieces as they arrive, taken by the write at its own pace. Past HIGH_WATER bytes
+ * waiting, the sender's socket is paused (a provider that sends faster than the disk takes it waits);
+ * past `maxBytes` (what arrives while paused) the write fails rather than holding more.
  */
 export class ContentQueue implements AsyncIterable<Uint8Array> {
   private readonly pieces: Uint8Array[] = [];
@@ -159,14 +171,25 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
   private done = false;
   private failure: unknown;
   private wake: (() => void) | undefined;
+  private paused = false;
+  private readonly highWater: number;
 
-  constructor(private readonly maxBytes: number) {}
+  constructor(
+    private readonly maxBytes: number,
+    private readonly flow?: Flow,
+  ) {
+    this.highWater = Math.min(HIGH_WATER, Math.floor(maxBytes / 4));
+  }
 
   push(piece: Uint8Array): void {
     if (this.done || this.failure !== undefined) return;
     this.bytes += piece.length;
     if (this.bytes > this.maxBytes) return this.fail(new FsError("content", `more than ${this.maxBytes} bytes of content arrived before they could be written`));
     this.pieces.push(piece);
+    if (!this.paused && this.bytes > this.highWater && this.flow) {
+      this.paused = true;
+      this.flow.pause();
+    }
     this.poke();
   }
 
@@ -179,7 +202,16 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
     if (this.failure !== undefined) return;
     this.failure = problem;
     this.pieces.length = 0;
+    this.bytes = 0;
+    this.release();
     this.poke();
+  }
+
+  /** Resumes the sender if this queue paused it. */
+  private release(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.flow?.resume();
   }
 
   private poke(): void {
@@ -189,16 +221,21 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
-    for (;;) {
-      if (this.failure !== undefined) throw this.failure;
-      const piece = this.pieces.shift();
-      if (piece) {
-        this.bytes -= piece.length;
-        yield piece;
-        continue;
+    try {
+      for (;;) {
+        if (this.failure !== undefined) throw this.failure;
+        const piece = this.pieces.shift();
+        if (piece) {
+          this.bytes -= piece.length;
+          if (this.bytes < this.highWater / 2) this.release();
+          yield piece;
+          continue;
+        }
+        if (this.done) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
       }
-      if (this.done) return;
-      await new Promise<void>((resolve) => (this.wake = resolve));
+    } finally {
+      this.release();
     }
   }
 }
