@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fuseUnavailable, isMountPoint, startProxy, type RunningProxy } from "@diverge/server";
-import { FilesystemError, directoryHandlers, openContainer, type FuseHandlers, type MultiplexedConnection } from "../src/index.js";
+import { FilesystemError, PathsMounts, connectProxy, directoryHandlers, openContainer, type FuseHandlers, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
 
 const unavailable = fuseUnavailable();
 if (unavailable) console.log(`FUSE mount tests skipped: ${unavailable}`);
@@ -124,5 +124,63 @@ describe.skipIf(!!unavailable)("fuse::mount over the multiplexed connection", ()
     await container!.close();
     for (let i = 0; i < 100 && (await mountInfo(at)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(await mountInfo(at)).toBe(false);
+  });
+});
+
+describe.skipIf(!!unavailable)("/fuse/mount and kinds 12-18 over the paths transport (whole files)", () => {
+  let answering: PathsConnection | undefined;
+  afterEach(async () => {
+    await answering?.close();
+    answering = undefined;
+  });
+  async function mounts(): Promise<PathsMounts> {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const made = new PathsMounts(url);
+    answering = connectProxy(url, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 10_000 });
+    return made;
+  }
+
+  it("the program's file operations reach the provider's directory through whole-file asks", async () => {
+    const made = await mounts();
+    await writeFile(join(provider, "hello.txt"), "from the provider");
+    await made.mount(["workspace"], provider);
+    const at = join(root, "workspace");
+    const result = await program(`
+      const at = ${JSON.stringify(at)};
+      const read = await fs.readFile(at + "/hello.txt", "utf8");
+      await fs.writeFile(at + "/new.txt", "from the program");
+      await fs.mkdir(at + "/dir");
+      await fs.writeFile(at + "/dir/inner", "y".repeat(300000));
+      await fs.rename(at + "/dir/inner", at + "/dir/moved");
+      await fs.truncate(at + "/dir/moved", 10);
+      await fs.appendFile(at + "/new.txt", "!");
+      const listing = (await fs.readdir(at)).sort();
+      await fs.writeFile(at + "/gone", "");
+      await fs.unlink(at + "/gone");
+      return { read, listing, size: (await fs.stat(at + "/dir/moved")).size, missing: await (async () => { ${code("fs.readFile(at + '/nope')")} })() };
+    `);
+    expect(result).toEqual({ read: "from the provider", listing: ["dir", "hello.txt", "new.txt"], size: 10, missing: "ENOENT" });
+    expect(await readFile(join(provider, "new.txt"), "utf8")).toBe("from the program!");
+    expect(await readFile(join(provider, "dir", "moved"), "utf8")).toBe("y".repeat(10));
+  });
+
+  it("read-only refuses changes with EROFS; a forgotten mount fails with EIO; the proxy's end leaves no stale mount", async () => {
+    const made = await mounts();
+    await writeFile(join(provider, "a"), "alpha");
+    await made.mount(["ro"], provider, { readonly: true });
+    const id = await made.mount(["rw"], provider);
+    const result = await program(`
+      const ro = ${JSON.stringify(join(root, "ro"))};
+      return { read: await fs.readFile(ro + "/a", "utf8"), write: await (async () => { ${code('fs.writeFile(ro + "/b", "x")')} })(), unlink: await (async () => { ${code('fs.unlink(ro + "/a")')} })() };
+    `);
+    expect(result).toEqual({ read: "alpha", write: "EROFS", unlink: "EROFS" });
+    made.forget(id);
+    expect(await program(code(`fs.readFile(${JSON.stringify(join(root, "rw", "a"))})`))).toBe("EIO");
+    expect(await mountInfo(join(root, "rw"))).toBe(true);
+    await proxy!.close();
+    expect(await mountInfo(join(root, "rw"))).toBe(false);
+    expect(await mountInfo(join(root, "ro"))).toBe(false);
+    expect(await readdir(provider)).toEqual(["a"]);
   });
 });

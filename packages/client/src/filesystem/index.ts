@@ -6,3 +6,4 @@ export { filesystemPaths, type FilesystemPaths, type FilesystemPathsOptions } fr
 export { PIECE_SIZE, type WriteContent } from "./queue.js";
 export { mountOn, readOnlyHandlers, type MountOptions, type ProviderMount } from "./mount.js";
 export { directoryHandlers, serveAsk, type FuseHandlers, type FuseAckResult, type FuseAttrs, type FuseEntry, type FuseStat, type FuseTime, type FuseReadResult, type FuseStatResult, type FuseListResult, type DirectoryHandlersOptions } from "@diverge/multiplexer/fuse";
+export { PathsMounts, type PathsMountOptions } from "./paths-mount.js";

@@ -6,6 +6,7 @@ import { McpAsks } from "./mcp.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
 import { FilesystemPaths } from "./filesystem.js";
+import { FuseMountPaths } from "./fuse.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
@@ -55,6 +56,9 @@ export function attachPaths(context: ProxyContext): PathsPart {
   // /filesystem/tree, /filesystem/read and /filesystem/write, under the proxy's root.
   const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, log: options.log });
   provider.addUpgradeRoute(filesystem);
+  // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
+  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log });
+  provider.addUpgradeRoute(fuseMounts);
   program.addRequestRoute((request, response, pathname) => {
     if (pathname !== "/mcp") return false;
     if (programMcp) return programMcp.route(request, response, pathname);
@@ -98,6 +102,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
     async close() {
       closed = true;
       filesystem.close();
+      await fuseMounts.close();
       mcp.close();
       programApi.close();
       board.close();
