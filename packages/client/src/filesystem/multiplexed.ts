@@ -11,7 +11,7 @@ import {
 } from "@diverge/codec";
 import type { FrameSocket, Responder } from "@diverge/multiplexer";
 import { FilesystemError } from "./errors.js";
-import { byteStream, piecesOf, PushQueue, type WriteContent } from "./queue.js";
+import { byteStream, piecesOf, PushQueue, type WriteSource } from "./queue.js";
 
 /** What the filesystem exchanges need of a multiplexed connection. */
 export interface FilesystemHost {
@@ -135,7 +135,7 @@ export function readOn(host: FilesystemHost, path: readonly string[], options: T
   );
 }
 
-export function writeOn(host: FilesystemHost, path: readonly string[], content: WriteContent, options: TransferOptions = {}): Promise<void> {
+export function writeOn(host: FilesystemHost, path: readonly string[], content: WriteSource, options: TransferOptions = {}): Promise<void> {
   const what = "filesystem::write";
   return new Promise<void>((resolve, reject) => {
     const lost = lostOr(host, what);
@@ -182,7 +182,7 @@ export function writeOn(host: FilesystemHost, path: readonly string[], content: 
   });
 }
 
-async function sendContent(host: FilesystemHost, responder: Responder, content: WriteContent, signal: AbortSignal | undefined): Promise<void> {
+async function sendContent(host: FilesystemHost, responder: Responder, content: WriteSource, signal: AbortSignal | undefined): Promise<void> {
   try {
     for await (const piece of piecesOf(content)) {
       if (responder.finished || signal?.aborted) return;

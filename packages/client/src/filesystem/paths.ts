@@ -6,7 +6,7 @@ import { openSocket, defaultWebSocket, type OpenFailure, type OpenSocket, type W
 import { endpointUrl, proxyBase } from "../url.js";
 import { FilesystemError } from "./errors.js";
 import type { TransferOptions, TreeOptions, TreeStream } from "./multiplexed.js";
-import { byteStream, piecesOf, PushQueue, type WriteContent } from "./queue.js";
+import { byteStream, piecesOf, PushQueue, type WriteSource } from "./queue.js";
 
 export interface FilesystemPathsOptions {
   /** The WebSocket implementation (WHATWG API). Default `ws`. */
@@ -17,7 +17,7 @@ export interface FilesystemPathsOptions {
 export interface FilesystemPaths {
   tree(options?: TreeOptions): TreeStream;
   read(path: readonly string[], options?: TransferOptions): ReadableStream<Uint8Array>;
-  write(path: readonly string[], content: WriteContent, options?: TransferOptions): Promise<void>;
+  write(path: readonly string[], content: WriteSource, options?: TransferOptions): Promise<void>;
 }
 
 const LOW_WATER = 4 * 1024 * 1024;

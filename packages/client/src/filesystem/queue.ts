@@ -73,10 +73,10 @@ export class PushQueue<T> implements AsyncIterable<T> {
 export const PIECE_SIZE = 2 * 1024 * 1024;
 
 /** What `write` takes: bytes, an async or sync iterable of them, or a WHATWG ReadableStream. */
-export type WriteContent = Uint8Array | string | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array> | ReadableStream<Uint8Array>;
+export type WriteSource = Uint8Array | string | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array> | ReadableStream<Uint8Array>;
 
 /** The content as pieces of at most PIECE_SIZE bytes. */
-export async function* piecesOf(content: WriteContent): AsyncGenerator<Uint8Array, void, void> {
+export async function* piecesOf(content: WriteSource): AsyncGenerator<Uint8Array, void, void> {
   if (typeof content === "string") content = new TextEncoder().encode(content);
   if (content instanceof Uint8Array) {
     for (let at = 0; at < content.length; at += PIECE_SIZE) yield content.subarray(at, at + PIECE_SIZE);

@@ -25,7 +25,7 @@ import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResource
 import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
 import { readOn, treeOn, writeOn, type FilesystemHost, type TransferOptions, type TreeOptions, type TreeStream } from "../filesystem/multiplexed.js";
-import type { WriteContent } from "../filesystem/queue.js";
+import type { WriteSource } from "../filesystem/queue.js";
 import { mountOn, type MountOptions, type ProviderMount } from "../filesystem/mount.js";
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
@@ -422,7 +422,7 @@ export class MultiplexedConnection {
   }
 
   /** `filesystem::write`: replaces the file at `path` with `content` whole, or not at all. */
-  write(path: readonly string[], content: WriteContent, options?: TransferOptions): Promise<void> {
+  write(path: readonly string[], content: WriteSource, options?: TransferOptions): Promise<void> {
     return writeOn(this.filesystemHost, path, content, options);
   }
 
