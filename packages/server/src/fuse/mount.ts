@@ -13,7 +13,14 @@ import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
-const require = createRequire(import.meta.url);
+// Made on first use: in the proxy's one-file bundle this module may run as CommonJS, where
+// `import.meta.url` is undefined; the binding is then looked for from the working directory (and,
+// absent there, the mount is refused with the reason).
+let requireHere: NodeRequire | undefined;
+const require = Object.assign((id: string) => here()(id), { resolve: (id: string) => here().resolve(id) });
+function here(): NodeRequire {
+  return (requireHere ??= createRequire(import.meta.url ?? `${process.cwd()}/`));
+}
 
 // errno values as fuse-native wants them (negative).
 const EIO = -5;
