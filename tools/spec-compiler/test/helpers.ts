@@ -21,7 +21,7 @@ export function copyOfRepo(): string {
       // A generated folder may not exist yet in a young repository.
     }
   }
-  for (const file of ["packages/codec/src/index.ts", "packages/codec/package.json"]) {
+  for (const file of ["packages/codec/src/index.ts", "packages/codec/src/exchanges.ts", "packages/codec/package.json"]) {
     try {
       cpSync(join(repoRoot, file), join(dir, file));
     } catch {

@@ -1,7 +1,7 @@
 // The generic pieces the generated provider surface (src/gen/exchanges.ts) is bound onto: turning a
 // handler's result into answer messages (one, or a stream), and the shape of a channel engine for the
 // typed asks of provider-opened channels. Nothing here names a kind; the descriptors do.
-import type { ChannelDescriptor } from "@diverge/codec";
+import type { ChannelDescriptor } from "@diverge/codec/exchanges";
 
 /** What a handler knows of the ask it answers. */
 export interface AnswerContext {

@@ -5,7 +5,8 @@
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
-import type { CommandResponse, RequestsAskBody } from "@diverge/codec";
+import type { CommandResponse } from "@diverge/codec";
+import type { RequestsAskBody } from "@diverge/codec/exchanges";
 import type { AnswerContext } from "../exchanges/engine.js";
 
 /** How much of the end of stderr the error carries. */

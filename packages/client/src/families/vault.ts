@@ -6,7 +6,8 @@
 // - the time runs from the grant; a re-lock by the holder refreshes it and is answered at once;
 // - expiry releases silently; a time of zero is refused; unlock by a non-holder is refused;
 // - the holder is the container, so a lock survives every connection ending.
-import type { RequestsAskBody, VaultAck, VaultGetAnswer } from "@diverge/codec";
+import type { VaultAck, VaultGetAnswer } from "@diverge/codec";
+import type { RequestsAskBody } from "@diverge/codec/exchanges";
 import type { AnswerContext } from "../exchanges/engine.js";
 
 /** What the vault needs of a database: one parameterised statement at a time. */

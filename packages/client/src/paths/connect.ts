@@ -24,7 +24,7 @@ import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
 import type { AnswerContext } from "../exchanges/engine.js";
-import { requestsAskExchangesByKind } from "@diverge/codec";
+import { requestsAskExchangesByKind } from "@diverge/codec/exchanges";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
 
 /** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */

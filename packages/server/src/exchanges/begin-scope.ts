@@ -3,7 +3,8 @@
 // scope; before that, or on a proxy no provider has begun, it goes on `/requests`. A channel is asked
 // exactly once: a bare finish is not served, a connection that ends first loses the exchange.
 // Nothing here names a kind or a tag; the descriptors carry both.
-import { DecodeError, encodeToolsBeginServerChannelRequest, type ExchangeDescriptor } from "@diverge/codec";
+import { DecodeError, encodeToolsBeginServerChannelRequest } from "@diverge/codec";
+import type { ExchangeDescriptor } from "@diverge/codec/exchanges";
 // The provider's connection on `/` is accepted only once the MCP checks are loaded, so a begin scope
 // never reads an answer before they are.
 import { checkMcp } from "../mcp-checks.js";

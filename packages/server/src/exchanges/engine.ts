@@ -2,7 +2,8 @@
 // exchange of the `/requests` table on the ask board and reads its answer path as the exchange's
 // descriptor says: the answer frame's decoder, the message pattern, and whether an unanswered
 // exchange is asked again. It never names a kind; the descriptors do.
-import { DecodeError, encodeRequestsAsk, type ExchangeDescriptor } from "@diverge/codec";
+import { DecodeError, encodeRequestsAsk } from "@diverge/codec";
+import type { ExchangeDescriptor } from "@diverge/codec/exchanges";
 import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "../paths/board.js";
 

@@ -12,7 +12,8 @@
 // - text messages are ignored everywhere; nothing times out.
 import type { IncomingMessage } from "node:http";
 import type { WebSocket } from "ws";
-import { requestsAskExchanges, type RequestsAsk } from "@diverge/codec";
+import type { RequestsAsk } from "@diverge/codec";
+import { requestsAskExchanges } from "@diverge/codec/exchanges";
 import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
 
 /** The kinds of `/requests`, by the names the codec gives them. */

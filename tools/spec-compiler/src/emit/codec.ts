@@ -609,7 +609,6 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
     for (const t of ir.postcardTypes) paths.add(`${rev}/${t.id}.ts`);
     paths.add(`${rev}/mcp-types.ts`);
-    if (ir.exchanges.length > 0) paths.add(`${rev}/exchanges.ts`);
     for (const p of [...paths].sort()) {
       file.addExportDeclaration({ moduleSpecifier: importPath(`${rev}/index.ts`, p) });
     }

@@ -91,7 +91,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   );
   lines.push("");
   lines.push(`/** How the messages that answer an exchange come. */`);
-  lines.push(`export type AnswerPattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";`);
+  lines.push(`export type ExchangePattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";`);
   lines.push("");
   lines.push(...doc(["An answer frame's codec, as an engine needs it."]));
   lines.push(`export interface AnswerCodec<A> {`);
@@ -113,7 +113,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly path: string;`);
   lines.push(`  /** The answer path up to the channel, e.g. \`/vault/get/\`. */`);
   lines.push(`  readonly pathPrefix: string;`);
-  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  readonly pattern: ExchangePattern;`);
   lines.push(`  /** For a stream: the answer variant that, when sent, is the last message. */`);
   lines.push(`  readonly last: string | undefined;`);
   lines.push(`  /** An exchange whose path ended abruptly, or whose ask was lost with its connection. */`);
@@ -172,7 +172,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly opener: "provider" | "proxy";`);
   lines.push(`  readonly tag: number;`);
   lines.push(`  readonly variant: V;`);
-  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  readonly pattern: ExchangePattern;`);
   lines.push(`  readonly last: string | undefined;`);
   lines.push(`  /** What a finish with no response before it means. */`);
   lines.push(`  readonly bareFinish: "notServed" | "declined" | "unknownConnection";`);
@@ -209,7 +209,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly id: string;`);
   lines.push(`  readonly path: string;`);
   lines.push(`  readonly request: { readonly messages: "none" | "one" | "oneThenPieces"; readonly codec: AnswerCodec<R> | undefined };`);
-  lines.push(`  readonly pattern: AnswerPattern;`);
+  lines.push(`  readonly pattern: ExchangePattern;`);
   lines.push(`  readonly last: string | undefined;`);
   lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
   lines.push(`  readonly closedBy: "provider" | "proxy";`);
@@ -314,10 +314,7 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     lines.push("");
   }
   const head = banner(ir, compilerVersion);
-  const importLines = [
-    `import { ${[...codecNames].sort((a, b) => a.replace(/^type /, "").localeCompare(b.replace(/^type /, ""))).join(", ")} } from "@diverge/codec";`,
-    `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`,
-  ];
+  const importLines = [...codecImports(codecNames), `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`];
   return { path: "packages/server/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
 }
 
@@ -454,11 +451,18 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     lines.push("");
   }
   const head = banner(ir, compilerVersion);
-  const importLines = [
-    `import { ${[...codecNames].sort((a, b) => a.replace(/^type /, "").localeCompare(b.replace(/^type /, ""))).join(", ")} } from "@diverge/codec";`,
-    `import { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "../exchanges/engine.js";`,
-  ];
+  const importLines = [...codecImports(codecNames), `import { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "../exchanges/engine.js";`];
   return { path: "packages/client/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
+}
+
+/** The imports of a package's surface: frame types from the codec's root, descriptors from its `exchanges` subpath. */
+function codecImports(names: ReadonlySet<string>): string[] {
+  const bare = (n: string) => n.replace(/^type /, "");
+  const fromExchanges = (n: string) => /Exchanges$|ExchangesByKind$|Body$|Opened$|^ExchangeDescriptor$|^ChannelDescriptor$|^openedPaths$/.test(bare(n));
+  const sorted = (list: string[]) => list.sort((a, b) => bare(a).localeCompare(bare(b))).join(", ");
+  const root = [...names].filter((n) => !fromExchanges(n));
+  const exchanges = [...names].filter(fromExchanges);
+  return [...(root.length > 0 ? [`import { ${sorted(root)} } from "@diverge/codec";`] : []), ...(exchanges.length > 0 ? [`import { ${sorted(exchanges)} } from "@diverge/codec/exchanges";`] : [])];
 }
 
 export type { IrChannelTable, IrExchange, IrOpenedPath };

@@ -44,7 +44,19 @@ export function emitCodecRoot(revisions: readonly IrRevision[], compilerVersion:
     `};`,
     "",
   ].join("\n");
+  // The exchange descriptors have a subpath of their own, so the root (every frame) stays its size.
+  const exchanges = [
+    head,
+    `/**`,
+    ` * @diverge/codec/exchanges: the exchanges of the newest revision (${newest.revision}): which kind is answered on`,
+    ` * which path, with which frames, in which pattern, and their fate rules; the engines of`,
+    ` * @diverge/server and @diverge/client read these.`,
+    ` */`,
+    `export * from ${lit(`./gen/${newest.revision}/exchanges.js`)};`,
+    "",
+  ].join("\n");
   return [
+    { path: "packages/codec/src/exchanges.ts", text: exchanges },
     { path: "packages/codec/src/index.ts", text: index },
     { path: "packages/codec/src/gen/mcp-schemas.ts", text: schemas },
   ];

@@ -31,7 +31,7 @@ import type { DecodeOptions } from "../../runtime/index.js";
 // which pattern, and what happens to an exchange that is not answered. Generic engines read these.
 
 /** How the messages that answer an exchange come. */
-export type AnswerPattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";
+export type ExchangePattern = "one" | "oneWhenHeld" | "perNotification" | "perItem" | "raw";
 
 /** An answer frame's codec, as an engine needs it. */
 export interface AnswerCodec<A> {
@@ -53,7 +53,7 @@ export interface ExchangeDescriptor<K extends string = string, A = any> {
   readonly path: string;
   /** The answer path up to the channel, e.g. `/vault/get/`. */
   readonly pathPrefix: string;
-  readonly pattern: AnswerPattern;
+  readonly pattern: ExchangePattern;
   /** For a stream: the answer variant that, when sent, is the last message. */
   readonly last: string | undefined;
   /** An exchange whose path ended abruptly, or whose ask was lost with its connection. */
@@ -369,7 +369,7 @@ export interface ChannelDescriptor<V extends string = string, A = any> {
   readonly opener: "provider" | "proxy";
   readonly tag: number;
   readonly variant: V;
-  readonly pattern: AnswerPattern;
+  readonly pattern: ExchangePattern;
   readonly last: string | undefined;
   /** What a finish with no response before it means. */
   readonly bareFinish: "notServed" | "declined" | "unknownConnection";
@@ -437,7 +437,7 @@ export interface OpenedPathDescriptor<R = any, A = any> {
   readonly id: string;
   readonly path: string;
   readonly request: { readonly messages: "none" | "one" | "oneThenPieces"; readonly codec: AnswerCodec<R> | undefined };
-  readonly pattern: AnswerPattern;
+  readonly pattern: ExchangePattern;
   readonly last: string | undefined;
   readonly answer: AnswerCodec<A> | undefined;
   readonly closedBy: "provider" | "proxy";

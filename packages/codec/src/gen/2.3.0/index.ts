@@ -7,7 +7,6 @@ export const revision = "2.3.0";
 export * from "./command/response.js";
 export * from "./container-proxy/request.js";
 export * from "./daemon/request.js";
-export * from "./exchanges.js";
 export * from "./filesystem/read/request.js";
 export * from "./filesystem/read/response.js";
 export * from "./filesystem/tree/request.js";
