@@ -4,6 +4,7 @@ import { runAnswer, answerUsage } from "./commands/answer.js";
 import { runTools, toolsUsage } from "./commands/tools.js";
 import { runConnect, connectUsage } from "./commands/connect.js";
 import { exitStatusHelp, fail } from "./commands/exit.js";
+import { runFs, fsUsage } from "./commands/fs.js";
 
 const usage = `diverge: the provider side of the Diverge container-proxy protocol.
 
@@ -11,6 +12,7 @@ Commands:
 ${connectUsage}
 ${answerUsage}
 ${toolsUsage}
+${fsUsage}
 Run \`diverge <command> --help\` for a command's flags. \`connect\` holds the proxy for as long as it
 runs; \`tools\` makes one exchange and ends (the proxy accepts one multiplexed connection in its life).
 
@@ -25,6 +27,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === "connect") return runConnect(rest);
   if (command === "answer") return runAnswer(rest);
   if (command === "tools") return runTools(rest);
+  if (command === "fs") return runFs(rest);
   process.stderr.write(`unknown command ${command}\n\n${usage}`);
   return 2;
 }

@@ -21,6 +21,7 @@ export {
   type WebSocketConstructor as PathsWebSocketConstructor,
 } from "./paths/index.js";
 export * from "./multiplexed/index.js";
+export * from "./filesystem/index.js";
 export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "@diverge/multiplexer";
 export { proxyBase, ProxyUrlError, type ProxyUrlErrorDetail } from "./url.js";
 export { DEFAULT_TIMEOUT_MS, type RequestOptions } from "./waiting.js";

@@ -37,8 +37,12 @@ if (!existsSync(entry)) {
 }
 mkdirSync(out, { recursive: true });
 
-/** Optional native helpers of ws: never bundled (they load a .node file from beside themselves). */
-const external = ["bufferutil", "utf-8-validate"];
+/**
+ * Native modules are never bundled (they load a .node file from beside themselves): ws's optional
+ * helpers, and the filesystem watcher and FUSE binding, which the proxy loads only when a tree is
+ * watched or a mount made (a lone bundle then answers with the reason they cannot load).
+ */
+const external = ["bufferutil", "utf-8-validate", "@parcel/watcher", "fuse-native"];
 const common = {
   entryPoints: [entry],
   bundle: true,
@@ -136,6 +140,8 @@ async function twoStageEsm() {
         if (args.kind !== "dynamic-import" || args.pluginData === "inner" || args.importer === entry) return undefined;
         const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
         if (found.errors.length > 0) return { errors: found.errors };
+        // A native module left out stays a run-time import(), made only when that code runs.
+        if (found.external) return { path: args.path, external: true };
         if (!lazyTargets.has(found.path)) lazyTargets.set(found.path, lazyTargets.size);
         return { path: String(lazyTargets.get(found.path)), namespace: "diverge-lazy" };
       });

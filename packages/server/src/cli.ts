@@ -24,7 +24,8 @@ Flags:
                            spec places it; the library's default is 127.0.0.1)
   --program-port <n>       loopback port for the program: MCP at /mcp (default ${DEFAULT_PROGRAM_PORT})
   --app-port <n>           the program's own HTTP server (default $PORT, else 8080)
-  --root <dir>             the container root where DIVERGE.md is read (default /)
+  --root <dir>             the container root: DIVERGE.md is read there, and filesystem::tree/
+                           read/write and /filesystem/* never leave it (default /)
   --pg-port <n>            loopback port for the program's database driver (default ${DEFAULT_PG_PORT})
   --no-secrets-gate        serve MCP exchanges before the program has taken its secrets
   --max-message-bytes <n>  largest message accepted on any path (default ${DEFAULT_MAX_MESSAGE_BYTES})

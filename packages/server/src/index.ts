@@ -15,3 +15,4 @@ export { SharedInwardMcp } from "./inward-shared.js";
 export type { InwardMcp, InwardExchange, McpOutcome } from "./inward-mcp.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./paths/index.js";
 export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";
+export { fuseUnavailable, isMountPoint } from "./fuse/mount.js";

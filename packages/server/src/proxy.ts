@@ -24,7 +24,10 @@ export interface ProxyOptions {
   readonly programPort?: number;
   /** The program's own HTTP server (`/register`, `/secrets`, `/mcp`). Default `$PORT`, else 8080. */
   readonly appPort?: number;
-  /** The container root where `DIVERGE.md` is read. Default "/". */
+  /**
+   * The container root: `DIVERGE.md` is read there, and the filesystem endpoints (tree, read,
+   * write) see and touch nothing outside it, whatever links inside it point to. Default "/".
+   */
   readonly root?: string;
   /** Loopback port where the program's database driver connects. Default 14981; 0 picks one. */
   readonly pgPort?: number;

@@ -24,6 +24,10 @@ import { FrameSocket, speakRevision, type Responder, type SpokenRevision, type W
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
+import { readOn, treeOn, writeOn, type FilesystemHost, type TransferOptions, type TreeOptions, type TreeStream } from "../filesystem/multiplexed.js";
+import type { WriteSource } from "../filesystem/queue.js";
+import { mountOn, type MountOptions, type ProviderMount } from "../filesystem/mount.js";
+import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { pipePostgres, type DatabaseAddress } from "./postgres.js";
 import { dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
@@ -301,6 +305,7 @@ export class MultiplexedConnection {
   private hub: NotificationHub | undefined;
   private readonly listeners = new Set<(event: MultiplexedConnectionEvent) => void>();
   readonly mcp: ContainerMcp;
+  private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
 
@@ -401,6 +406,43 @@ export class MultiplexedConnection {
     const answer = await this.askOnce("secrets", { variant: "Secrets", values }, (bytes) => decodeSecretsAnswer(bytes), options, () => "the program's POST /secrets answer");
     if (answer.variant === "Refused") throw new ContainerError({ variant: "Refused", what: "secrets", error: answer.refusal });
     this.secretsFed = true;
+  }
+
+  /**
+   * `filesystem::tree`: the container's tree under the proxy's root, a Snapshot first, then one
+   * delta per change. Fold the frames with `foldTree`/`LiveTree`; `stop()` (or `break`) ends it.
+   */
+  tree(options?: TreeOptions): TreeStream {
+    return treeOn(this.filesystemHost, options);
+  }
+
+  /** `filesystem::read`: the file at `path` (components from the proxy's root) as a byte stream. */
+  read(path: readonly string[], options?: TransferOptions): ReadableStream<Uint8Array> {
+    return readOn(this.filesystemHost, path, options);
+  }
+
+  /** `filesystem::write`: replaces the file at `path` with `content` whole, or not at all. */
+  write(path: readonly string[], content: WriteSource, options?: TransferOptions): Promise<void> {
+    return writeOn(this.filesystemHost, path, content, options);
+  }
+
+  /**
+   * `fuse::mount`: the proxy mounts a FUSE filesystem at `path` (components from the container's
+   * root) and relays every operation there to `target`, typed handlers or a directory of this
+   * machine. Resolves once the mount serves; rejects with the proxy's reason.
+   */
+  mount(path: readonly string[], target: FuseHandlers | string, options?: MountOptions): Promise<ProviderMount> {
+    return mountOn(this.filesystemHost, path, target, options);
+  }
+
+  private get filesystemHost(): FilesystemHost {
+    return {
+      frames: this.frames,
+      routeScopeChannels: (scope, handler) => {
+        this.scopeChannels.set(scope, handler);
+        return () => this.scopeChannels.delete(scope);
+      },
+    };
   }
 
   /** Closes the connection; resolves once it has ended. */
@@ -508,6 +550,9 @@ export class MultiplexedConnection {
   }
 
   private onProxyChannel(responder: Responder, payload: Uint8Array): void {
+    // A channel on a scope other than the begin scope belongs to that scope's exchange (a write's content).
+    const routed = this.scopeChannels.get(responder.scope);
+    if (routed) return routed(responder, payload);
     let request: ToolsBeginServerChannelRequest;
     try {
       request = decodeToolsBeginServerChannelRequest(payload, { check: checkMcp });

@@ -11,10 +11,16 @@ import { constants as fsConstants, existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
-import type { FuseAckResult, FuseAttrs, FuseHandlers, FuseStat, FuseTime } from "./handlers.js";
-import { FUSE_CHUNK_SIZE } from "./handlers.js";
+import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
-const require = createRequire(import.meta.url);
+// Made on first use: in the proxy's one-file bundle this module may run as CommonJS, where
+// `import.meta.url` is undefined; the binding is then looked for from the working directory (and,
+// absent there, the mount is refused with the reason).
+let requireHere: NodeRequire | undefined;
+const require = Object.assign((id: string) => here()(id), { resolve: (id: string) => here().resolve(id) });
+function here(): NodeRequire {
+  return (requireHere ??= createRequire(import.meta.url ?? `${process.cwd()}/`));
+}
 
 // errno values as fuse-native wants them (negative).
 const EIO = -5;

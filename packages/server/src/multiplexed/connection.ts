@@ -25,6 +25,13 @@ import type { SharedInwardMcp } from "../inward-shared.js";
 import { DaemonPairs, PostgresPairs, type PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
+import { FilesystemScopes } from "./filesystem.js";
+import { FuseScopes } from "./fuse.js";
+import { realRoot } from "../filesystem/index.js";
+import type { ContainerProxyRequest } from "@diverge/codec";
+
+/** A handler for every endpoint a scope can be opened for; which tag is which is the codec's business. */
+type ScopeRoutes = { readonly [E in ContainerProxyRequest["endpoint"]]: (request: Extract<ContainerProxyRequest, { endpoint: E }>, responder: Responder) => Promise<void> };
 
 const DISREGARDED_KEPT = 1000;
 /** Channels whose dropped notifications are counted apart in `stats()`. */
@@ -55,6 +62,8 @@ export class ProxyConnection {
   disregardedCount = 0;
   /** True once the provider has sent its first message. */
   spoken = false;
+  private readonly filesystem: FilesystemScopes;
+  private readonly fuse: FuseScopes;
   /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
   private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
@@ -68,6 +77,7 @@ export class ProxyConnection {
   /** Open tag-7 channels and the removal of their subscription to the shared inward MCP client. */
   private readonly notificationChannels = new Map<Responder, () => void>();
   private ended = false;
+  private unmounted: Promise<void> = Promise.resolve();
   /** Notifications dropped per tag-7 channel, keyed `"/ channel <n>"`; kept after the channel ends. */
   private readonly dropped: Record<string, number> = {};
   private refusedChannels = 0;
@@ -121,6 +131,17 @@ export class ProxyConnection {
       closed: (code) => this.cleanUp(code),
     });
     const frames = this.frames;
+    let root: Promise<string> | undefined;
+    this.fuse = new FuseScopes({ frames, root: () => (root ??= realRoot(options.root)), log: options.log });
+    this.filesystem = new FilesystemScopes({
+      frames,
+      // Resolved once, on first use; a root that cannot be resolved fails each request that needs it.
+      root: () => (root ??= realRoot(options.root)),
+      signal: this.aborter.signal,
+      maxWriteBacklogBytes: options.maxPairBacklogBytes,
+      flow: pauser(socket),
+      log: options.log,
+    });
     const link: PairLink = {
       begun: this.begunPromise,
       get ended() {
@@ -162,6 +183,7 @@ export class ProxyConnection {
     this.beginScope?.finish();
     this.frames.close(1001);
     this.cleanUp();
+    await this.unmounted;
   }
 
   private cleanUp(code?: number): void {
@@ -173,19 +195,34 @@ export class ProxyConnection {
     this.notificationChannels.clear();
     this.postgres.closeAll();
     this.daemons.closeAll();
+    // Nobody is left to answer the mounts' asks: they go (what waits fails with EIO).
+    this.unmounted = this.fuse.closeAll();
     this.onEnd({ code, spoken: this.spoken });
   }
 
   private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
-    let begin: Record<string, unknown>;
+    let request: ContainerProxyRequest;
     try {
-      begin = decodeContainerProxyRequest(payload).begin;
+      request = decodeContainerProxyRequest(payload);
     } catch (error) {
       // A RangeError: JSON nested too deeply for the type check; unreadable all the same.
       if (!(error instanceof ContainerProxyRequestError) && !(error instanceof RangeError)) throw error;
       this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
       return responder.finish();
     }
+    await (this.scopeRoutes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
+  }
+
+  /** What each scope the provider opens does. */
+  private readonly scopeRoutes: ScopeRoutes = {
+    ToolsBegin: (request, responder) => this.onBegin(responder, request.begin),
+    FuseMount: (request, responder) => this.fuse.mount(responder, request.request),
+    FilesystemTree: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.tree(responder, request.request)),
+    FilesystemRead: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.read(responder, request.request)),
+    FilesystemWrite: (request, responder) => this.filesystem.serve(responder.scope, () => this.filesystem.write(responder, request.request)),
+  };
+
+  private async onBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
     if (!isBeginObject(begin)) {
       this.options.log(`unreadable begin on scope ${responder.scope}: it needs "arguments" and, if any, an "image" of two strings`);
       return responder.finish();
@@ -228,6 +265,8 @@ export class ProxyConnection {
   }
 
   private onChannel(responder: Responder, payload: Uint8Array): void {
+    // A channel on a filesystem scope: a tree's stop, or one nobody opens (ignored, never answered).
+    if (this.filesystem.channel(responder)) return;
     // Channels ride the begin scope only, and only once it has begun.
     if (responder.scope !== this.begin.scope || !this.begin.begun) return responder.finish();
     let request: ToolsBeginChannelRequest;
@@ -371,6 +410,21 @@ export class ProxyConnection {
     }
     this.notificationChannels.set(responder, subscription.unsubscribe);
   }
+}
+
+/** Pauses reading `socket` while any caller asks it to (ws has pause/resume; another implementation is never paused). */
+function pauser(socket: WebSocketLike): { pause(): void; resume(): void } | undefined {
+  const ws = socket as unknown as { pause?: () => void; resume?: () => void };
+  if (typeof ws.pause !== "function" || typeof ws.resume !== "function") return undefined;
+  let holders = 0;
+  return {
+    pause() {
+      if (holders++ === 0) ws.pause!();
+    },
+    resume() {
+      if (holders > 0 && --holders === 0) ws.resume!();
+    },
+  };
 }
 
 function answerOf(outcome: McpOutcome): { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown } {

@@ -5,6 +5,8 @@ import { AskBoard } from "./board.js";
 import { McpAsks } from "./mcp.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
 import { ProgramApi } from "./program-api.js";
+import { FilesystemPaths } from "./filesystem.js";
+import { FuseMountPaths } from "./fuse.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 import { PathsEngine } from "../exchanges/paths.js";
@@ -70,6 +72,12 @@ export function attachPaths(context: ProxyContext): PathsPart {
   });
   provider.addUpgradeRoute(providerPaths);
   const postgres = new PostgresOverRequests(board, options.log);
+  // /filesystem/tree, /filesystem/read and /filesystem/write, under the proxy's root.
+  const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, log: options.log });
+  provider.addUpgradeRoute(filesystem);
+  // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
+  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log });
+  provider.addUpgradeRoute(fuseMounts);
   program.addRequestRoute((request, response, pathname) => {
     if (pathname !== "/mcp") return false;
     if (programMcp) return programMcp.route(request, response, pathname);
@@ -115,6 +123,8 @@ export function attachPaths(context: ProxyContext): PathsPart {
     async close() {
       closed = true;
       providerPaths.close();
+      filesystem.close();
+      await fuseMounts.close();
       mcp.close();
       programApi.close();
       board.close();

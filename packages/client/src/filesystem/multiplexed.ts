@@ -1,0 +1,197 @@
+// filesystem::tree, ::read and ::write from the provider's side of the multiplexed connection:
+// one scope each; the tree's stop is a channel the provider opens, the write's content a channel
+// the proxy opens and the provider answers.
+import {
+  decodeReadResponse,
+  decodeTreeResponse,
+  decodeWriteResponse,
+  encodeContainerProxyRequest,
+  encodeWriteContent,
+  type FiletreeFrame,
+} from "@diverge/codec";
+import type { FrameSocket, Responder } from "@diverge/multiplexer";
+import { FilesystemError } from "./errors.js";
+import { byteStream, piecesOf, PushQueue, type WriteSource } from "./queue.js";
+
+/** What the filesystem exchanges need of a multiplexed connection. */
+export interface FilesystemHost {
+  readonly frames: FrameSocket;
+  /** Hands the channels the proxy opens on `scope` to `handler` until the returned function is called. */
+  routeScopeChannels(scope: number, handler: (responder: Responder, payload: Uint8Array) => void): () => void;
+}
+
+export interface TreeOptions {
+  /** Paths (component arrays from the root) left out; `/proc`, `/sys`, `/dev` always are. */
+  readonly ignore?: readonly (readonly string[])[];
+  /** Frames held for a reader that does not pull; past it the tree is stopped with `Overflow`. Default 10000. */
+  readonly maxQueued?: number;
+  /** Aborting stops the tree (as `stop()`). */
+  readonly signal?: AbortSignal;
+}
+
+/** The frames of a tree, first a Snapshot; ends after `stop()` (or a `break`), throws FilesystemError otherwise. */
+export interface TreeStream extends AsyncIterable<FiletreeFrame> {
+  /** Asks the proxy to stop; the iteration ends once it has. */
+  stop(): void;
+}
+
+export interface TransferOptions {
+  /** Aborting gives the exchange up (a write is then abandoned and leaves nothing). */
+  readonly signal?: AbortSignal;
+}
+
+/** Bytes queued on the socket past which a write waits before sending more content. */
+const LOW_WATER = 4 * 1024 * 1024;
+
+const lostOr = (host: FilesystemHost, what: string) => (host.frames.mux.ended ? new FilesystemError({ variant: "Lost", what }) : undefined);
+
+export function treeOn(host: FilesystemHost, options: TreeOptions = {}): TreeStream {
+  const what = "filesystem::tree";
+  const limit = options.maxQueued ?? 10_000;
+  let stopped = false;
+  let scope: number | undefined;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    options.signal?.removeEventListener("abort", stop);
+    // The stop: a channel with an empty payload; the proxy answers it only by finishing the scope.
+    if (scope !== undefined && !host.frames.mux.ended) {
+      try {
+        host.frames.mux.openChannel(scope, new Uint8Array(0), { response: () => {}, finish: () => {} });
+      } catch {
+        // The scope already ended.
+      }
+    }
+  };
+  const queue = new PushQueue<FiletreeFrame>(limit, () => new FilesystemError({ variant: "Overflow", what, limit }), stop);
+  const lost = lostOr(host, what);
+  if (lost) queue.fail(lost);
+  else {
+    let any = false;
+    scope = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemTree", request: { ignore: options.ignore ?? [] } }), {
+      response: (payload) => {
+        any = true;
+        let answer;
+        try {
+          answer = decodeTreeResponse(payload);
+        } catch (problem) {
+          queue.fail(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
+          return stop();
+        }
+        if (answer.variant === "Frame") queue.push(answer.frame);
+        else queue.fail(new FilesystemError({ variant: "Failed", what, error: answer.error }));
+      },
+      finish: () => (any || stopped ? queue.end() : queue.fail(new FilesystemError({ variant: "NotServed", what }))),
+      lost: () => queue.fail(new FilesystemError({ variant: "Lost", what })),
+    }).scope;
+    if (options.signal?.aborted) stop();
+    else options.signal?.addEventListener("abort", stop, { once: true });
+  }
+  return { stop, [Symbol.asyncIterator]: () => queue[Symbol.asyncIterator]() };
+}
+
+export function readOn(host: FilesystemHost, path: readonly string[], options: TransferOptions = {}): ReadableStream<Uint8Array> {
+  const what = "filesystem::read";
+  let given = false;
+  return byteStream(
+    (sink) => {
+      const lost = lostOr(host, what);
+      if (lost) return sink.fail(lost);
+      let any = false;
+      const onAbort = () => {
+        given = true;
+        sink.fail(options.signal!.reason);
+      };
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemRead", request: { path: [...path] } }), {
+        response: (payload) => {
+          any = true;
+          if (given) return;
+          let answer;
+          try {
+            answer = decodeReadResponse(payload);
+          } catch (problem) {
+            return sink.fail(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
+          }
+          // The payload is a view into the frame: copied before it is handed on.
+          if (answer.variant === "Piece") sink.piece(answer.piece.slice());
+          else sink.fail(new FilesystemError({ variant: "Failed", what, error: answer.error }));
+        },
+        finish: () => {
+          options.signal?.removeEventListener("abort", onAbort);
+          if (any) sink.end();
+          else sink.fail(new FilesystemError({ variant: "NotServed", what }));
+        },
+        lost: () => {
+          options.signal?.removeEventListener("abort", onAbort);
+          sink.fail(new FilesystemError({ variant: "Lost", what }));
+        },
+      });
+    },
+    // A reader that gives up disregards the rest; a read scope has no stop, so the pieces still come and are dropped.
+    () => {
+      given = true;
+    },
+  );
+}
+
+export function writeOn(host: FilesystemHost, path: readonly string[], content: WriteSource, options: TransferOptions = {}): Promise<void> {
+  const what = "filesystem::write";
+  return new Promise<void>((resolve, reject) => {
+    const lost = lostOr(host, what);
+    if (lost) return reject(lost);
+    let answer: Uint8Array | undefined;
+    let unroute = () => {};
+    let contentChannel: Responder | undefined;
+    const onAbort = () => {
+      // Abandoned: the content ends in an error, so the proxy removes its temporary.
+      contentChannel?.respond(encodeWriteContent({ variant: "Failure", error: { kind: "content", error: "the provider abandoned the write" } }));
+      contentChannel?.finish();
+    };
+    const settle = (problem?: unknown) => {
+      unroute();
+      options.signal?.removeEventListener("abort", onAbort);
+      if (problem === undefined) resolve();
+      else reject(problem);
+    };
+    const { scope } = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemWrite", request: { path: [...path] } }), {
+      response: (payload) => {
+        answer ??= payload.slice();
+      },
+      finish: () => {
+        if (!answer) return settle(new FilesystemError({ variant: "NotServed", what }));
+        let decoded;
+        try {
+          decoded = decodeWriteResponse(answer);
+        } catch (problem) {
+          return settle(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
+        }
+        if (decoded.variant === "Written") settle();
+        else settle(options.signal?.aborted ? options.signal.reason : new FilesystemError({ variant: "Failed", what, error: decoded.error }));
+      },
+      lost: () => settle(new FilesystemError({ variant: "Lost", what })),
+    });
+    unroute = host.routeScopeChannels(scope, (responder) => {
+      // Exactly one content channel; any other channel on the scope is answered by a bare finish.
+      if (contentChannel) return responder.finish();
+      contentChannel = responder;
+      void sendContent(host, responder, content, options.signal);
+    });
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+async function sendContent(host: FilesystemHost, responder: Responder, content: WriteSource, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    for await (const piece of piecesOf(content)) {
+      if (responder.finished || signal?.aborted) return;
+      responder.respond(encodeWriteContent({ variant: "Piece", piece }));
+      await host.frames.drained(LOW_WATER);
+    }
+  } catch (problem) {
+    // The content's own failure: the proxy abandons the write and answers with this value.
+    if (!responder.finished) responder.respond(encodeWriteContent({ variant: "Failure", error: { kind: "content", error: problem instanceof Error ? problem.message : String(problem) } }));
+  }
+  responder.finish();
+}

@@ -1,0 +1,142 @@
+// FUSE mounts on the paths transport from the provider's side: `/fuse/mount` asks the proxy for a
+// mount under an id of the provider's choosing, and the `/requests` kinds 12–18 the proxy then asks
+// (whole files each way) are answered from offset-based FuseHandlers, or a directory of this machine.
+import { decodeFuseAck, encodeFuseMountPathsRequest, type FuseAck, type FuseListAnswer, type FusePathsStatAnswer, type FuseReadAnswer } from "@diverge/codec";
+import { directoryHandlers, FUSE_CHUNK_SIZE, type FuseAckResult, type FuseHandlers } from "@diverge/multiplexer/fuse";
+import type { ProviderHandlers } from "../gen/exchanges.js";
+import { openSocket, defaultWebSocket, type OpenFailure, type WebSocketConstructor } from "../paths/socket.js";
+import { endpointUrl, proxyBase } from "../url.js";
+import { FilesystemError } from "./errors.js";
+import { readOnlyHandlers, type MountOptions } from "./mount.js";
+
+export interface PathsMountOptions extends MountOptions {
+  /** The mount's id, echoed on every ask. Default a fresh one. */
+  readonly id?: string;
+  readonly WebSocket?: WebSocketConstructor;
+}
+
+const ackOf = (r: FuseAckResult): FuseAck => (r.kind === "ok" ? { ack: "Ok" } : r.kind === "readOnly" ? { ack: "ReadOnly" } : { ack: "Refused", message: r.message });
+
+/** The whole file at `path` from offset-based handlers, read in pieces of at most FUSE_CHUNK_SIZE. */
+async function wholeFile(handlers: FuseHandlers, path: string): Promise<FuseReadAnswer> {
+  const parts: Uint8Array[] = [];
+  let offset = 0n;
+  for (;;) {
+    const r = await handlers.read(path, offset, FUSE_CHUNK_SIZE);
+    if (r.kind === "missing") return offset === 0n ? { answer: "Missing" } : { answer: "Failed", message: "the file went away while it was read" };
+    if (r.kind === "error") return { answer: "Failed", message: r.message };
+    parts.push(r.bytes.slice());
+    offset += BigInt(r.bytes.length);
+    if (r.bytes.length < FUSE_CHUNK_SIZE) break;
+  }
+  const out = new Uint8Array(Number(offset));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return { answer: "Data", data: out };
+}
+
+/**
+ * The provider's FUSE mounts on the paths transport. Spread `handlers()` into the handlers given to
+ * `connectProxy`, then `mount(…)` each one; an ask for an id not mounted here is not served.
+ */
+export class PathsMounts {
+  private readonly byId = new Map<string, FuseHandlers>();
+  private counter = 0;
+
+  constructor(private readonly proxy: string | URL) {}
+
+  /** Answers of kinds 12–18, from the mounts made here. */
+  handlers(): Pick<ProviderHandlers, "fuseRead" | "fuseWrite" | "fuseList" | "fuseRemove" | "fuseRename" | "fuseMkdir" | "fuseStat"> {
+    const of = (id: string) => this.byId.get(id);
+    return {
+      fuseRead: async ({ id, path }) => {
+        const h = of(id);
+        return h && wholeFile(h, path);
+      },
+      fuseWrite: async ({ id, path, data }): Promise<FuseAck | undefined> => {
+        const h = of(id);
+        if (!h) return undefined;
+        // Replace whole: write every byte, then cut what an older, longer file left after them.
+        const written = await h.write(path, 0n, data);
+        if (written.kind !== "ok") return ackOf(written);
+        return ackOf(await h.truncate(path, BigInt(data.length)));
+      },
+      fuseList: async ({ id, path }): Promise<FuseListAnswer | undefined> => {
+        const h = of(id);
+        if (!h) return undefined;
+        const r = await h.list(path);
+        if (r.kind === "entries") return { answer: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) };
+        return r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message };
+      },
+      fuseRemove: async ({ id, path }) => {
+        const h = of(id);
+        return h && ackOf(await h.remove(path));
+      },
+      fuseRename: async ({ id, from, to }) => {
+        const h = of(id);
+        return h && ackOf(await h.rename(from, to));
+      },
+      fuseMkdir: async ({ id, path }) => {
+        const h = of(id);
+        return h && ackOf(await h.mkdir(path));
+      },
+      fuseStat: async ({ id, path }): Promise<FusePathsStatAnswer | undefined> => {
+        const h = of(id);
+        if (!h) return undefined;
+        const r = await h.stat(path);
+        if (r.kind === "stat") return { answer: "Stat", file_kind: r.stat.kind === "directory" ? 1 : 0, size: r.stat.size };
+        return r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message };
+      },
+    };
+  }
+
+  /**
+   * Opens `/fuse/mount`: the proxy mounts at `path` (components from the container's root) and asks
+   * this mount's operations on `/requests`. Resolves with the id once the mount serves.
+   */
+  async mount(path: readonly string[], target: FuseHandlers | string, options: PathsMountOptions = {}): Promise<string> {
+    const what = "/fuse/mount";
+    const kind = options.kind ?? "directory";
+    const readonly = options.readonly ?? false;
+    const id = options.id ?? `mount-${++this.counter}`;
+    const handlers = typeof target === "string" ? directoryHandlers(target, { readonly }) : readonly ? readOnlyHandlers(target) : target;
+    // Answering starts before the mount is asked for: the kernel may ask as soon as it serves.
+    this.byId.set(id, handlers);
+    const url = endpointUrl(proxyBase(this.proxy), "/fuse/mount");
+    let socket;
+    try {
+      socket = await openSocket(options.WebSocket ?? defaultWebSocket, url);
+    } catch (failure) {
+      this.byId.delete(id);
+      const f = failure as OpenFailure;
+      throw new FilesystemError({ variant: "Unreachable", what, url, status: f.status, reason: f.message });
+    }
+    let answer: Uint8Array | undefined;
+    socket.onMessage((bytes) => {
+      answer ??= bytes;
+    });
+    socket.send(encodeFuseMountPathsRequest({ request: { path: [...path], id, readonly, kind } }));
+    const ending = await socket.ended;
+    const fail = (error: FilesystemError) => {
+      this.byId.delete(id);
+      throw error;
+    };
+    if (!answer) return fail(new FilesystemError({ variant: ending.clean ? "NotServed" : "Lost", what }));
+    let ack;
+    try {
+      ack = decodeFuseAck(answer);
+    } catch (problem) {
+      return fail(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
+    }
+    if (ack.ack !== "Ok") return fail(new FilesystemError({ variant: "Failed", what, error: ack.ack === "Refused" ? ack.message : "read-only" }));
+    return id;
+  }
+
+  /** Stops answering the mount `id`: its operations then fail in the container with EIO. */
+  forget(id: string): void {
+    this.byId.delete(id);
+  }
+}

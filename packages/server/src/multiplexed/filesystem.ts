@@ -1,0 +1,241 @@
+// filesystem::tree, ::read and ::write on the multiplexed connection (fs-fuse.md §5, §7, §8): the
+// scopes the provider opens, served from the filesystem service under the proxy's root. A failure is
+// the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
+import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
+import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
+import { ContentError, FsError, prepareWrite, readPieces, watchTree } from "../filesystem/index.js";
+import { pathMembers, treeMembers } from "../filesystem/requests.js";
+
+/** Bytes queued on the socket past which a tree or read waits for the provider to take them. */
+const LOW_WATER = 4 * 1024 * 1024;
+
+export interface FilesystemScopeOptions {
+  readonly frames: FrameSocket;
+  /** The proxy's root, resolved (a real path). */
+  readonly root: () => Promise<string>;
+  /** Aborted when the connection ends. */
+  readonly signal: AbortSignal;
+  /** Content bytes held for a write before they are on disk; past it the write fails. */
+  readonly maxWriteBacklogBytes: number;
+  /** Pauses reading the connection while writes catch up with their content (counted: paused while any asks). */
+  readonly flow?: Flow;
+  readonly log: (line: string) => void;
+}
+
+/** What a failure sends: the FsError's `{"kind","error"}`, or the provider's own content error as it came. */
+function errorValue(problem: unknown): unknown {
+  if (problem instanceof FsError) return problem.toJSON();
+  if (problem instanceof ContentError) return problem.value;
+  return undefined;
+}
+
+export class FilesystemScopes {
+  /** Scopes that take a channel from the provider: the tree's stop. */
+  private readonly stops = new Map<number, () => void>();
+  /** Every filesystem scope being served: a channel the provider opens on one is ignored, never answered. */
+  private readonly live = new Set<number>();
+
+  constructor(private readonly options: FilesystemScopeOptions) {}
+
+  /** A channel the provider opened on one of these scopes: the stop of a tree; any other is ignored (never answered). */
+  channel(responder: Responder): boolean {
+    const stop = this.stops.get(responder.scope);
+    if (!stop) return this.live.has(responder.scope);
+    // The stop gets no answer of its own: the scope's finish is the answer.
+    stop();
+    return true;
+  }
+
+  /** Serves one scope: its channels are this module's business until `work` settles. */
+  serve(scope: number, work: () => Promise<void>): Promise<void> {
+    this.live.add(scope);
+    return work().finally(() => this.live.delete(scope));
+  }
+
+  async tree(responder: Responder, request: Record<string, unknown>): Promise<void> {
+    const members = treeMembers(request);
+    if (!members) return responder.finish();
+    const stop = new AbortController();
+    const onEnd = () => stop.abort();
+    this.options.signal.addEventListener("abort", onEnd, { once: true });
+    this.stops.set(responder.scope, () => stop.abort());
+    try {
+      const watch = watchTree(await this.options.root(), { ignore: members.ignore, signal: stop.signal });
+      for await (const frame of watch) {
+        if (responder.finished) break;
+        responder.respond(encodeTreeResponse({ variant: "Frame", frame }));
+        await this.options.frames.drained(LOW_WATER);
+      }
+    } catch (problem) {
+      const value = errorValue(problem);
+      if (value === undefined) throw problem;
+      responder.respond(encodeTreeResponse({ variant: "Failure", error: value }));
+    } finally {
+      this.stops.delete(responder.scope);
+      this.options.signal.removeEventListener("abort", onEnd);
+      stop.abort();
+    }
+    responder.finish();
+  }
+
+  async read(responder: Responder, request: Record<string, unknown>): Promise<void> {
+    const members = pathMembers(request);
+    if (!members) return responder.finish();
+    try {
+      for await (const piece of readPieces(await this.options.root(), members.path, { signal: this.options.signal })) {
+        if (responder.finished) return;
+        responder.respond(encodeReadResponse({ variant: "Piece", piece }));
+        await this.options.frames.drained(LOW_WATER);
+      }
+    } catch (problem) {
+      if (this.options.signal.aborted) return;
+      const value = errorValue(problem);
+      if (value === undefined) throw problem;
+      responder.respond(encodeReadResponse({ variant: "Failure", error: value }));
+    }
+    responder.finish();
+  }
+
+  async write(responder: Responder, request: Record<string, unknown>): Promise<void> {
+    const members = pathMembers(request);
+    if (!members) return responder.finish();
+    let prepared;
+    try {
+      prepared = await prepareWrite(await this.options.root(), members.path);
+    } catch (problem) {
+      const value = errorValue(problem);
+      if (value === undefined) throw problem;
+      responder.respond(encodeWriteResponse({ variant: "Failure", error: value }));
+      return responder.finish();
+    }
+    const content = new ContentQueue(this.options.maxWriteBacklogBytes, this.options.flow);
+    const onEnd = () => content.fail(new DOMException("the connection ended", "AbortError"));
+    this.options.signal.addEventListener("abort", onEnd, { once: true });
+    try {
+      try {
+        // The content channel: no tag, an empty payload.
+        this.options.frames.mux.openChannel(responder.scope, new Uint8Array(0), {
+          response: (payload) => {
+            let answer;
+            try {
+              answer = decodeWriteContent(payload);
+            } catch (problem) {
+              if (!(problem instanceof WriteContentError)) throw problem;
+              return content.fail(new FsError("content", problem.message));
+            }
+            if (answer.variant === "Piece") content.push(answer.piece.slice());
+            else content.fail(new ContentError(answer.error));
+          },
+          // A bare finish is a zero-byte file, unlike every other bare finish.
+          finish: () => content.end(),
+          lost: onEnd,
+        });
+      } catch (problem) {
+        if (!(problem instanceof MultiplexerError)) throw problem;
+        await prepared.abandon();
+        return;
+      }
+      await prepared.complete(content, { signal: this.options.signal });
+      if (responder.finished) return;
+      responder.respond(encodeWriteResponse({ variant: "Written" }));
+    } catch (problem) {
+      await prepared.abandon();
+      if (this.options.signal.aborted) return;
+      const value = errorValue(problem);
+      if (value === undefined) throw problem;
+      responder.respond(encodeWriteResponse({ variant: "Failure", error: value }));
+    } finally {
+      this.options.signal.removeEventListener("abort", onEnd);
+    }
+    responder.finish();
+  }
+}
+
+/** Pauses and resumes reading the sender's socket (ws `pause()`/`resume()`). */
+export interface Flow {
+  pause(): void;
+  resume(): void;
+}
+
+/** Content bytes waiting for the disk past which the sender's socket is paused (at most a quarter of the bound); resumed below half. */
+const HIGH_WATER = 8 * 1024 * 1024;
+
+/**
+ * The content pieces as they arrive, taken by the write at its own pace. Past HIGH_WATER bytes
+ * waiting, the sender's socket is paused (a provider that sends faster than the disk takes it waits);
+ * past `maxBytes` (what arrives while paused) the write fails rather than holding more.
+ */
+export class ContentQueue implements AsyncIterable<Uint8Array> {
+  private readonly pieces: Uint8Array[] = [];
+  private bytes = 0;
+  private done = false;
+  private failure: unknown;
+  private wake: (() => void) | undefined;
+  private paused = false;
+  private readonly highWater: number;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly flow?: Flow,
+  ) {
+    this.highWater = Math.min(HIGH_WATER, Math.floor(maxBytes / 4));
+  }
+
+  push(piece: Uint8Array): void {
+    if (this.done || this.failure !== undefined) return;
+    this.bytes += piece.length;
+    if (this.bytes > this.maxBytes) return this.fail(new FsError("content", `more than ${this.maxBytes} bytes of content arrived before they could be written`));
+    this.pieces.push(piece);
+    if (!this.paused && this.bytes > this.highWater && this.flow) {
+      this.paused = true;
+      this.flow.pause();
+    }
+    this.poke();
+  }
+
+  end(): void {
+    this.done = true;
+    this.poke();
+  }
+
+  fail(problem: unknown): void {
+    if (this.failure !== undefined) return;
+    this.failure = problem;
+    this.pieces.length = 0;
+    this.bytes = 0;
+    this.release();
+    this.poke();
+  }
+
+  /** Resumes the sender if this queue paused it. */
+  private release(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.flow?.resume();
+  }
+
+  private poke(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    try {
+      for (;;) {
+        if (this.failure !== undefined) throw this.failure;
+        const piece = this.pieces.shift();
+        if (piece) {
+          this.bytes -= piece.length;
+          if (this.bytes < this.highWater / 2) this.release();
+          yield piece;
+          continue;
+        }
+        if (this.done) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+      }
+    } finally {
+      this.release();
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// fuse::mount on the multiplexed connection (fs-fuse.md §3–§4): the provider asks for a mount; the
+// proxy mounts a real kernel FUSE filesystem inside its root and turns every operation the kernel
+// asks into one channel on the mount scope carrying the FUSE ask. The scope answered `[00]` is never
+// finished; the mounts go when the connection (or the proxy) ends, leaving no stale mount.
+import { lstat, realpath } from "node:fs/promises";
+import { join } from "node:path";
+import { encodeFuseAck } from "@diverge/codec";
+import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
+import { askThrough } from "@diverge/multiplexer/fuse";
+import { checkPath, inside } from "../filesystem/paths.js";
+import type { FuseMount } from "../fuse/index.js";
+
+/** The reason sent for an empty path or a component that is not a name (fs-fuse.md §3.3). */
+export const NOT_A_MOUNT_PATH = "the path names the root, or has a component that is not a name";
+
+export interface FuseScopeOptions {
+  readonly frames: FrameSocket;
+  /** The proxy's root, resolved. */
+  readonly root: () => Promise<string>;
+  readonly log: (line: string) => void;
+}
+
+/** `{"path": [string, …], "kind": "file" | "directory"}`, or undefined when a member is missing or mistyped. */
+export function mountMembers(request: Record<string, unknown>): { path: string[]; kind: "file" | "directory" } | undefined {
+  const { path, kind } = request;
+  if (!Array.isArray(path) || !path.every((c) => typeof c === "string")) return undefined;
+  if (kind !== "file" && kind !== "directory") return undefined;
+  return { path: path as string[], kind };
+}
+
+/**
+ * Where `components` lead under `root`, with every existing component's links resolved and checked
+ * to stay inside the root; what does not exist yet is made (inside) by the mount. Undefined when a
+ * link leads out.
+ */
+export async function placeInside(root: string, components: readonly string[]): Promise<string | undefined> {
+  let at = root;
+  for (let i = 0; i < components.length; i++) {
+    const next = join(at, components[i]!);
+    const stats = await lstat(next).catch(() => undefined);
+    if (!stats) return join(next, ...components.slice(i + 1));
+    const real = stats.isSymbolicLink() ? await realpath(next).catch(() => undefined) : next;
+    if (!real || !inside(root, real)) return undefined;
+    at = real;
+  }
+  return at;
+}
+
+export class FuseScopes {
+  private readonly mounts = new Set<FuseMount>();
+  private ended = false;
+
+  constructor(private readonly options: FuseScopeOptions) {}
+
+  async mount(responder: Responder, request: Record<string, unknown>): Promise<void> {
+    const members = mountMembers(request);
+    if (!members) return responder.finish();
+    const refuse = (reason: string) => {
+      this.options.log(`fuse::mount on scope ${responder.scope} refused: ${reason}`);
+      responder.respond(encodeFuseAck({ ack: "Refused", message: reason }));
+      responder.finish();
+    };
+    const components = checkPath(members.path);
+    if (!components) return refuse(NOT_A_MOUNT_PATH);
+    const root = await this.options.root();
+    const where = await placeInside(root, components);
+    if (!where) return refuse("mount: the path leads outside the root");
+    const { mountFuse, MountError } = await import("../fuse/mount.js");
+    const scope = responder.scope;
+    const frames = this.options.frames;
+    // Each kernel operation: one channel on the scope, its ask the payload, its one answer the result.
+    const handlers = askThrough(
+      (ask) =>
+        new Promise<Uint8Array>((resolve, reject) => {
+          let answer: Uint8Array | undefined;
+          try {
+            frames.mux.openChannel(scope, ask, {
+              response: (payload) => {
+                answer ??= payload.slice();
+              },
+              // A bare finish: not served, the operation fails (EIO) and is never asked again.
+              finish: () => (answer ? resolve(answer) : reject(new Error("the provider did not serve the ask"))),
+              lost: () => reject(new Error("the connection ended")),
+            });
+          } catch (problem) {
+            reject(problem instanceof MultiplexerError ? new Error("the connection ended") : problem);
+          }
+        }),
+    );
+    let mounted: FuseMount;
+    try {
+      mounted = await mountFuse({ path: where, kind: members.kind, handlers });
+    } catch (problem) {
+      if (problem instanceof MountError) return refuse(problem.message);
+      throw problem;
+    }
+    if (this.ended || responder.finished) {
+      await mounted.close();
+      return;
+    }
+    this.mounts.add(mounted);
+    this.options.log(`mounted ${members.kind} ${mounted.path} for scope ${scope}`);
+    // `[00]`, and never a finish: the scope is the mount.
+    responder.respond(encodeFuseAck({ ack: "Ok" }));
+  }
+
+  /** Unmounts everything (the connection or the proxy ended); resolves when every mount is gone. */
+  async closeAll(): Promise<void> {
+    this.ended = true;
+    const mounts = [...this.mounts];
+    this.mounts.clear();
+    await Promise.allSettled(mounts.map((m) => m.close()));
+  }
+}

@@ -1,0 +1,180 @@
+// /fuse/mount and `/requests` kinds 12–18 (paths.md §8 as corrected by fs-fuse.md §10): the provider
+// opens /fuse/mount with `{"path", "id", "readonly"?, "kind"}`; the proxy mounts real kernel FUSE
+// inside its root and asks every operation there on /requests, whole files each way. The kernel's
+// operations are offset-based, so a whole-file adapter sits between: a read slices the whole file,
+// a write or truncate reads the whole file, changes it and writes it whole.
+import type { IncomingMessage } from "node:http";
+import type { RawData, WebSocket } from "ws";
+import { FuseMountPathsRequestError, decodeFuseMountPathsRequest, encodeFuseAck } from "@diverge/codec";
+import type { FuseAckResult, FuseHandlers, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
+import { checkPath, realRoot } from "../filesystem/paths.js";
+import { NOT_A_MOUNT_PATH, placeInside } from "../multiplexed/fuse.js";
+import type { FuseMount } from "../fuse/index.js";
+import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
+import type { AskOutcome } from "../exchanges/engine.js";
+import type { ProxyAsks } from "../gen/exchanges.js";
+
+export interface FuseMountPathsOptions {
+  readonly root: string;
+  readonly asks: Pick<ProxyAsks, "fuseRead" | "fuseWrite" | "fuseList" | "fuseRemove" | "fuseRename" | "fuseMkdir" | "fuseStat">;
+  readonly log: (line: string) => void;
+}
+
+/** `{"path": [string…], "id": string, "readonly"?: bool, "kind": "file" | "directory"}`, or undefined. */
+export function pathsMountMembers(request: Record<string, unknown>): { path: string[]; id: string; readonly: boolean; kind: "file" | "directory" } | undefined {
+  const { path, id, readonly, kind } = request;
+  if (!Array.isArray(path) || !path.every((c) => typeof c === "string")) return undefined;
+  if (typeof id !== "string") return undefined;
+  if (readonly !== undefined && typeof readonly !== "boolean") return undefined;
+  if (kind !== "file" && kind !== "directory") return undefined;
+  return { path: path as string[], id, readonly: readonly ?? false, kind };
+}
+
+/** The answer of an ask, or a thrown error (the operation fails with EIO) when it was not answered. */
+function answered<A>(outcome: AskOutcome<A>): A {
+  if (outcome.type === "answered") return outcome.answer;
+  throw new Error(`the provider did not answer (${outcome.type})`);
+}
+
+const READ_ONLY: FuseAckResult = { kind: "readOnly" };
+
+/**
+ * Offset-based FUSE handlers over the whole-file asks of kinds 12–18 for the mount `id`. A read-only
+ * mount refuses every change here (EROFS) and never asks one. Setattr has no ask on this transport:
+ * it succeeds and changes nothing; modes and times are the proxy's own (0644 / 0755, the mount time).
+ */
+export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: string, readonly: boolean): FuseHandlers {
+  const mountedAt: FuseTime = { secs: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 };
+  const uid = process.getuid?.() ?? 0;
+  const gid = process.getgid?.() ?? 0;
+  const ack = (a: { ack: "Ok" } | { ack: "Refused"; message: string } | { ack: "ReadOnly" }): FuseAckResult =>
+    a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? READ_ONLY : { kind: "error", message: a.message };
+  /** The whole file: its bytes, empty when nothing is held yet; undefined with the error's message. */
+  const whole = async (path: string): Promise<{ bytes: Uint8Array } | { message: string }> => {
+    const a = answered(await asks.fuseRead({ id, path }));
+    if (a.answer === "Data") return { bytes: a.data };
+    if (a.answer === "Missing") return { bytes: new Uint8Array(0) };
+    return { message: a.message };
+  };
+  const store = async (path: string, data: Uint8Array) => ack(answered(await asks.fuseWrite({ id, path, data })));
+  return {
+    async read(path, offset, length) {
+      const file = await whole(path);
+      if ("message" in file) return { kind: "error", message: file.message };
+      const start = Number(offset);
+      return { kind: "data", bytes: file.bytes.subarray(Math.min(start, file.bytes.length), Math.min(start + length, file.bytes.length)) };
+    },
+    async write(path, offset, bytes) {
+      if (readonly) return READ_ONLY;
+      const file = await whole(path);
+      if ("message" in file) return { kind: "error", message: file.message };
+      const start = Number(offset);
+      const out = new Uint8Array(Math.max(file.bytes.length, start + bytes.length));
+      out.set(file.bytes);
+      out.set(bytes, start);
+      return store(path, out);
+    },
+    async truncate(path, size) {
+      if (readonly) return READ_ONLY;
+      const file = await whole(path);
+      if ("message" in file) return { kind: "error", message: file.message };
+      const out = new Uint8Array(Number(size));
+      out.set(file.bytes.subarray(0, out.length));
+      return store(path, out);
+    },
+    async setattr() {
+      return readonly ? READ_ONLY : { kind: "ok" };
+    },
+    async list(path) {
+      const a = answered(await asks.fuseList({ id, path }));
+      if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
+      return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+    },
+    remove: async (path) => (readonly ? READ_ONLY : ack(answered(await asks.fuseRemove({ id, path })))),
+    rename: async (from, to) => (readonly ? READ_ONLY : ack(answered(await asks.fuseRename({ id, from, to })))),
+    mkdir: async (path) => (readonly ? READ_ONLY : ack(answered(await asks.fuseMkdir({ id, path })))),
+    async stat(path) {
+      const a = answered(await asks.fuseStat({ id, path }));
+      if (a.answer === "Failed") return { kind: "error", message: a.message };
+      // On a file mount, nothing held yet is an empty file.
+      if (a.answer === "Missing") return path === "" ? { kind: "stat", stat: stat("file", 0n) } : { kind: "missing" };
+      return { kind: "stat", stat: stat(a.file_kind === 1 ? "directory" : "file", a.size) };
+    },
+  };
+  function stat(kind: "file" | "directory", size: bigint): FuseStat {
+    return { kind, size, mode: kind === "directory" ? 0o755 : readonly ? 0o444 : 0o644, uid, gid, atime: mountedAt, mtime: mountedAt, ctime: mountedAt };
+  }
+}
+
+function bytesOf(data: RawData): Uint8Array {
+  if (Array.isArray(data)) return new Uint8Array(Buffer.concat(data));
+  return data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+export class FuseMountPaths implements UpgradeRoute {
+  private readonly mounts = new Set<FuseMount>();
+  private root: Promise<string> | undefined;
+  private closed = false;
+
+  constructor(private readonly options: FuseMountPathsOptions) {}
+
+  decide(pathname: string, _request: IncomingMessage): UpgradeDecision {
+    if (pathname !== "/fuse/mount" || this.closed) return undefined;
+    return { accept: (socket) => this.open(socket) };
+  }
+
+  /** Unmounts every mount made here (the proxy is ending); resolves when they are gone. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const mounts = [...this.mounts];
+    this.mounts.clear();
+    await Promise.allSettled(mounts.map((m) => m.close()));
+  }
+
+  private open(socket: WebSocket): void {
+    socket.on("error", () => {});
+    socket.once("message", (data, isBinary) => {
+      let request: Record<string, unknown>;
+      try {
+        if (!isBinary) return socket.close();
+        request = decodeFuseMountPathsRequest(bytesOf(data)).request;
+      } catch (problem) {
+        if (!(problem instanceof FuseMountPathsRequestError) && !(problem instanceof RangeError)) throw problem;
+        return socket.close();
+      }
+      void this.mount(socket, request).catch((problem: unknown) => {
+        this.options.log(`/fuse/mount failed: ${problem instanceof Error ? problem.message : String(problem)}`);
+        socket.close();
+      });
+    });
+  }
+
+  private async mount(socket: WebSocket, request: Record<string, unknown>): Promise<void> {
+    const members = pathsMountMembers(request);
+    // Not readable: a clean close with no message.
+    if (!members) return socket.close();
+    const refuse = (reason: string) => {
+      this.options.log(`/fuse/mount refused: ${reason}`);
+      socket.send(encodeFuseAck({ ack: "Refused", message: reason }));
+      socket.close();
+    };
+    const components = checkPath(members.path);
+    if (!components) return refuse(NOT_A_MOUNT_PATH);
+    const where = await placeInside(await (this.root ??= realRoot(this.options.root)), components);
+    if (!where) return refuse("mount: the path leads outside the root");
+    const { mountFuse, MountError } = await import("../fuse/mount.js");
+    let mounted: FuseMount;
+    try {
+      mounted = await mountFuse({ path: where, kind: members.kind, handlers: wholeFileHandlers(this.options.asks, members.id, members.readonly) });
+    } catch (problem) {
+      if (problem instanceof MountError) return refuse(problem.message);
+      throw problem;
+    }
+    if (this.closed) return void (await mounted.close());
+    // The mount lives until the proxy ends, whatever becomes of this socket.
+    this.mounts.add(mounted);
+    this.options.log(`mounted ${members.kind} ${mounted.path} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
+    socket.send(encodeFuseAck({ ack: "Ok" }));
+    socket.close();
+  }
+}
