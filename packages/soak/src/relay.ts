@@ -196,12 +196,15 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: far.port, secretsGate: false });
   const container = await openContainer(`ws://127.0.0.1:${proxy.port}/`);
   await container.beginTools({ arguments: null });
+  // Once a provider has begun tools on `/`, the program's asks go on the begin scope; the /requests
+  // relay is soaked on a second proxy that nobody begins.
+  const outward = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: far.port, secretsGate: false });
   const relay = relayToMcp({ url: `http://127.0.0.1:${far.port}/mcp` });
-  const provider = connectProxy(`ws://127.0.0.1:${proxy.port}`, relay, { minBackoffMs: 10 });
+  const provider = connectProxy(`ws://127.0.0.1:${outward.port}`, relay, { minBackoffMs: 10 });
   await provider.whenConnected();
   const program = new Client({ name: "soak-program", version: "1.0.0" });
   // The program's own client gets a signal per request too: what is counted is the relays'.
-  await program.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`), { fetch: perRequestSignalFetch() }));
+  await program.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${outward.programPort}/mcp`), { fetch: perRequestSignalFetch() }));
 
   let progressDelivered = 0;
   let progressAsked = 0;
@@ -224,8 +227,8 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
       heapMiB: Math.round((memory.heapUsed / MiB) * 10) / 10,
       rssMiB: Math.round((memory.rss / MiB) * 10) / 10,
       abortListeners: listeners.take(),
-      programSessions: proxy.paths.programMcp.sessionCount,
-      progressRoutes: proxy.paths.programMcp.progressRoutes,
+      programSessions: outward.paths.programMcp.sessionCount,
+      progressRoutes: outward.paths.programMcp.progressRoutes,
       serverSessions: far.sessions(),
     };
     samples.push(figures);
@@ -293,6 +296,7 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
   await relay.close();
   container.close();
   await proxy.close();
+  await outward.close();
   await far.stop();
   await reading;
   listeners.stop();

@@ -194,7 +194,10 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
     log(`  memory: ${channels} open channels`);
     const channel = await perChannel(proxy, connection, channels);
     log(`  memory: ${asks} pending asks`);
-    const ask = await perAsk(proxy, proxy.ready.port, proxy.ready.programPort!, asks);
+    // Once a provider has begun tools on `/`, the program's asks go on the begin scope: pending asks
+    // on /requests are measured on a second proxy that nobody begins.
+    const requestsProxy = await startChild(["proxy", String(container.ready.port)]);
+    const ask = await perAsk(requestsProxy, requestsProxy.ready.port, requestsProxy.ready.programPort!, asks).finally(() => requestsProxy.close());
     log(`  memory: the postgres pair streaming ${streamBytes / MB} MB`);
     const streamed = await stream(proxy, proxy.ready.pgPort!, announced, streamBytes);
     const result: MemoryResult = {

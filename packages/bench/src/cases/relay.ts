@@ -104,10 +104,14 @@ export async function relaySuite(quick: boolean, log: (line: string) => void): P
     // (b) a provider on /requests relaying to the container's MCP server, and a program calling the proxy.
     const relay = relayToMcp({ url: mcpUrl });
     closers.unshift(() => relay.close());
-    const provider = connectProxy(`ws://127.0.0.1:${proxy.ready.port}`, relay);
+    // Once a provider has begun tools on `/`, the program's asks go on the begin scope: (b) measures
+    // /requests on a second proxy that nobody begins.
+    const outward = await startChild(["proxy", String(container.ready.port)]);
+    closers.push(() => outward.close());
+    const provider = connectProxy(`ws://127.0.0.1:${outward.ready.port}`, relay);
     closers.unshift(() => provider.close());
     await provider.whenConnected();
-    const program = await sdkClient(`http://127.0.0.1:${proxy.ready.programPort}/mcp`, "bench-program");
+    const program = await sdkClient(`http://127.0.0.1:${outward.ready.programPort}/mcp`, "bench-program");
     closers.unshift(() => program.close());
 
     let n = 0;
