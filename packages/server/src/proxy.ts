@@ -7,7 +7,7 @@ import { Gate } from "./gate.js";
 import type { RouteListener } from "./listener.js";
 import { MultiplexerError } from "@diverge/multiplexer";
 import { attachPaths, DEFAULT_MAX_PENDING_ASKS, type PathsPart } from "./paths/index.js";
-import { DEFAULT_PAIR_BACKLOG_BYTES, type PairStats } from "./multiplexed/pairs.js";
+import { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_STALL_MS, type PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
 import { SharedInwardMcp } from "./inward-shared.js";
 
@@ -43,8 +43,21 @@ export interface ProxyOptions {
   readonly maxOpenScopes?: number;
   /** Bytes that may wait in the multiplexed connection's send buffer before a tag-7 channel drops notifications (counted in `stats()`). Default 8 MiB. */
   readonly maxNotificationBacklogBytes?: number;
-  /** Bytes from the provider one program socket (a database driver's, a daemon connection's) may hold unread; beyond it that pair ends, and only it. Default 64 MiB. */
+  /**
+   * The hard cap: bytes from the provider one program socket (a database driver's, a daemon
+   * connection's) may hold unread; beyond it that pair ends, and only it. The budget pauses the
+   * connection long before, so only a connection that cannot pause reaches it. Also the content bytes
+   * a filesystem write may hold before they reach the disk. Default 64 MiB.
+   */
   readonly maxPairBacklogBytes?: number;
+  /**
+   * Bytes from the provider one program socket may hold unread before its pair pauses reading the
+   * multiplexed connection (every channel waits) until the socket drains to a quarter of it; at most
+   * half of `maxPairBacklogBytes`. Default 8 MiB.
+   */
+  readonly pairBudgetBytes?: number;
+  /** How long a pair may keep the connection paused while its program reads nothing before that pair ends, in ms. Default 10 000. */
+  readonly pairStallMs?: number;
   /** Program connections (database drivers, `/daemon` dials) held before the provider has begun; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
   readonly maxHeldConnections?: number;
   /**
@@ -162,6 +175,8 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     maxOpenScopes: options.maxOpenScopes ?? DEFAULT_MAX_OPEN_SCOPES,
     maxNotificationBacklogBytes: options.maxNotificationBacklogBytes ?? DEFAULT_NOTIFICATION_BACKLOG_BYTES,
     maxPairBacklogBytes: options.maxPairBacklogBytes ?? DEFAULT_PAIR_BACKLOG_BYTES,
+    pairBudgetBytes: options.pairBudgetBytes ?? DEFAULT_PAIR_BUDGET_BYTES,
+    pairStallMs: options.pairStallMs ?? DEFAULT_PAIR_STALL_MS,
     maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
     allowedHosts: bind.allowedHosts,
     allowedOrigins: bind.allowedOrigins,

@@ -3,12 +3,17 @@
 // connection; a database that cannot be reached declines it (a clean close before any byte).
 import { connect, type Socket } from "node:net";
 import type { RequestsAsk } from "@diverge/codec";
+import { BacklogHold } from "@diverge/multiplexer";
 import type { RawPath } from "../paths/connect.js";
 import { databaseAddress, type DatabaseAddress } from "../multiplexed/postgres.js";
 
-/** Bytes queued toward the proxy above which the database is no longer read. */
-const HIGH_WATER = 1024 * 1024;
-const LOW_WATER = 256 * 1024;
+/**
+ * Bytes queued toward the proxy above which the database is no longer read; and bytes from the
+ * program waiting for the database above which the path is no longer read (the path is this
+ * connection's alone: pausing it stalls nothing else). Both resume at LOW_WATER.
+ */
+export const HIGH_WATER = 1024 * 1024;
+export const LOW_WATER = 256 * 1024;
 const POLL_MS = 5;
 
 export interface PostgresPathsOptions {
@@ -21,11 +26,24 @@ export function postgresOverPaths(target: string | DatabaseAddress | (() => Prom
   return async (ask, path) => {
     if (ask.kind !== "Postgres") return path.close();
     const early: Uint8Array[] = [];
+    let earlyBytes = 0;
     let database: Socket | undefined;
-    // What the program wrote arrives as soon as the path opens: kept until the database answers the dial.
+    // What the program wrote, waiting for the database (or, before it answers the dial, in `early`):
+    // past HIGH_WATER the path is no longer read until it is down to LOW_WATER.
+    const hold = new BacklogHold(() => path.pauseIncoming(), HIGH_WATER, LOW_WATER);
+    const flushed = () => {
+      if (database && !database.destroyed) hold.update(database.writableLength);
+    };
     path.onData((bytes) => {
-      if (database) database.write(bytes);
-      else early.push(bytes);
+      if (database) {
+        if (database.destroyed) return;
+        database.write(bytes, flushed);
+        hold.update(database.writableLength);
+      } else {
+        early.push(bytes);
+        earlyBytes += bytes.length;
+        hold.update(earlyBytes);
+      }
     });
     let address: DatabaseAddress;
     try {
@@ -37,13 +55,15 @@ export function postgresOverPaths(target: string | DatabaseAddress | (() => Prom
       });
     } catch (problem) {
       options.onError?.(problem instanceof Error ? problem : new Error(String(problem)));
+      hold.dispose();
       // Declined: a clean close before any byte.
       return path.close();
     }
     const db = database;
     db.setNoDelay(true);
     db.on("error", () => db.destroy());
-    for (const bytes of early.splice(0)) db.write(bytes);
+    for (const bytes of early.splice(0)) db.write(bytes, flushed);
+    hold.update(db.writableLength);
     db.on("data", (chunk: Buffer) => {
       if (!path.send(chunk)) return db.destroy();
       if (path.bufferedAmount > HIGH_WATER && !db.isPaused()) {
@@ -57,9 +77,13 @@ export function postgresOverPaths(target: string | DatabaseAddress | (() => Prom
       }
     });
     // The database hung up: the connection ends, the path closes cleanly.
-    db.once("close", () => path.close());
+    db.once("close", () => {
+      hold.dispose();
+      path.close();
+    });
     // The proxy closed the path (the driver hung up): the database connection ends.
     await path.ended;
+    hold.dispose();
     db.end();
   };
 }

@@ -1,11 +1,18 @@
 // The ready helper for the postgres pair: the provider's half of an announced database connection
 // joined to a real database over TCP, bytes straight through both ways, with bounded buffering.
 import { connect, type Socket } from "node:net";
+import { BacklogHold } from "@diverge/multiplexer";
 import type { AnnouncedConnection } from "./container.js";
 
 /** Send-buffer level of the proxy connection above which the database socket is paused. */
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
+/**
+ * Bytes from the driver the database socket may hold unwritten before this pair pauses reading the
+ * whole connection (every channel waits) until they drain to a quarter: below it, a database that
+ * reads slowly stalls no other channel.
+ */
+export const DATABASE_BUDGET = 8 * 1024 * 1024;
 
 export interface DatabaseAddress {
   readonly host: string;
@@ -37,18 +44,16 @@ export async function pipePostgres(connection: AnnouncedConnection, target: stri
     throw error;
   }
   database.setNoDelay(true);
-  let resumeConnection: (() => void) | undefined;
+  // What the driver wrote waits in the database socket's buffer, this channel's own, up to the budget;
+  // past it the connection is paused for this pair until the database has taken most of it.
+  let hold: BacklogHold | undefined;
+  const flushed = () => hold?.update(database.writableLength);
   const finished = new Promise<void>((resolve) => database.once("close", () => resolve()));
   const half = connection.accept({
     data: (bytes) => {
-      // What the program's driver wrote; when the database cannot take it yet, stop reading.
-      if (!database.write(bytes) && !resumeConnection) {
-        resumeConnection = half.pauseIncoming();
-        database.once("drain", () => {
-          resumeConnection?.();
-          resumeConnection = undefined;
-        });
-      }
+      if (database.destroyed) return;
+      database.write(bytes, flushed);
+      hold?.update(database.writableLength);
     },
     end: () => database.end(),
   });
@@ -63,8 +68,9 @@ export async function pipePostgres(connection: AnnouncedConnection, target: stri
   });
   database.once("end", () => half.end());
   database.on("error", () => database.destroy());
+  hold = new BacklogHold(() => half.pauseIncoming(), DATABASE_BUDGET, DATABASE_BUDGET / 4);
   database.once("close", () => {
-    resumeConnection?.();
+    hold?.dispose();
     half.end();
   });
   await finished;

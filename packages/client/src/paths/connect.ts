@@ -72,6 +72,11 @@ export interface RawPath {
   close(): void;
   /** Bytes queued to the proxy not yet written out. */
   readonly bufferedAmount: number;
+  /**
+   * Stops reading what the proxy sends on this path until the returned function is called (TCP
+   * backpressure on the proxy, which stops reading the program's socket). Only this path waits.
+   */
+  pauseIncoming(): () => void;
   /** Resolves when the path has ended, whoever ended it. */
   readonly ended: Promise<SocketEnding>;
 }
@@ -314,6 +319,7 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
       get bufferedAmount() {
         return socket.bufferedAmount;
       },
+      pauseIncoming: () => socket.pauseIncoming(),
       ended: socket.ended,
     };
     void socket.ended.then((ending) => emit({ type: "pathEnded", path, outcome: sent > 0 ? "streamEnded" : "declined", ending }));

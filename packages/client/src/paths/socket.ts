@@ -14,6 +14,9 @@ export interface WebSocketLike {
   /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
   terminate?(): void;
   addEventListener(type: "open" | "message" | "close" | "error", listener: (event: never) => void): void;
+  /** `ws` only: stops reading the connection (TCP backpressure reaches the sender) until `resume()`. */
+  pause?(): void;
+  resume?(): void;
 }
 
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
@@ -44,6 +47,11 @@ export interface OpenSocket {
   readonly isOpen: boolean;
   /** Bytes queued by `send` not yet written out. */
   readonly bufferedAmount: number;
+  /**
+   * Stops reading the connection until every pause has been resumed (the returned function), so
+   * TCP backpressure reaches the proxy. A no-op where the implementation cannot pause (`ws` can).
+   */
+  pauseIncoming(): () => void;
 }
 
 const OPEN = 1;
@@ -83,6 +91,7 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
         reject({ status: status ? Number(status[1]) : undefined, message: lastError || `closed with ${event.code} before opening` } satisfies OpenFailure);
       }
     }) as (event: never) => void);
+    let pauses = 0;
     socket.addEventListener("open", (() => {
       opened = true;
       resolve({
@@ -99,6 +108,15 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
         },
         get bufferedAmount() {
           return socket.bufferedAmount ?? 0;
+        },
+        pauseIncoming: () => {
+          let resumed = false;
+          if (pauses++ === 0) socket.pause?.();
+          return () => {
+            if (resumed) return;
+            resumed = true;
+            if (--pauses === 0) socket.resume?.();
+          };
         },
       });
     }) as (event: never) => void);

@@ -139,7 +139,8 @@ export class ProxyConnection {
       root: () => (root ??= realRoot(options.root)),
       signal: this.aborter.signal,
       maxWriteBacklogBytes: options.maxPairBacklogBytes,
-      flow: pauser(socket),
+      // The same counted pause as the pairs': the socket reads again only once no stream holds it.
+      flow: () => frames.pauseIncoming(),
       log: options.log,
     });
     const link: PairLink = {
@@ -161,8 +162,9 @@ export class ProxyConnection {
         return socket.bufferedAmount;
       },
       drained: (lowWater) => this.frames.drained(lowWater),
+      pauseIncoming: () => this.frames.pauseIncoming(),
     };
-    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, log: options.log };
+    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, budgetBytes: options.pairBudgetBytes, stallMs: options.pairStallMs, log: options.log };
     this.postgres = new PostgresPairs(link, pairOptions);
     this.daemons = new DaemonPairs(link, pairOptions);
   }
@@ -410,21 +412,6 @@ export class ProxyConnection {
     }
     this.notificationChannels.set(responder, subscription.unsubscribe);
   }
-}
-
-/** Pauses reading `socket` while any caller asks it to (ws has pause/resume; another implementation is never paused). */
-function pauser(socket: WebSocketLike): { pause(): void; resume(): void } | undefined {
-  const ws = socket as unknown as { pause?: () => void; resume?: () => void };
-  if (typeof ws.pause !== "function" || typeof ws.resume !== "function") return undefined;
-  let holders = 0;
-  return {
-    pause() {
-      if (holders++ === 0) ws.pause!();
-    },
-    resume() {
-      if (holders > 0 && --holders === 0) ws.resume!();
-    },
-  };
 }
 
 function answerOf(outcome: McpOutcome): { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown } {

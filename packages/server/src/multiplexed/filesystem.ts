@@ -2,7 +2,7 @@
 // scopes the provider opens, served from the filesystem service under the proxy's root. A failure is
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
-import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
+import { BacklogHold, MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
 import { ContentError, FsError, prepareWrite, readPieces, watchTree } from "../filesystem/index.js";
 import { pathMembers, treeMembers } from "../filesystem/requests.js";
 
@@ -17,7 +17,7 @@ export interface FilesystemScopeOptions {
   readonly signal: AbortSignal;
   /** Content bytes held for a write before they are on disk; past it the write fails. */
   readonly maxWriteBacklogBytes: number;
-  /** Pauses reading the connection while writes catch up with their content (counted: paused while any asks). */
+  /** Pauses reading the connection while a write catches up with its content; the returned function resumes (counted: paused while any holds). */
   readonly flow?: Flow;
   readonly log: (line: string) => void;
 }
@@ -151,19 +151,18 @@ export class FilesystemScopes {
   }
 }
 
-/** Pauses and resumes reading the sender's socket (ws `pause()`/`resume()`). */
-export interface Flow {
-  pause(): void;
-  resume(): void;
-}
+/** Pauses reading the sender's socket; the returned function resumes it. */
+export type Flow = () => () => void;
 
 /** Content bytes waiting for the disk past which the sender's socket is paused (at most a quarter of the bound); resumed below half. */
 const HIGH_WATER = 8 * 1024 * 1024;
 
 /**
- * The content pieces as they arrive, taken by the write at its own pace. Past HIGH_WATER bytes
- * waiting, the sender's socket is paused (a provider that sends faster than the disk takes it waits);
- * past `maxBytes` (what arrives while paused) the write fails rather than holding more.
+ * The content pieces as they arrive, taken by the write at its own pace. The queue is this write's
+ * budget: up to HIGH_WATER bytes waiting the sender's socket is read on (other streams on it flow);
+ * past it the socket is paused (a provider that sends faster than the disk takes it waits) until the
+ * queue is below half of it; past `maxBytes` (what arrives while paused) the write fails rather than
+ * holding more.
  */
 export class ContentQueue implements AsyncIterable<Uint8Array> {
   private readonly pieces: Uint8Array[] = [];
@@ -171,14 +170,14 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
   private done = false;
   private failure: unknown;
   private wake: (() => void) | undefined;
-  private paused = false;
-  private readonly highWater: number;
+  private readonly hold: BacklogHold | undefined;
 
   constructor(
     private readonly maxBytes: number,
-    private readonly flow?: Flow,
+    flow?: Flow,
   ) {
-    this.highWater = Math.min(HIGH_WATER, Math.floor(maxBytes / 4));
+    const highWater = Math.max(2, Math.min(HIGH_WATER, Math.floor(maxBytes / 4)));
+    this.hold = flow ? new BacklogHold(flow, highWater, Math.floor(highWater / 2)) : undefined;
   }
 
   push(piece: Uint8Array): void {
@@ -186,10 +185,7 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
     this.bytes += piece.length;
     if (this.bytes > this.maxBytes) return this.fail(new FsError("content", `more than ${this.maxBytes} bytes of content arrived before they could be written`));
     this.pieces.push(piece);
-    if (!this.paused && this.bytes > this.highWater && this.flow) {
-      this.paused = true;
-      this.flow.pause();
-    }
+    this.hold?.update(this.bytes);
     this.poke();
   }
 
@@ -203,15 +199,8 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
     this.failure = problem;
     this.pieces.length = 0;
     this.bytes = 0;
-    this.release();
+    this.hold?.dispose();
     this.poke();
-  }
-
-  /** Resumes the sender if this queue paused it. */
-  private release(): void {
-    if (!this.paused) return;
-    this.paused = false;
-    this.flow?.resume();
   }
 
   private poke(): void {
@@ -227,7 +216,7 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
         const piece = this.pieces.shift();
         if (piece) {
           this.bytes -= piece.length;
-          if (this.bytes < this.highWater / 2) this.release();
+          this.hold?.update(this.bytes);
           yield piece;
           continue;
         }
@@ -235,7 +224,7 @@ export class ContentQueue implements AsyncIterable<Uint8Array> {
         await new Promise<void>((resolve) => (this.wake = resolve));
       }
     } finally {
-      this.release();
+      this.hold?.dispose();
     }
   }
 }

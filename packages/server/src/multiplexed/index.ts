@@ -17,7 +17,7 @@ const loadConnection = async () => {
   connectionModule = await import("./connection.js");
 };
 
-export { DEFAULT_PAIR_BACKLOG_BYTES, HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
+export { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_STALL_MS, HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
 
 export interface MultiplexedPart extends ProxyPart {
   /** The loopback port the program's database driver connects to. */

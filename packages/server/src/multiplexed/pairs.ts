@@ -7,15 +7,21 @@
 // - Program → provider: the program's socket pauses while the provider connection's send buffer is
 //   above HIGH_WATER and resumes once it drains to LOW_WATER, so a provider that does not read pushes
 //   back on the program (TCP), not into the proxy's memory.
-// - Provider → program: what the provider sends on a pair's channel is written to that program's
-//   socket; when the program does not read, it waits in that socket's buffer. The connection is never
-//   paused for it (that would stall every other channel). A socket with more than the pair backlog
-//   bound (`maxPairBacklogBytes`) unread ends that pair, and only it: the program's socket is closed,
-//   the provider's half is finished (as when the program closes it), the log says so, and whatever
-//   the provider still sends on the proxy's half is discarded until the provider finishes it.
+// - Provider → program: the multiplexed wire has no flow control of its own, so this is a hybrid.
+//   What the provider sends on a pair's channel is written to that program's socket; when the program
+//   reads slower, it waits in that socket's buffer, and the connection keeps being read (a slow pair
+//   within its budget stalls no other channel). Past the pair's budget (`pairBudgetBytes`, 8 MiB) the
+//   pair holds the connection's reading paused (TCP backpressure on the provider, every channel waits)
+//   until its socket drains to a quarter of the budget: a provider that sends faster than the driver
+//   reads is slowed down, never cut. Two things still end a pair, and only it: a program that reads
+//   nothing for `pairStallMs` (10 s) while its pair holds the connection paused (it would stall every
+//   channel for good), and more than `maxPairBacklogBytes` (64 MiB, the hard cap) unread, which only a
+//   connection that cannot pause (or a bound set below one message) lets happen. Then the program's
+//   socket is closed, the provider's half is finished (as when the program closes it), the log says
+//   so, and whatever the provider still sends on the proxy's half is discarded until it finishes it.
 import type { Socket } from "node:net";
 import { FrameError, decodeClientFrame, encodeToolsBeginServerChannelRequest } from "@diverge/codec";
-import type { AnswerHandlers, OpenedChannel, Responder } from "@diverge/multiplexer";
+import { BacklogHold, type AnswerHandlers, type OpenedChannel, type Responder } from "@diverge/multiplexer";
 
 /** What a pair needs of the provider connection. */
 export interface PairLink {
@@ -28,11 +34,17 @@ export interface PairLink {
   readonly bufferedAmount: number;
   /** Resolves once at most `lowWater` bytes wait in the connection's send buffer, or it has closed. */
   drained(lowWater: number): Promise<void>;
+  /** Stops reading the connection until the returned function is called (counted: paused while any hold). */
+  pauseIncoming(): () => void;
 }
 
 export interface PairOptions {
-  /** Bytes from the provider one program socket may hold unread before its pair ends. */
+  /** The hard cap: bytes from the provider one program socket may hold unread before its pair ends. */
   readonly maxBacklogBytes: number;
+  /** Bytes one program socket may hold unread before its pair pauses the connection (clamped to half the hard cap). */
+  readonly budgetBytes: number;
+  /** How long a pair may hold the connection paused while its program reads nothing before the pair ends. */
+  readonly stallMs: number;
   readonly log: (line: string) => void;
 }
 
@@ -40,8 +52,12 @@ export interface PairOptions {
 export const HIGH_WATER = 1024 * 1024;
 /** Level at which it is resumed. */
 export const LOW_WATER = 256 * 1024;
-/** Default of `maxPairBacklogBytes`: bytes a program's socket may hold unread before its pair ends. */
+/** Default of `maxPairBacklogBytes`, the hard cap: bytes a program's socket may hold unread before its pair ends. */
 export const DEFAULT_PAIR_BACKLOG_BYTES = 64 * 1024 * 1024;
+/** Default of `pairBudgetBytes`: bytes a program's socket may hold unread before its pair pauses the connection. */
+export const DEFAULT_PAIR_BUDGET_BYTES = 8 * 1024 * 1024;
+/** Default of `pairStallMs`: how long a pair may keep the connection paused with its program reading nothing. */
+export const DEFAULT_PAIR_STALL_MS = 10_000;
 /** Daemon frames held before the provider's half opens: past either bound the program's socket pauses. */
 const HELD_FRAMES = 64;
 const HELD_BYTES = 1024 * 1024;
@@ -62,8 +78,14 @@ export interface PairStats {
   maxProviderBuffered: number;
   /** Connections announced. */
   announced: number;
-  /** Pairs ended because their program left more than the backlog bound unread. */
+  /** Pairs ended because their program left more than the hard cap unread. */
   endedOverBacklog: number;
+  /** Times a pair past its budget paused the connection (resumed once its program read it down). */
+  pausedConnection: number;
+  /** Pairs ended because their program read nothing for `pairStallMs` while they held the connection paused. */
+  endedStalled: number;
+  /** Pairs holding the connection paused now. */
+  holdingNow: number;
   /** Bytes the provider sent on pairs already ended (discarded). */
   discardedBytes: number;
 }
@@ -78,8 +100,53 @@ export function emptyPairStats(): PairStats {
     maxProviderBuffered: 0,
     announced: 0,
     endedOverBacklog: 0,
+    pausedConnection: 0,
+    endedStalled: 0,
+    holdingNow: 0,
     discardedBytes: 0,
   };
+}
+
+/**
+ * The provider → program direction of one pair: the program's socket buffers up to the budget; past
+ * it the pair holds the connection paused until the socket drains to a quarter of the budget, and a
+ * program that reads nothing for `stallMs` meanwhile is told to `stalled`.
+ */
+class ProgramBacklog {
+  private readonly hold: BacklogHold;
+  private stallTimer: NodeJS.Timeout | undefined;
+
+  constructor(link: PairLink, options: PairOptions, stats: PairStats, stalled: () => void) {
+    const budget = Math.max(1, Math.min(options.budgetBytes, Math.floor(options.maxBacklogBytes / 2)));
+    this.hold = new BacklogHold(() => link.pauseIncoming(), budget, Math.floor(budget / 4), (holding) => {
+      if (holding) {
+        stats.pausedConnection++;
+        stats.holdingNow++;
+        this.stallTimer = setTimeout(stalled, options.stallMs);
+        this.stallTimer.unref?.();
+      } else {
+        stats.holdingNow--;
+        clearTimeout(this.stallTimer);
+        this.stallTimer = undefined;
+      }
+    });
+  }
+
+  /** Bytes waiting in the program's socket after a write. */
+  wrote(waiting: number): void {
+    this.hold.update(waiting);
+  }
+
+  /** A write left the socket's buffer (the program is reading): the stall timer starts over. */
+  flushed(waiting: number): void {
+    this.stallTimer?.refresh();
+    this.hold.update(waiting);
+  }
+
+  /** The pair is over: the connection is no longer held for it. */
+  dispose(): void {
+    this.hold.dispose();
+  }
 }
 
 interface PostgresPair {
@@ -90,6 +157,7 @@ interface PostgresPair {
   socketClosed: boolean;
   /** The socket is paused until the provider connection's send buffer drains. */
   waitingForDrain: boolean;
+  backlog?: ProgramBacklog;
 }
 
 export class PostgresPairs {
@@ -122,16 +190,27 @@ export class PostgresPairs {
     if (socket.destroyed || this.link.ended) return void socket.destroy();
     const id = this.freshId();
     const pair: PostgresPair = { id, socket, proxyHalfOpen: true, socketClosed: false, waitingForDrain: false };
+    const backlog = new ProgramBacklog(this.link, this.options, this.stats, () => {
+      if (pair.socketClosed) return;
+      this.stats.endedStalled++;
+      this.options.log(`postgres connection ${id}: the driver read nothing for ${this.options.stallMs} ms while the connection waited on it; closing it`);
+      this.programGone(pair);
+      socket.destroy();
+    });
+    pair.backlog = backlog;
+    const flushed = () => {
+      if (!pair.socketClosed) backlog.flushed(socket.writableLength);
+    };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Postgres", connection_id: id }), {
       response: (bytes) => {
-        // What the database says, written to the driver unread; the socket's buffer is the channel's.
+        // What the database says, written to the driver; the socket's buffer is the channel's, up to its budget.
         if (pair.socketClosed) {
           this.stats.discardedBytes += bytes.length;
           return;
         }
         this.stats.toProgramFrames++;
         this.stats.toProgramBytes += bytes.length;
-        socket.write(bytes);
+        socket.write(bytes, flushed);
         const waiting = socket.writableLength;
         if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
         if (waiting > this.options.maxBacklogBytes) {
@@ -139,7 +218,9 @@ export class PostgresPairs {
           this.options.log(`postgres connection ${id}: the driver left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
           this.programGone(pair);
           socket.destroy();
+          return;
         }
+        backlog.wrote(waiting);
       },
       finish: (served) => {
         pair.proxyHalfOpen = false;
@@ -192,13 +273,17 @@ export class PostgresPairs {
 
   /** Every driver socket ends with the connection. */
   closeAll(): void {
-    for (const pair of this.pairs.values()) pair.socket.destroy();
+    for (const pair of this.pairs.values()) {
+      pair.backlog?.dispose();
+      pair.socket.destroy();
+    }
     this.pairs.clear();
   }
 
-  /** The driver's side is over: nothing more is written to it, and the provider's half is finished. */
+  /** The driver's side is over: nothing more is written to it, the connection is not held for it, and the provider's half is finished. */
   private programGone(pair: PostgresPair): void {
     pair.socketClosed = true;
+    pair.backlog?.dispose();
     pair.providerHalf?.finish();
   }
 
@@ -218,7 +303,8 @@ export class PostgresPairs {
 export interface ProgramSocket {
   on(event: "message", listener: (data: Buffer, isBinary: boolean) => void): unknown;
   once(event: "close", listener: () => void): unknown;
-  send(data: Uint8Array): void;
+  /** `sent` is called once the message has left the socket's buffer (ws does). */
+  send(data: Uint8Array, sent?: (error?: Error) => void): void;
   close(code?: number): void;
   terminate(): void;
   pause(): void;
@@ -235,6 +321,7 @@ interface DaemonPair {
   proxyHalfOpen: boolean;
   socketClosed: boolean;
   waitingForDrain: boolean;
+  backlog?: ProgramBacklog;
   /** Closes the program's socket at once with `code` (a grace for its close handshake, then cut). */
   closeSocket?: (code: number) => void;
 }
@@ -277,12 +364,15 @@ export class DaemonPairs {
       if (graceTimer) clearTimeout(graceTimer);
       if (!pair) return;
       pair.socketClosed = true;
+      pair.backlog?.dispose();
       pair.providerHalf?.finish();
       this.forgetIfDone(pair);
     });
     /** Closes the program's socket at once: reading again so its close handshake can complete, cut after a grace. */
     const closeSocket = (code: number) => {
       closing = true;
+      // Nothing more is written to it: the connection is no longer held for it.
+      pair?.backlog?.dispose();
       socket.resume();
       socket.close(code);
       graceTimer ??= setTimeout(() => socket.terminate(), CLOSE_GRACE_MS);
@@ -300,8 +390,26 @@ export class DaemonPairs {
     if (this.link.ended) return socket.terminate();
     const id = this.freshId();
     const current: DaemonPair = { id, socket, held, proxyHalfOpen: true, socketClosed: false, waitingForDrain: false };
+    /** Ends the pair from the proxy's side: nothing more is written to the program, which is cut (it does not read). */
+    const cut = () => {
+      closing = true;
+      current.socketClosed = true;
+      current.backlog?.dispose();
+      current.providerHalf?.finish();
+      socket.terminate();
+    };
+    const backlog = new ProgramBacklog(this.link, this.options, this.stats, () => {
+      if (current.socketClosed || closing) return;
+      this.stats.endedStalled++;
+      this.options.log(`daemon connection ${id}: the program read nothing for ${this.options.stallMs} ms while the connection waited on it; closing it`);
+      cut();
+    });
+    current.backlog = backlog;
+    const flushed = () => {
+      if (!current.socketClosed) backlog.flushed(socket.bufferedAmount);
+    };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Daemon", connection_id: id }), {
-      // Each response is one daemon server frame, written to the program as one message, unread.
+      // Each response is one daemon server frame, written to the program as one message, up to the pair's budget.
       response: (frame) => {
         if (current.socketClosed || closing) {
           this.stats.discardedBytes += frame.length;
@@ -309,18 +417,15 @@ export class DaemonPairs {
         }
         this.stats.toProgramFrames++;
         this.stats.toProgramBytes += frame.length;
-        socket.send(frame);
+        socket.send(frame, flushed);
         const waiting = socket.bufferedAmount;
         if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
         if (waiting > this.options.maxBacklogBytes) {
           this.stats.endedOverBacklog++;
           this.options.log(`daemon connection ${id}: the program left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
-          closing = true;
-          current.socketClosed = true;
-          current.providerHalf?.finish();
-          // It does not read, so no close handshake could complete: cut it.
-          socket.terminate();
+          return cut();
         }
+        backlog.wrote(waiting);
       },
       finish: (served) => {
         current.proxyHalfOpen = false;
@@ -354,7 +459,10 @@ export class DaemonPairs {
   }
 
   closeAll(): void {
-    for (const pair of this.pairs.values()) pair.socket.terminate();
+    for (const pair of this.pairs.values()) {
+      pair.backlog?.dispose();
+      pair.socket.terminate();
+    }
     this.pairs.clear();
   }
 

@@ -82,7 +82,10 @@ export class FilesystemPaths implements UpgradeRoute {
           this.options.log(`/filesystem/${endpoint}: unreadable request; closing`);
           return socket.close();
         }
-        if (endpoint === "write") content = new ContentQueue(this.options.maxWriteBacklogBytes, { pause: () => socket.pause(), resume: () => socket.resume() });
+        if (endpoint === "write") content = new ContentQueue(this.options.maxWriteBacklogBytes, () => {
+          socket.pause();
+          return () => socket.resume();
+        });
         void this.serve(socket, endpoint, request, aborter.signal, content).catch((problem: unknown) => {
           this.options.log(`/filesystem/${endpoint} failed: ${problem instanceof Error ? problem.message : String(problem)}; closing`);
           socket.close();

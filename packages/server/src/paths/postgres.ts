@@ -5,11 +5,16 @@
 // `/requests` ending before the path opened ends that connection; nothing is ever asked again.
 import type { Socket } from "node:net";
 import { encodeRequestsAsk } from "@diverge/codec";
+import { BacklogHold } from "@diverge/multiplexer";
 import type { AnswerPath, AskBoard, PathEnding } from "./board.js";
 
-/** Bytes in flight toward the provider above which the driver is no longer read. */
-const HIGH_WATER = 1024 * 1024;
-const LOW_WATER = 256 * 1024;
+/**
+ * Bytes in flight toward the provider above which the driver is no longer read; and bytes from the
+ * provider the driver has left unread above which the path is no longer read (TCP backpressure on the
+ * provider; the path is this connection's alone). Both resume at LOW_WATER.
+ */
+export const HIGH_WATER = 1024 * 1024;
+export const LOW_WATER = 256 * 1024;
 
 export interface PostgresOverRequestsStats {
   /** Connections announced on `/requests`. */
@@ -19,10 +24,15 @@ export interface PostgresOverRequestsStats {
   /** Declined (a clean close before any byte), or ended with `/requests` before their path opened. */
   declined: number;
   lost: number;
+  /** The most bytes ever waiting unread in one driver's socket, and in flight toward the provider. */
+  maxDriverBuffered: number;
+  maxInFlight: number;
+  /** Times a path was no longer read because its driver left HIGH_WATER unread. */
+  pathPauses: number;
 }
 
 export class PostgresOverRequests {
-  readonly stats: PostgresOverRequestsStats = { announced: 0, carried: 0, declined: 0, lost: 0 };
+  readonly stats: PostgresOverRequestsStats = { announced: 0, carried: 0, declined: 0, lost: 0, maxDriverBuffered: 0, maxInFlight: 0, pathPauses: 0 };
   private readonly availability = new Set<() => void>();
 
   constructor(
@@ -85,25 +95,46 @@ export class PostgresOverRequests {
     };
     driver.on("data", (chunk: Buffer) => {
       inFlight += chunk.length;
+      if (inFlight > this.stats.maxInFlight) this.stats.maxInFlight = inFlight;
       path.send(chunk, () => {
         inFlight -= chunk.length;
         drained();
       });
       if (inFlight > HIGH_WATER) driver.pause();
     });
+    // What the provider sends waits in the driver's socket; past HIGH_WATER the path is not read.
+    const hold = new BacklogHold(
+      () => {
+        this.stats.pathPauses++;
+        path.pause();
+        return () => path.resume();
+      },
+      HIGH_WATER,
+      LOW_WATER,
+    );
+    const flushed = () => {
+      if (!ended && !driver.destroyed) hold.update(driver.writableLength);
+    };
     // The driver hung up: the path closes cleanly.
     driver.once("end", () => path.close());
-    driver.once("close", () => path.close());
-    driver.on("drain", () => path.resume());
+    driver.once("close", () => {
+      hold.dispose();
+      path.close();
+    });
     // What the driver wrote before the path opened comes first: it was left unread until now.
     driver.resume();
     return {
       message: (bytes) => {
         received += bytes.length;
-        if (!driver.write(bytes)) path.pause();
+        if (driver.destroyed) return;
+        driver.write(bytes, flushed);
+        const waiting = driver.writableLength;
+        if (waiting > this.stats.maxDriverBuffered) this.stats.maxDriverBuffered = waiting;
+        hold.update(waiting);
       },
       ended: (ending) => {
         ended = true;
+        hold.dispose();
         if (received === 0 && ending.how === "clean") {
           this.stats.declined++;
           this.log("a database connection was declined by the provider (its path closed before any byte)");
