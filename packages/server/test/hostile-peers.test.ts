@@ -41,7 +41,8 @@ beforeAll(async () => {
   process.on("uncaughtException", onUncaught);
   process.on("unhandledRejection", onUncaught);
   program = await startTestProgram();
-  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
+  // A pair that holds the connection paused with its program reading nothing ends after 1 s (default 10).
+  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port, pairStallMs: 1000 });
   pathsProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
   raw = await rawConnect(proxy.port);
   raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
@@ -443,7 +444,7 @@ describe("bad peers", () => {
     }
   });
 
-  it("a daemon program that does not read: the provider's flood ends that pair at its bound, memory stays flat, and everything beside it flows", async () => {
+  it("a daemon program that does not read: past its budget the connection pauses, the stalled pair alone ends, memory stays flat, and everything beside it flows", async () => {
     const { WebSocket: Ws } = await import("ws");
     const daemon = new Ws(`ws://127.0.0.1:${proxy.programPort}/daemon`);
     daemon.on("error", () => {});
@@ -463,8 +464,12 @@ describe("bad peers", () => {
     await waitUntil(() => raw.socket.bufferedAmount === 0, 20_000, "everything sent");
     expect((await raw.next(onChannel(1, half), 10_000)).type).toBe("ChannelResponseFinish");
     const stats = proxy.stats().daemon;
-    expect(stats.endedOverBacklog).toBe(1);
-    expect(stats.maxProgramBuffered).toBeLessThan(proxy.options.maxPairBacklogBytes + 2 * MiB);
+    // Paused at its budget (never near the hard cap), then ended for reading nothing while it held the connection.
+    expect(stats.pausedConnection).toBe(1);
+    expect(stats.endedStalled).toBe(1);
+    expect(stats.endedOverBacklog).toBe(0);
+    expect(stats.holdingNow).toBe(0);
+    expect(stats.maxProgramBuffered).toBeLessThan(proxy.options.pairBudgetBytes + 2 * MiB);
     expect(stats.discardedBytes).toBeGreaterThan(32 * MiB);
     const grown = ((await settledMemory()) - before) / MiB;
     expect(grown).toBeLessThan(16);

@@ -248,8 +248,8 @@ describe("a refused begin", () => {
 });
 
 describe("per-channel backpressure", () => {
-  it("driver A stops reading: its channel buffers within its bound while driver B's bytes and tools/list keep flowing; beyond the bound only A's pair ends", async () => {
-    const { running, raw } = await begun({ maxPairBacklogBytes: 4 * MiB });
+  it("driver A stops reading: within its budget B's bytes and tools/list keep flowing; past it the connection pauses (A is not ended), and once A has read nothing for pairStallMs only A's pair ends", async () => {
+    const { running, raw } = await begun({ maxPairBacklogBytes: 16 * MiB, pairBudgetBytes: 4 * MiB, pairStallMs: 1000 });
     const a = await driver(running);
     const halfA = await pairUp(raw, 100, "Postgres");
     const b = await driver(running);
@@ -257,28 +257,35 @@ describe("per-channel backpressure", () => {
     a.pause();
     const fromB: Buffer[] = [];
     b.on("data", (chunk: Buffer) => fromB.push(chunk));
-    // 2 MiB toward A, which reads nothing: within its bound.
+    // 2 MiB toward A, which reads nothing: within its budget.
     const chunk = new Uint8Array(64 * 1024).fill(1);
     for (let i = 0; i < 32; i++) raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
     raw.send({ type: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode("for B") });
     await waitUntil(() => Buffer.concat(fromB).toString() === "for B", 5000, "B's bytes");
     await listTools(raw, 200);
-    expect(a.destroyed).toBe(false);
-    // A's channel goes on past its bound: that pair ends, and only it.
+    expect(running.stats().postgres.pausedConnection).toBe(0);
+    // A's channel goes on past its budget: the pair holds the connection paused (nothing is ended yet).
     // (The kernel's socket buffers take some megabytes first, unseen by the proxy.)
-    const finishedA = (f: ServerFrame) => f.type === "ChannelResponseFinish" && f.channel === 100;
-    for (let i = 0; i < 1024 && !raw.frames.some(finishedA); i++) {
+    const stats = () => running.stats().postgres;
+    for (let i = 0; i < 1024 && stats().pausedConnection === 0; i++) {
       raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
       if (i % 16 === 15) await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    expect((await raw.next(onChannel(1, 100))).type).toBe("ChannelResponseFinish");
-    expect(logs.some((line) => line.includes(`postgres connection ${halfA.id}`) && line.includes("unread"))).toBe(true);
+    expect(stats().pausedConnection).toBe(1);
+    expect(stats().endedOverBacklog).toBe(0);
+    expect(raw.frames.some((f) => f.type === "ChannelResponseFinish" && f.channel === 100)).toBe(false);
+    // A reads nothing: after pairStallMs its pair ends, and only it; the connection reads again.
+    expect((await raw.next(onChannel(1, 100), 10_000)).type).toBe("ChannelResponseFinish");
+    expect(stats().endedStalled).toBe(1);
+    expect(stats().holdingNow).toBe(0);
+    expect(logs.some((line) => line.includes(`postgres connection ${halfA.id}`) && line.includes("read nothing"))).toBe(true);
     raw.send({ type: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode(", again") });
     await waitUntil(() => Buffer.concat(fromB).toString() === "for B, again", 5000, "B's bytes again");
     b.write("from B");
     expect(new TextDecoder().decode(payloadOf(await raw.next(onChannel(1, 101))))).toBe("from B");
     await listTools(raw, 201);
-    expect(running.stats().postgres.maxProgramBuffered).toBeLessThan(4 * MiB + 128 * 1024);
+    // The budget, one frame, and what the WebSocket had already read off TCP when it paused (64 KiB).
+    expect(stats().maxProgramBuffered).toBeLessThanOrEqual(4 * MiB + 64 * 1024 + 64 * 1024);
   }, 30_000);
 
   it("a driver that reads in bursts through many backpressure episodes gains no listeners, and gets every byte in order", async () => {
@@ -335,7 +342,7 @@ describe("daemon pairs", () => {
   };
 
   it("a program that does not read while the provider sends 400 MiB: the proxy's memory stays bounded and only that pair ends", async () => {
-    const { running, raw } = await begun({ maxPairBacklogBytes: 16 * MiB });
+    const { running, raw } = await begun({ maxPairBacklogBytes: 16 * MiB, pairStallMs: 1000 });
     const daemon = await openWs(running.programPort, "/daemon");
     sockets.push(daemon);
     daemon.pause();
@@ -363,10 +370,12 @@ describe("daemon pairs", () => {
     const rssAfter = process.memoryUsage().rss;
     process.stdout.write(`daemon, 400 MiB toward a program that does not read: heap+external grew at most ${grown.toFixed(1)} MiB; RSS ${(rssBefore / MiB).toFixed(0)} → ${(rssAfter / MiB).toFixed(0)} MiB\n`);
     expect(grown).toBeLessThan(16 + 48);
-    expect(running.stats().daemon.maxProgramBuffered).toBeLessThan(16 * MiB + MiB);
+    // Past its budget (8 MiB, under half the 16 MiB cap) the pair paused the connection; reading nothing, it ended.
+    expect(running.stats().daemon.maxProgramBuffered).toBeLessThan(8 * MiB + 2 * MiB);
+    expect(running.stats().daemon.endedStalled).toBe(1);
     // The pair ended: the provider's half is finished, and the log says why.
     expect(raw.frames.some((f) => f.type === "ChannelResponseFinish" && f.channel === 100)).toBe(true);
-    expect(logs.some((line) => line.includes(`daemon connection ${half.id}`) && line.includes("unread"))).toBe(true);
+    expect(logs.some((line) => line.includes(`daemon connection ${half.id}`) && line.includes("read nothing"))).toBe(true);
     await listTools(raw, 200);
   }, 90_000);
 
