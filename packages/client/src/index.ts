@@ -35,5 +35,5 @@ export { Exit, exitStatusOf, exitStatusHelp, BackendError, type ExitStatus } fro
 export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths/tools.js";
 export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";
 export { bindProviderPathAsks, type ProviderPathAsks } from "./gen/exchanges.js";
-export { postgresOverPaths, type PostgresPathsOptions } from "./families/postgres-paths.js";
+export { postgresOverPaths, type PostgresPathsOptions, type PostgresPathsStats } from "./families/postgres-paths.js";
 export { mcpProviderHandlers } from "./families/mcp-handlers.js";

@@ -19,6 +19,16 @@ const POLL_MS = 5;
 export interface PostgresPathsOptions {
   /** Told about a database that could not be reached (the connection was declined). */
   readonly onError?: (error: Error) => void;
+  /** Filled in as connections are carried (for reports and tests). */
+  readonly stats?: PostgresPathsStats;
+}
+
+/** What the raw handler's buffers held, across every connection it carried. */
+export interface PostgresPathsStats {
+  /** The most bytes from the program ever waiting for one database socket. */
+  maxDatabaseBuffered: number;
+  /** Times a path was no longer read because its database had HIGH_WATER waiting. */
+  pathPauses: number;
 }
 
 /** A `raw` handler for `connectProxy` that pipes every database connection to `target` (resolved on each). */
@@ -30,7 +40,19 @@ export function postgresOverPaths(target: string | DatabaseAddress | (() => Prom
     let database: Socket | undefined;
     // What the program wrote, waiting for the database (or, before it answers the dial, in `early`):
     // past HIGH_WATER the path is no longer read until it is down to LOW_WATER.
-    const hold = new BacklogHold(() => path.pauseIncoming(), HIGH_WATER, LOW_WATER);
+    const stats = options.stats;
+    const hold = new BacklogHold(
+      () => {
+        if (stats) stats.pathPauses++;
+        return path.pauseIncoming();
+      },
+      HIGH_WATER,
+      LOW_WATER,
+    );
+    const waiting = (bytes: number) => {
+      if (stats && bytes > stats.maxDatabaseBuffered) stats.maxDatabaseBuffered = bytes;
+      hold.update(bytes);
+    };
     const flushed = () => {
       if (database && !database.destroyed) hold.update(database.writableLength);
     };
@@ -38,11 +60,11 @@ export function postgresOverPaths(target: string | DatabaseAddress | (() => Prom
       if (database) {
         if (database.destroyed) return;
         database.write(bytes, flushed);
-        hold.update(database.writableLength);
+        waiting(database.writableLength);
       } else {
         early.push(bytes);
         earlyBytes += bytes.length;
-        hold.update(earlyBytes);
+        waiting(earlyBytes);
       }
     });
     let address: DatabaseAddress;

@@ -18,4 +18,4 @@ export {
   type OpenContainerOptions,
   type WebSocketConstructor as MultiplexedWebSocketConstructor,
 } from "./container.js";
-export { pipePostgres, databaseAddress, type DatabaseAddress } from "./postgres.js";
+export { pipePostgres, databaseAddress, DATABASE_BUDGET, type DatabaseAddress, type PipePostgresOptions } from "./postgres.js";

@@ -31,7 +31,12 @@ export function databaseAddress(target: string | DatabaseAddress): DatabaseAddre
  * ended. When the database cannot be reached the connection is declined (the driver sees its socket
  * closed) and the promise rejects.
  */
-export async function pipePostgres(connection: AnnouncedConnection, target: string | DatabaseAddress): Promise<void> {
+export interface PipePostgresOptions {
+  /** Bytes from the driver the database socket may hold before this pair pauses the connection. Default DATABASE_BUDGET (8 MiB). */
+  readonly budgetBytes?: number;
+}
+
+export async function pipePostgres(connection: AnnouncedConnection, target: string | DatabaseAddress, options: PipePostgresOptions = {}): Promise<void> {
   const { host, port } = databaseAddress(target);
   const database: Socket = connect({ host, port });
   try {
@@ -68,7 +73,8 @@ export async function pipePostgres(connection: AnnouncedConnection, target: stri
   });
   database.once("end", () => half.end());
   database.on("error", () => database.destroy());
-  hold = new BacklogHold(() => half.pauseIncoming(), DATABASE_BUDGET, DATABASE_BUDGET / 4);
+  const budget = Math.max(4, options.budgetBytes ?? DATABASE_BUDGET);
+  hold = new BacklogHold(() => half.pauseIncoming(), budget, Math.floor(budget / 4));
   database.once("close", () => {
     hold?.dispose();
     half.end();
