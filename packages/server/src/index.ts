@@ -7,7 +7,7 @@ export { type MultiplexedPart, type PairStats } from "./multiplexed/index.js";
 export { ProxyConnection } from "./multiplexed/connection.js";
 export { parseDivergeMarkdown, readDivergeInfo, type DivergeInfo } from "./multiplexed/info.js";
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "@diverge/multiplexer";
-export { RequestsEngine, encodeAskOnRequests, TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding, type RequestsEngineOptions } from "./exchanges/engine.js";
+export { RequestsEngine, encodeAskOnRequests, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding, type RequestsEngineOptions } from "./exchanges/engine.js";
 export { bindProxyAsks, type ProxyAsks } from "./gen/exchanges.js";
 export { PathsEngine, type BoundPath, type PathContext, type PathRequest, type PathsEngineOptions } from "./exchanges/paths.js";
 export { bindProviderPaths, type ProviderPathHandlers } from "./gen/exchanges.js";

@@ -373,13 +373,20 @@ describe("bad peers", () => {
     expect(await result).toEqual({ tools: [] });
   });
 
-  it("a decoder's stack overflow (JSON too deep for its type check) counts as an unreadable answer, not a crash", async () => {
-    const { asMcpAnswerError } = await import("../src/paths/index.js");
+  it("an answer of JSON nested 50 000 deep is an unreadable answer (the codec's typed error), not a crash", async () => {
     const { McpAnswerError } = await import("@diverge/codec");
-    const typed = asMcpAnswerError(new RangeError("Maximum call stack size exceeded"));
-    expect(typed).toBeInstanceOf(McpAnswerError);
-    expect(typed!.message).toBe("mcp answer did not parse: the JSON is nested too deeply to read");
-    expect(asMcpAnswerError(new TypeError("a bug"))).toBeUndefined();
+    const pending = pathsProxy.mcp.listTools().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    const ask = await requests.nextExchange();
+    const deep = "[".repeat(50_000) + "]".repeat(50_000);
+    await answerPath(pathsProxy.port, pathOf(ask), new Uint8Array([0, ...new TextEncoder().encode(`{"tools":${deep}}`)]));
+    const error = (await pending) as McpExchangeError;
+    expect(error).toBeInstanceOf(McpExchangeError);
+    expect(error.variant).toBe("UnreadableAnswer");
+    expect((error.detail as { source: unknown }).source).toBeInstanceOf(McpAnswerError);
+    expect(uncaught).toEqual([]);
   });
 
   it("database drivers that reset before the provider connects, hundreds of them: dropped, nothing crashes, and a held driver loses nothing", async () => {

@@ -9,7 +9,7 @@ import type { ExchangeDescriptor } from "@diverge/codec/exchanges";
 // never reads an answer before they are.
 import { checkMcp } from "../mcp-checks.js";
 import type { AnswerHandlers, OpenedChannel } from "@diverge/multiplexer";
-import { TooDeep, type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding } from "./engine.js";
+import { type AskEngine, type AskOptions, type AskOutcome, type AskStream, type StreamEnding } from "./engine.js";
 
 /** The begin scope of the provider's connection, while it is begun. */
 export interface BeginScopeLink {
@@ -29,7 +29,6 @@ function decode<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): 
     return { answer: exchange.answer!.decode(bytes, { check: checkMcp }) };
   } catch (problem) {
     if (problem instanceof DecodeError) return { error: problem };
-    if (problem instanceof RangeError) return { error: new TooDeep() };
     throw problem;
   }
 }

@@ -56,22 +56,13 @@ export interface RequestsEngineOptions {
   readonly log?: (line: string) => void;
 }
 
-/** Reads an answer message with the exchange's decoder; a RangeError (JSON too deep to check) is unreadable too. */
+/** Reads an answer message with the exchange's decoder; its typed error (JSON nested too deeply included) is unreadable. */
 function decodeAnswer<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): { answer: A } | { error: DecodeError } {
   try {
     return { answer: exchange.answer!.decode(bytes, { check: checkMcp }) };
   } catch (problem) {
     if (problem instanceof DecodeError) return { error: problem };
-    if (problem instanceof RangeError) return { error: new TooDeep() };
     throw problem;
-  }
-}
-
-/** JSON nested so deeply that checking its type overflows the stack: as unreadable as any answer. */
-export class TooDeep extends DecodeError<{ variant: "Body"; reason: string }> {
-  override readonly name = "TooDeep";
-  constructor() {
-    super({ variant: "Body", reason: "the JSON is nested too deeply to read" }, "the JSON is nested too deeply to read");
   }
 }
 

@@ -138,7 +138,7 @@ export class PathsEngine implements UpgradeRoute {
       try {
         request = { ok: true, value: descriptor.request.codec!.decode(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length), { check: checkMcp }) };
       } catch (problem) {
-        request = { ok: false, reason: problem instanceof RangeError ? "the JSON is nested too deeply to read" : problem instanceof Error ? problem.message : String(problem) };
+        request = { ok: false, reason: problem instanceof Error ? problem.message : String(problem) };
       }
       answer(request);
     });

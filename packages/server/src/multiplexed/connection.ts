@@ -207,8 +207,7 @@ export class ProxyConnection {
     try {
       request = decodeContainerProxyRequest(payload);
     } catch (error) {
-      // A RangeError: JSON nested too deeply for the type check; unreadable all the same.
-      if (!(error instanceof ContainerProxyRequestError) && !(error instanceof RangeError)) throw error;
+      if (!(error instanceof ContainerProxyRequestError)) throw error;
       this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
       return responder.finish();
     }
@@ -275,7 +274,7 @@ export class ProxyConnection {
     try {
       request = decodeToolsBeginChannelRequest(payload, { check: checkMcp });
     } catch (error) {
-      if (!(error instanceof ToolsBeginChannelRequestError) && !(error instanceof RangeError)) throw error;
+      if (!(error instanceof ToolsBeginChannelRequestError)) throw error;
       this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
       return responder.finish();
     }

@@ -78,7 +78,7 @@ export class FilesystemPaths implements UpgradeRoute {
           if (!isBinary) throw new Error("a text message");
           request = decodeFilesystemPathsRequest(bytesOf(data)).request;
         } catch (problem) {
-          if (!(problem instanceof FilesystemPathsRequestError) && !(problem instanceof RangeError) && !(problem instanceof Error && problem.message === "a text message")) throw problem;
+          if (!(problem instanceof FilesystemPathsRequestError) && !(problem instanceof Error && problem.message === "a text message")) throw problem;
           this.options.log(`/filesystem/${endpoint}: unreadable request; closing`);
           return socket.close();
         }

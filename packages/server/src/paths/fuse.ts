@@ -139,7 +139,7 @@ export class FuseMountPaths implements UpgradeRoute {
         if (!isBinary) return socket.close();
         request = decodeFuseMountPathsRequest(bytesOf(data)).request;
       } catch (problem) {
-        if (!(problem instanceof FuseMountPathsRequestError) && !(problem instanceof RangeError)) throw problem;
+        if (!(problem instanceof FuseMountPathsRequestError)) throw problem;
         return socket.close();
       }
       void this.mount(socket, request).catch((problem: unknown) => {

@@ -27,13 +27,11 @@ import { McpExchangeError } from "./errors.js";
 export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "McpReadResource" | "McpNotifications";
 
 /**
- * The decoders' typed error, or the same for JSON nested so deeply that checking its type overflows
- * the stack (a RangeError from the type check, not a typed error): that answer cannot be read either.
+ * The decoders' typed error, or undefined. (JSON nested too deeply is the codec's typed error too: it
+ * refuses the 128th level before any check walks it; see test/typed-decode.test.ts.)
  */
 export function asMcpAnswerError(problem: unknown): McpAnswerError | undefined {
-  if (problem instanceof McpAnswerError) return problem;
-  if (problem instanceof RangeError) return new McpAnswerError({ variant: "Body", reason: "the JSON is nested too deeply to read" });
-  return undefined;
+  return problem instanceof McpAnswerError ? problem : undefined;
 }
 
 /** The MCP exchanges of kinds 0 to 3, whose first ask starts the notification stream. */
@@ -50,7 +48,7 @@ function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>, onScope = false): { re
     case "notServed":
       return { error: new McpExchangeError({ variant: "NotServed", channel: outcome.channel }) };
     case "unreadable": {
-      const source = outcome.error instanceof McpAnswerError ? outcome.error : new McpAnswerError({ variant: "Body", reason: "the JSON is nested too deeply to read" });
+      const source = outcome.error instanceof McpAnswerError ? outcome.error : new McpAnswerError({ variant: "Body", reason: outcome.error.message });
       return { error: new McpExchangeError({ variant: "UnreadableAnswer", channel: outcome.channel, source }) };
     }
     case "answerTooLarge":
