@@ -36,9 +36,13 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
+  --pair-budget-bytes <n>  bytes a program's database or daemon socket may leave unread before
+                           its pair pauses reading / until it drains to a quarter (default 8388608)
+  --pair-stall-ms <n>      a pair holding / paused while its program reads nothing for this long
+                           ends (default 10000)
   --max-pair-backlog-bytes <n>
-                           bytes a program's database or daemon socket may leave unread before
-                           that pair alone ends (default 67108864)
+                           hard cap: bytes a program's database or daemon socket may leave unread
+                           before that pair alone ends (default 67108864)
   --max-held-connections <n>
                            program connections held before the begin; more are closed (default 256)
   --allow-host <name>      a Host name the program port accepts besides localhost, 127.0.0.1 and
@@ -84,6 +88,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-open-scopes": { type: "string" },
       "max-notification-backlog-bytes": { type: "string" },
       "max-pair-backlog-bytes": { type: "string" },
+      "pair-budget-bytes": { type: "string" },
+      "pair-stall-ms": { type: "string" },
       "max-held-connections": { type: "string" },
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
@@ -111,6 +117,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxOpenScopes: positive("max-open-scopes", values["max-open-scopes"]),
     maxNotificationBacklogBytes: positive("max-notification-backlog-bytes", values["max-notification-backlog-bytes"]),
     maxPairBacklogBytes: positive("max-pair-backlog-bytes", values["max-pair-backlog-bytes"]),
+    pairBudgetBytes: positive("pair-budget-bytes", values["pair-budget-bytes"]),
+    pairStallMs: positive("pair-stall-ms", values["pair-stall-ms"]),
     maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
     allowedHosts: values["allow-host"],
     allowedOrigins: values["allow-origin"],
