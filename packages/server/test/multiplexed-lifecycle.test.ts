@@ -288,6 +288,22 @@ describe("per-channel backpressure", () => {
     expect(stats().maxProgramBuffered).toBeLessThanOrEqual(4 * MiB + 64 * 1024 + 64 * 1024);
   }, 30_000);
 
+  it("the hard cap still ends a pair, alone: one message larger than the room left under maxPairBacklogBytes", async () => {
+    const { running, raw } = await begun({ maxPairBacklogBytes: 4 * MiB });
+    const a = await driver(running);
+    const halfA = await pairUp(raw, 100, "Postgres");
+    a.pause();
+    // 6 MiB in one frame toward a driver that reads nothing: no pause can come between its bytes.
+    raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: new Uint8Array(6 * MiB).fill(7) });
+    expect((await raw.next(onChannel(1, 100), 10_000)).type).toBe("ChannelResponseFinish");
+    const stats = running.stats().postgres;
+    expect(stats.endedOverBacklog).toBe(1);
+    expect(stats.holdingNow).toBe(0);
+    expect(logs.some((line) => line.includes(`postgres connection ${halfA.id}`) && line.includes("unread"))).toBe(true);
+    // The connection was not left paused: it is read and answered.
+    await listTools(raw, 200);
+  }, 30_000);
+
   it("a driver that reads in bursts through many backpressure episodes gains no listeners, and gets every byte in order", async () => {
     const { running, raw } = await begun();
     const warnings: Error[] = [];
