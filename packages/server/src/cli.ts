@@ -37,7 +37,7 @@ Flags:
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
   --pair-budget-bytes <n>  bytes a program's database or daemon socket may leave unread before
-                           its pair pauses reading / until it drains to a quarter (default 8388608)
+                           its pair pauses reading / until it drains to a quarter (default 2097152)
   --pair-stall-ms <n>      a pair holding / paused while its program reads nothing for this long
                            ends (default 10000)
   --max-pair-backlog-bytes <n>

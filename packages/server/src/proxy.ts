@@ -53,7 +53,7 @@ export interface ProxyOptions {
   /**
    * Bytes from the provider one program socket may hold unread before its pair pauses reading the
    * multiplexed connection (every channel waits) until the socket drains to a quarter of it; at most
-   * half of `maxPairBacklogBytes`. Default 8 MiB.
+   * half of `maxPairBacklogBytes`. Default 2 MiB (the proxy's memory per slow pair: see the README).
    */
   readonly pairBudgetBytes?: number;
   /** How long a pair may keep the connection paused while its program reads nothing before that pair ends, in ms. Default 10 000. */

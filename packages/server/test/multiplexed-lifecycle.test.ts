@@ -386,7 +386,7 @@ describe("daemon pairs", () => {
     const rssAfter = process.memoryUsage().rss;
     process.stdout.write(`daemon, 400 MiB toward a program that does not read: heap+external grew at most ${grown.toFixed(1)} MiB; RSS ${(rssBefore / MiB).toFixed(0)} → ${(rssAfter / MiB).toFixed(0)} MiB\n`);
     expect(grown).toBeLessThan(16 + 48);
-    // Past its budget (8 MiB, under half the 16 MiB cap) the pair paused the connection; reading nothing, it ended.
+    // Past its budget (2 MiB by default) the pair paused the connection; reading nothing, it ended.
     expect(running.stats().daemon.maxProgramBuffered).toBeLessThan(8 * MiB + 2 * MiB);
     expect(running.stats().daemon.endedStalled).toBe(1);
     // The pair ended: the provider's half is finished, and the log says why.

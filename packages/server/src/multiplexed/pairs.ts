@@ -10,7 +10,7 @@
 // - Provider → program: the multiplexed wire has no flow control of its own, so this is a hybrid.
 //   What the provider sends on a pair's channel is written to that program's socket; when the program
 //   reads slower, it waits in that socket's buffer, and the connection keeps being read (a slow pair
-//   within its budget stalls no other channel). Past the pair's budget (`pairBudgetBytes`, 8 MiB) the
+//   within its budget stalls no other channel). Past the pair's budget (`pairBudgetBytes`, 2 MiB) the
 //   pair holds the connection's reading paused (TCP backpressure on the provider, every channel waits)
 //   until its socket drains to a quarter of the budget: a provider that sends faster than the driver
 //   reads is slowed down, never cut. Two things still end a pair, and only it: a program that reads
@@ -55,7 +55,7 @@ export const LOW_WATER = 256 * 1024;
 /** Default of `maxPairBacklogBytes`, the hard cap: bytes a program's socket may hold unread before its pair ends. */
 export const DEFAULT_PAIR_BACKLOG_BYTES = 64 * 1024 * 1024;
 /** Default of `pairBudgetBytes`: bytes a program's socket may hold unread before its pair pauses the connection. */
-export const DEFAULT_PAIR_BUDGET_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_PAIR_BUDGET_BYTES = 2 * 1024 * 1024;
 /** Default of `pairStallMs`: how long a pair may keep the connection paused with its program reading nothing. */
 export const DEFAULT_PAIR_STALL_MS = 10_000;
 /** Daemon frames held before the provider's half opens: past either bound the program's socket pauses. */
