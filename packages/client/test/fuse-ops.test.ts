@@ -212,3 +212,43 @@ describe.skipIf(!!unavailable)("FUSE operations through the proxy's mount", () =
     });
   }
 });
+
+describe.skipIf(!!unavailable)("the diverge-proxy process ending with mounts", () => {
+  it("SIGTERM unmounts every mount of both transports, an operation still waiting failing, and leaves no stale mount", { timeout: 60_000 }, async () => {
+    const { spawn } = await import("node:child_process");
+    const { fileURLToPath } = await import("node:url");
+    const proxyCli = fileURLToPath(new URL("../../server/dist/cli.js", import.meta.url));
+    const child = spawn(process.execPath, [proxyCli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--root", root, "--quiet"], { stdio: ["ignore", "pipe", "pipe"] });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    let stdout = "";
+    const line = await new Promise<string>((resolve) =>
+      child.stdout!.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (stdout.includes("\n")) resolve(stdout);
+      }),
+    );
+    try {
+      const url = `ws://127.0.0.1:${Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(line)![1])}`;
+      await writeFile(join(provider, "f"), "data");
+      container = await openContainer(url);
+      const { directoryHandlers } = await import("../src/index.js");
+      // A listing the provider never answers: the program waits on it when the proxy is stopped.
+      await container.mount(["multiplexed"], { ...directoryHandlers(provider), list: () => new Promise(() => undefined) });
+      const mounts = new PathsMounts(url);
+      answering = connectProxy(url, { ...mounts.handlers() });
+      await answering.whenConnected({ timeoutMs: 10_000 });
+      await mounts.mount(["paths"], provider);
+      expect(await program(`return [await fs.readFile(${JSON.stringify(join(root, "multiplexed", "f"))}, "utf8"), await fs.readFile(${JSON.stringify(join(root, "paths", "f"))}, "utf8")]`)).toEqual(["data", "data"]);
+      const waiting = program(`try { await fs.readdir(${JSON.stringify(join(root, "multiplexed"))}); return "ok"; } catch (e) { return e.code; }`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(["EIO", "ENOTCONN"]).toContain(await waiting);
+      const info = await readFile("/proc/self/mountinfo", "utf8");
+      expect(info).not.toContain(join(root, "multiplexed"));
+      expect(info).not.toContain(join(root, "paths"));
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+});
