@@ -252,3 +252,49 @@ describe.skipIf(!!unavailable)("the diverge-proxy process ending with mounts", (
     }
   });
 });
+
+describe.skipIf(!!unavailable)("mounts and the §2 rules, on both transports", () => {
+  it("paths: /fuse/mount refuses a bad path, an existing mount and a link out of the root, as fuse::mount does", { timeout: 60_000 }, async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const mounts = new PathsMounts(url);
+    answering = connectProxy(url, { ...mounts.handlers() });
+    await answering.whenConnected({ timeoutMs: 10_000 });
+    await mkdir(join(base, "elsewhere"));
+    const { symlink } = await import("node:fs/promises");
+    await symlink(join(base, "elsewhere"), join(root, "out"));
+    const refusal = (path: string[]) => mounts.mount(path, provider).then(() => "mounted", (error: { detail: unknown }) => error.detail);
+    const notAName = { variant: "Failed", what: "/fuse/mount", error: "the path names the root, or has a component that is not a name" };
+    for (const path of [[], ["a", ".."], ["."], [""], ["a/b"], ["a\u0000"]]) expect(await refusal(path), JSON.stringify(path)).toEqual(notAName);
+    expect(await refusal(["out", "x"])).toEqual({ variant: "Failed", what: "/fuse/mount", error: "mount: the path leads outside the root" });
+    expect(await refusal(["m"])).toBe("mounted");
+    expect(await refusal(["m"])).toEqual({ variant: "Failed", what: "/fuse/mount", error: `${join(root, "m")} is already a mount` });
+    expect(await readdir(join(base, "elsewhere"))).toEqual([]);
+  });
+
+  for (const transport of ["multiplexed", "paths"] as const) {
+    it(`${transport}: the provider's connection lost while an operation waits on it fails that operation (EIO), never hangs`, { timeout: 60_000 }, async () => {
+      const { directoryHandlers } = await import("../src/index.js");
+      await writeFile(join(provider, "f"), "data");
+      let asked!: () => void;
+      const waiting = new Promise<void>((resolve) => (asked = resolve));
+      const handlers = { ...directoryHandlers(provider), list: () => (asked(), new Promise<never>(() => undefined)) };
+      const url = `ws://127.0.0.1:${proxy!.port}`;
+      if (transport === "multiplexed") {
+        container = await openContainer(url);
+        await container.mount(["m"], handlers);
+      } else {
+        const mounts = new PathsMounts(url);
+        answering = connectProxy(url, { ...mounts.handlers() });
+        await answering.whenConnected({ timeoutMs: 10_000 });
+        await mounts.mount(["m"], handlers);
+      }
+      const at = join(root, "m");
+      const result = program(`try { await fs.readdir(${JSON.stringify(at)}); return "ok"; } catch (e) { return e.code; }`);
+      await waiting;
+      // Abruptly: the operation's ask is in flight and never answered.
+      if (transport === "multiplexed") await container!.close();
+      else await answering!.close();
+      expect(["EIO", "ENOTCONN"]).toContain(await result);
+    });
+  }
+});

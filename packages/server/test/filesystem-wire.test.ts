@@ -427,6 +427,58 @@ describe("paths /filesystem/*", () => {
     expect(await readdir(outside)).toEqual([]);
   });
 
+  it("the §2 rules as on the multiplexed connection: bad paths, every link out of the root, a missing parent; nothing read or written outside", async () => {
+    const proxy = await fresh();
+    await writeFile(join(outside, "secret"), "outside");
+    await symlink(join(outside, "secret"), join(root, "abs-link"));
+    await symlink("../" + `outside-${n}` + "/secret", join(root, "rel-link"));
+    await symlink(outside, join(root, "dir-link"));
+    await symlink("/", join(root, "slash"));
+    const answer = async (endpoint: "/filesystem/read" | "/filesystem/write", path: unknown) => {
+      const opened = await openPath(proxy.port, endpoint, { path });
+      // A write's content: one piece, then the end (sent whatever happens; the answer may come first).
+      if (endpoint === "/filesystem/write" && opened.socket.readyState === WebSocket.OPEN) {
+        opened.socket.send(new TextEncoder().encode("x"));
+        opened.socket.send(new Uint8Array(0));
+      }
+      await opened.closed;
+      return opened.messages.map((m) => (endpoint === "/filesystem/read" ? decodeReadAnswer(m) : decodeWriteAnswer(m)));
+    };
+    for (const endpoint of ["/filesystem/read", "/filesystem/write"] as const) {
+      for (const path of [[], [".."], ["..", "etc"], ["."], [""], ["a/b"], ["a\u0000"]]) {
+        expect(await answer(endpoint, path), `${endpoint} ${JSON.stringify(path)}`).toEqual([{ variant: "Failure", message: "path: path names no file" }]);
+      }
+      for (const path of [["abs-link"], ["rel-link"], ["dir-link", "secret"], ["slash", "etc", "hostname"], ["slash", ...outside.split("/").filter(Boolean), "secret"]]) {
+        const expected = endpoint === "/filesystem/read" ? "open: the path leads outside the root" : path.length === 1 ? undefined : "create: the path leads outside the root";
+        // Writing to a link's own name replaces the link (never through it): not an escape.
+        if (expected === undefined) continue;
+        expect(await answer(endpoint, path), `${endpoint} ${JSON.stringify(path)}`).toEqual([{ variant: "Failure", message: expected }]);
+      }
+    }
+    expect(await answer("/filesystem/write", ["no-dir", "x"])).toEqual([{ variant: "Failure", message: "create: No such file or directory (os error 2)" }]);
+    expect(await readdir(outside)).toEqual(["secret"]);
+    expect(await readFile(join(outside, "secret"), "utf8")).toBe("outside");
+    expect(await leftovers(root)).toEqual([]);
+  });
+
+  it("/filesystem/read: the socket lost mid-read ends the read, the file closed", async () => {
+    const proxy = await fresh();
+    const big = join(root, "sparse");
+    await writeFile(big, "");
+    await truncate(big, 1024 * 1024 * 1024);
+    const holding = async () => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((t) => t === big).length;
+    };
+    const read = await openPath(proxy.port, "/filesystem/read", { path: ["sparse"] });
+    await read.next();
+    expect(await holding()).toBe(1);
+    read.socket.terminate();
+    for (let i = 0; i < 100 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await holding()).toBe(0);
+  });
+
   it("/filesystem/tree: a Snapshot then deltas; closing the socket stops it", async () => {
     const proxy = await fresh();
     await writeFile(join(root, "a"), "12345");
