@@ -181,6 +181,8 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
       );
       return { code: failed.code, line: failed.stderr.split("\n")[0] };
     };
+    const { stdout: help } = await run(process.execPath, [cli, "connect", "--help"]);
+    for (const flag of ["--mount <container-path>=<provider-dir>[:ro]", "--watch-tree", "--ignore <path>"]) expect(help).toContain(flag);
     expect(await usage(["--mount", "/work"])).toEqual({ code: 2, line: "--mount /work: expected <container-path>=<provider-dir>[:ro]" });
     expect(await usage(["--mount", `/=${base}`])).toEqual({ code: 2, line: `--mount /=${base}: the container path names the root` });
     expect(await usage(["--mount", `/w=${join(base, "none")}:ro`])).toEqual({ code: 2, line: `--mount /w=${join(base, "none")}:ro: ${join(base, "none")} does not exist` });
