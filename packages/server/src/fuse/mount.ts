@@ -299,6 +299,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   withOptions._fuseOptions = () => {
     const opts = base();
     const extra = ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0"];
+    // auto_unmount: libfuse 2.9 mounts through fusermount, which stays beside the proxy and unmounts
+    // when the proxy's FUSE descriptor closes, however the proxy ends (SIGKILL included, where no
+    // exit handler runs). Only where fusermount is found: without it libfuse could not mount at all.
+    if (fusermountFound()) extra.unshift("auto_unmount");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   await new Promise<void>((resolvePromise, reject) =>
@@ -334,6 +338,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       return closing;
     },
   };
+}
+
+let fusermount: boolean | undefined;
+/** Whether libfuse 2.9's helper `fusermount` is on the PATH (or in /bin, /usr/bin). */
+function fusermountFound(): boolean {
+  fusermount ??= [...(process.env.PATH ?? "").split(":"), "/bin", "/usr/bin"].some((dir) => dir !== "" && existsSync(`${dir}/fusermount`));
+  return fusermount;
 }
 
 /** Whether something is mounted exactly at `path` (from /proc/self/mountinfo). */
