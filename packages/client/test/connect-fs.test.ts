@@ -171,6 +171,25 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
     });
   }
 
+  it("--watch-tree <root>: only that subtree, paths from it, a fresh Snapshot when it goes", { timeout: 60_000 }, async () => {
+    const { root, proxy } = await fixture();
+    await mkdir(join(root, "src", "lib"), { recursive: true });
+    await writeFile(join(root, "src", "a.ts"), "a");
+    await writeFile(join(root, "outside.txt"), "o");
+    const running = connect(["--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--watch-tree", "/src", "--quiet"]);
+    const snapshot = await running.waitForFrame(() => true);
+    expect(snapshot.kind).toBe("Snapshot");
+    expect(snapshot.children.map((node: { name: string }) => node.name).sort()).toEqual(["a.ts", "lib"]);
+    await writeFile(join(root, "elsewhere.txt"), "x");
+    await writeFile(join(root, "src", "lib", "b.ts"), "bb");
+    expect(await running.waitForFrame((frame) => frame.path?.join("/") === "lib/b.ts")).toMatchObject({ node: { kind: "File", name: "b.ts" } });
+    await rm(join(root, "src"), { recursive: true });
+    await running.waitForFrame((frame) => frame.kind === "Snapshot" && frame.children.length === 0);
+    expect(running.frames().some((frame) => JSON.stringify(frame).includes("elsewhere"))).toBe(false);
+    running.child.kill("SIGTERM");
+    expect(await running.exited).toBe(0);
+  });
+
   it("refuses bad --mount values and a stray --ignore with exit 2; a mount the proxy refuses ends the command with exit 7", { timeout: 60_000 }, async () => {
     const { base, root, proxy } = await fixture();
     const url = `ws://127.0.0.1:${proxy.port}`;

@@ -9,6 +9,7 @@ import { filesystemPaths } from "../filesystem/paths.js";
 import type { PathsMounts } from "../filesystem/paths-mount.js";
 import type { TreeStream } from "../filesystem/multiplexed.js";
 import type { MultiplexedConnection } from "../multiplexed/container.js";
+import { LiveTree, type FiletreeFrame } from "../filesystem/tree.js";
 import { Exit, type ExitStatus } from "./exit.js";
 import { components, frameJson } from "./fs.js";
 
@@ -20,7 +21,7 @@ export const connectFsOptions = {
 } as const;
 
 export const connectFsUsage = `    [--mount <container-path>=<provider-dir>[:ro]]...                          FUSE mounts served from here
-    [--watch-tree [--ignore <path>]...]            the container's tree as JSON lines on stdout`;
+    [--watch-tree [<root>] [--ignore <path>]...]   the container's tree as JSON lines on stdout`;
 
 export const connectFsHelp = `  --mount <container-path>=<provider-dir>[:ro]
                             ask the proxy to mount FUSE at <container-path> (in the container, from its
@@ -30,9 +31,11 @@ export const connectFsHelp = `  --mount <container-path>=<provider-dir>[:ro]
                             operations asked on /requests (whole files; no chmod/utimes/truncate asks
                             on that transport). The proxy unmounts when it ends (multiplexed: when
                             this connection ends).
-  --watch-tree              print the container's tree (the proxy's --root) on stdout, one JSON frame a
+  --watch-tree [<root>]     print the container's tree (the proxy's --root) on stdout, one JSON frame a
                             line: a Snapshot, then one delta per change (Inserted/Modified/Removed),
-                            a fresh Snapshot after lost events, until this command stops
+                            a fresh Snapshot after lost events, until this command stops. With <root>
+                            (a path in the container) only that subtree, as if it were the root:
+                            paths from <root>, a fresh Snapshot whenever <root> itself changes
   --ignore <path>           --watch-tree: leave this path out (repeatable); /proc, /sys, /dev always are,
                             and so are this command's own --mount paths (it serves those files itself)`;
 
@@ -44,6 +47,39 @@ export interface MountSpec {
   /** The provider's directory, absolute. */
   readonly dir: string;
   readonly readonly: boolean;
+}
+
+/**
+ * `--watch-tree [<root>]`: node:util's parseArgs has no optional values, so the root (the argument
+ * right after `--watch-tree`, when there is one and it is not a flag) is taken out first.
+ */
+export function takeWatchTreeRoot(args: readonly string[]): { args: string[]; root: string | undefined } {
+  const at = args.indexOf("--watch-tree");
+  const next = at < 0 ? undefined : args[at + 1];
+  if (next === undefined || next.startsWith("-")) return { args: [...args], root: undefined };
+  return { args: [...args.slice(0, at + 1), ...args.slice(at + 2)], root: next };
+}
+
+/**
+ * The tree under `root` as a tree of its own: frames outside it dropped, paths made relative to it,
+ * and a Snapshot of its entries whenever the frames replace or remove it (or a directory above it).
+ * The proxy watches the whole tree either way: the request has no root.
+ */
+export function subtreeFrames(root: readonly string[]): (frame: FiletreeFrame) => FiletreeFrame | undefined {
+  if (root.length === 0) return (frame) => frame;
+  const whole = new LiveTree();
+  const snapshot = (): FiletreeFrame => {
+    const node = whole.get(root);
+    return { kind: "Snapshot", children: node?.kind === "Directory" ? node.children : [] };
+  };
+  return (frame) => {
+    whole.apply(frame);
+    if (frame.kind === "Snapshot") return snapshot();
+    const inside = frame.path.length > root.length && root.every((component, i) => frame.path[i] === component);
+    if (inside) return { ...frame, path: frame.path.slice(root.length) } as FiletreeFrame;
+    const above = frame.path.length <= root.length && frame.path.every((component, i) => root[i] === component);
+    return above ? snapshot() : undefined;
+  };
 }
 
 /** `--mount` values, checked: the specs, or the usage message saying what is wrong. */
@@ -102,7 +138,7 @@ export function filesystemExit(problem: FilesystemError): ExitStatus {
  */
 export async function holdFilesystem(
   target: FilesystemTarget,
-  options: { mounts: readonly MountSpec[]; watchTree: boolean; ignore: readonly string[]; say: (line: string) => void },
+  options: { mounts: readonly MountSpec[]; watchTree: boolean; root?: string; ignore: readonly string[]; say: (line: string) => void },
 ): Promise<HeldFilesystem> {
   for (const spec of options.mounts) {
     const where = `/${spec.path.join("/")}`;
@@ -114,12 +150,15 @@ export async function holdFilesystem(
   // The provider leaves its own FUSE mounts out of the tree (fs-fuse.md §5.1): it serves those files itself.
   const ignore = [...options.ignore.map(components), ...options.mounts.map((spec) => spec.path)];
   const tree: TreeStream = target.transport === "multiplexed" ? target.connection.tree({ ignore }) : filesystemPaths(target.proxy).tree({ ignore });
+  const within = subtreeFrames(components(options.root ?? "/"));
   let closing = false;
   const ended = (async (): Promise<ExitStatus> => {
     try {
       let frames = 0;
-      for await (const frame of tree) {
-        if (frames++ === 0) options.say("tree: Snapshot");
+      for await (const received of tree) {
+        const frame = within(received);
+        if (!frame) continue;
+        if (frames++ === 0) options.say(`tree${options.root ? ` of ${options.root}` : ""}: Snapshot`);
         process.stdout.write(`${frameJson(frame)}\n`);
       }
       if (closing) return Exit.Ok;

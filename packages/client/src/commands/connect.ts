@@ -17,7 +17,7 @@ import { openContainer, type MultiplexedConnection } from "../multiplexed/contai
 import { pipePostgres, type DatabaseAddress } from "../multiplexed/postgres.js";
 import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type ToolsSource } from "../serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
-import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
+import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
 import { FilesystemError } from "../filesystem/errors.js";
 import { PathsMounts } from "../filesystem/paths-mount.js";
 
@@ -71,6 +71,8 @@ ${connectFsHelp}
 ${exitStatusHelp}`;
 
 export async function runConnect(args: string[]): Promise<number> {
+  const watchTree = takeWatchTreeRoot(args);
+  args = watchTree.args;
   let parsed;
   try {
     parsed = parseArgs({
@@ -293,7 +295,7 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   let filesystem: HeldFilesystem;
   try {
-    filesystem = await holdFilesystem(filesystemTarget, { mounts: mountSpecs, watchTree: values["watch-tree"]!, ignore: values.ignore ?? [], say });
+    filesystem = await holdFilesystem(filesystemTarget, { mounts: mountSpecs, watchTree: values["watch-tree"]!, root: watchTree.root, ignore: values.ignore ?? [], say });
   } catch (problem) {
     await cleanUp();
     if (problem instanceof FilesystemError) {
