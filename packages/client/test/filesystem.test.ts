@@ -2,7 +2,7 @@
 // multiplexed connection and on the paths transport, and `diverge fs` over paths.
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,6 +38,18 @@ async function bytesOf(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
   const parts: Uint8Array[] = [];
   for await (const part of stream as unknown as AsyncIterable<Uint8Array>) parts.push(part);
   return Buffer.concat(parts);
+}
+
+/** How many descriptors of this process (the proxy runs here) are open on `path`. */
+async function holding(path: string): Promise<number> {
+  const fds = await readdir("/proc/self/fd");
+  const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+  return targets.filter((t) => t === path).length;
+}
+
+/** Bytes this process has read through read(2) and friends so far: the proxy's file reads and the provider's socket reads. */
+async function bytesReadHere(): Promise<number> {
+  return Number(/^rchar: (\d+)$/m.exec(await readFile("/proc/self/io", "utf8"))![1]);
 }
 
 async function failure(promise: Promise<unknown>): Promise<FilesystemError> {
@@ -87,6 +99,36 @@ describe.each(transports)("filesystem over %s", (_name, connect) => {
     stream.stop();
     // The iteration ends once the proxy has stopped.
     while (!(await frames.next()).done);
+    await close();
+  });
+
+  it("a reader that gives up (cancel, or its signal) stops the proxy reading: the file closed far before its end", { timeout: 60_000 }, async () => {
+    const url = await fresh();
+    const big = join(root, "sparse");
+    // 1 GiB, sparse: 512 pieces of 2 MiB if nothing stops the read.
+    await writeFile(big, "");
+    await truncate(big, 1024 * 1024 * 1024);
+    const { api, close } = await connect(url);
+    for (const how of ["cancel", "abort"] as const) {
+      const readBefore = await bytesReadHere();
+      const aborter = new AbortController();
+      const reader = api.read(["sparse"], { signal: aborter.signal }).getReader();
+      const first = await reader.read();
+      expect(first.value!.length).toBeGreaterThan(0);
+      expect(await holding(big)).toBe(1);
+      if (how === "cancel") await reader.cancel();
+      else {
+        aborter.abort();
+        await expect(reader.read()).rejects.toThrow();
+      }
+      for (let i = 0; i < 200 && (await holding(big)) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await holding(big), how).toBe(0);
+      // The proxy read (and this process received) a small part of the file, not all of it.
+      expect(await bytesReadHere() - readBefore, how).toBeLessThan(256 * 1024 * 1024);
+    }
+    // The connection still serves.
+    await writeFile(join(root, "small"), "box");
+    expect((await bytesOf(api.read(["small"]))).toString()).toBe("box");
     await close();
   });
 

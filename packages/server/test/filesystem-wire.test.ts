@@ -1,7 +1,7 @@
 // filesystem::tree/read/write on the multiplexed connection and /filesystem/* on the paths
 // transport, served by a real proxy over real sockets against real files under its --root.
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -157,6 +157,36 @@ describe("multiplexed filesystem::read", () => {
     expect(await holding()).toBe(0);
     // The read did not run to its end: far fewer than the file's 32 pieces were sent.
     expect(raw.frames.filter(onScope(2)).length).toBeLessThan(32);
+  });
+});
+
+describe("multiplexed filesystem::read abandoned", () => {
+  it("a channel the provider opens on a read scope stops it: the file is closed, the scope finishes, the channel gets no answer", async () => {
+    const proxy = await fresh();
+    const big = join(root, "sparse");
+    // 1 GiB, sparse: 512 pieces the proxy would read and send if nothing stopped it.
+    await writeFile(big, "");
+    await truncate(big, 1024 * 1024 * 1024);
+    const holding = async () => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((t) => t === big).length;
+    };
+    const raw = await rawConnect(proxy.port);
+    open(raw, 2, "FilesystemRead", { path: ["sparse"] });
+    expect((await raw.next(onScope(2))).type).toBe("Response");
+    expect(await holding()).toBe(1);
+    // The stop: a channel of the provider's on the read scope, empty.
+    raw.send({ type: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
+    const pieces = await untilFinish(raw, 2, 30_000);
+    expect(pieces.length + 1).toBeLessThan(256);
+    for (let i = 0; i < 100 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await holding()).toBe(0);
+    // No answer on the stop channel, and the connection still serves.
+    expect(raw.frames.filter((frame) => (frame.type === "ChannelResponse" || frame.type === "ChannelResponseFinish") && frame.scope === 2)).toEqual([]);
+    await writeFile(join(root, "small"), "box\n");
+    open(raw, 2, "FilesystemRead", { path: ["small"] });
+    expect((await untilFinish(raw, 2)).map((p) => decodeReadResponse(p))).toEqual([{ variant: "Piece", piece: new Uint8Array(Buffer.from("box\n")) }]);
   });
 });
 
@@ -395,6 +425,58 @@ describe("paths /filesystem/*", () => {
     const escape = await openPath(proxy.port, "/filesystem/write", { path: ["out", "x"] });
     expect(decodeWriteAnswer(await escape.next())).toEqual({ variant: "Failure", message: "create: the path leads outside the root" });
     expect(await readdir(outside)).toEqual([]);
+  });
+
+  it("the §2 rules as on the multiplexed connection: bad paths, every link out of the root, a missing parent; nothing read or written outside", async () => {
+    const proxy = await fresh();
+    await writeFile(join(outside, "secret"), "outside");
+    await symlink(join(outside, "secret"), join(root, "abs-link"));
+    await symlink("../" + `outside-${n}` + "/secret", join(root, "rel-link"));
+    await symlink(outside, join(root, "dir-link"));
+    await symlink("/", join(root, "slash"));
+    const answer = async (endpoint: "/filesystem/read" | "/filesystem/write", path: unknown) => {
+      const opened = await openPath(proxy.port, endpoint, { path });
+      // A write's content: one piece, then the end (sent whatever happens; the answer may come first).
+      if (endpoint === "/filesystem/write" && opened.socket.readyState === WebSocket.OPEN) {
+        opened.socket.send(new TextEncoder().encode("x"));
+        opened.socket.send(new Uint8Array(0));
+      }
+      await opened.closed;
+      return opened.messages.map((m) => (endpoint === "/filesystem/read" ? decodeReadAnswer(m) : decodeWriteAnswer(m)));
+    };
+    for (const endpoint of ["/filesystem/read", "/filesystem/write"] as const) {
+      for (const path of [[], [".."], ["..", "etc"], ["."], [""], ["a/b"], ["a\u0000"]]) {
+        expect(await answer(endpoint, path), `${endpoint} ${JSON.stringify(path)}`).toEqual([{ variant: "Failure", message: "path: path names no file" }]);
+      }
+      for (const path of [["abs-link"], ["rel-link"], ["dir-link", "secret"], ["slash", "etc", "hostname"], ["slash", ...outside.split("/").filter(Boolean), "secret"]]) {
+        const expected = endpoint === "/filesystem/read" ? "open: the path leads outside the root" : path.length === 1 ? undefined : "create: the path leads outside the root";
+        // Writing to a link's own name replaces the link (never through it): not an escape.
+        if (expected === undefined) continue;
+        expect(await answer(endpoint, path), `${endpoint} ${JSON.stringify(path)}`).toEqual([{ variant: "Failure", message: expected }]);
+      }
+    }
+    expect(await answer("/filesystem/write", ["no-dir", "x"])).toEqual([{ variant: "Failure", message: "create: No such file or directory (os error 2)" }]);
+    expect(await readdir(outside)).toEqual(["secret"]);
+    expect(await readFile(join(outside, "secret"), "utf8")).toBe("outside");
+    expect(await leftovers(root)).toEqual([]);
+  });
+
+  it("/filesystem/read: the socket lost mid-read ends the read, the file closed", async () => {
+    const proxy = await fresh();
+    const big = join(root, "sparse");
+    await writeFile(big, "");
+    await truncate(big, 1024 * 1024 * 1024);
+    const holding = async () => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((t) => t === big).length;
+    };
+    const read = await openPath(proxy.port, "/filesystem/read", { path: ["sparse"] });
+    await read.next();
+    expect(await holding()).toBe(1);
+    read.socket.terminate();
+    for (let i = 0; i < 100 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await holding()).toBe(0);
   });
 
   it("/filesystem/tree: a Snapshot then deltas; closing the socket stops it", async () => {

@@ -242,6 +242,27 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     expect(await isMountPoint(at)).toBe(false);
   });
 
+  it("leaves no mount behind when the process serving it is killed (SIGKILL: no exit handler runs)", async () => {
+    const at = join(base, "killed");
+    const dist = new URL("../dist/fuse/index.js", import.meta.url).href;
+    const { spawn } = await import("node:child_process");
+    const child = spawn(process.execPath, ["--input-type=module", "-e", `
+      const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});
+      await mountFuse({ path: ${JSON.stringify(at)}, kind: "directory", handlers: directoryHandlers(${JSON.stringify(provider)}) });
+      process.stdout.write("mounted\\n");
+      setInterval(() => {}, 1000);
+    `], { stdio: ["ignore", "pipe", "inherit"] });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    await new Promise((resolve) => child.stdout!.once("data", resolve));
+    expect(await isMountPoint(at)).toBe(true);
+    child.kill("SIGKILL");
+    await exited;
+    for (let i = 0; i < 100 && (await isMountPoint(at)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    const stale = await isMountPoint(at);
+    if (stale) await sh(`fusermount3 -u -z ${at} || umount -l ${at}`);
+    expect(stale).toBe(false);
+  });
+
   it("refuses a second mount at the same path", async () => {
     const at = join(base, "twice");
     await mount(at, "directory", directoryHandlers(provider));

@@ -17,6 +17,9 @@ import { openContainer, type MultiplexedConnection } from "../multiplexed/contai
 import { pipePostgres, type DatabaseAddress } from "../multiplexed/postgres.js";
 import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type ToolsSource } from "../serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
+import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
+import { FilesystemError } from "../filesystem/errors.js";
+import { PathsMounts } from "../filesystem/paths-mount.js";
 
 export const connectUsage = "  connect    hold a container's proxy and answer everything it asks (multiplexed or paths); serve its tools over MCP";
 
@@ -27,6 +30,7 @@ const help = `Usage:
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
     [--serve-tools <host:port>] [--serve-tools-stdio]
+${connectFsUsage}
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
   multiplexed  opens the proxy's one connection on /, begins the container (--arguments, --image),
@@ -58,6 +62,7 @@ Flags:
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
                             HTTP at http://host:port/mcp, any number of sessions)
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
+${connectFsHelp}
   --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
   --revision <r>            the spec revision to speak (default the newest spoken)
   --quiet                   print nothing but errors
@@ -66,6 +71,8 @@ Flags:
 ${exitStatusHelp}`;
 
 export async function runConnect(args: string[]): Promise<number> {
+  const watchTree = takeWatchTreeRoot(args);
+  args = watchTree.args;
   let parsed;
   try {
     parsed = parseArgs({
@@ -86,6 +93,7 @@ export async function runConnect(args: string[]): Promise<number> {
         "command-exec": { type: "string" },
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
+        ...connectFsOptions,
         timeout: { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
@@ -138,6 +146,11 @@ export async function runConnect(args: string[]): Promise<number> {
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
+  // The container's filesystem (connect-fs.ts): --mount, --watch-tree, --ignore.
+  const mountSpecs = parseMountSpecs(values.mount);
+  if (typeof mountSpecs === "string") return usage(mountSpecs);
+  if ((values.ignore?.length ?? 0) > 0 && !values["watch-tree"]) return usage("--ignore belongs to --watch-tree");
+  if (values["watch-tree"] && values["serve-tools-stdio"]) return usage("--watch-tree prints on stdout, which --serve-tools-stdio takes");
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -190,6 +203,10 @@ export async function runConnect(args: string[]): Promise<number> {
     process.once("SIGTERM", resolve);
   });
 
+  // Paths mounts are answered on /requests (kinds 12–18): their handlers join the others.
+  const pathsMounts = !multiplexed && mountSpecs.length > 0 ? new PathsMounts(values.proxy!) : undefined;
+  if (pathsMounts) Object.assign(handlers, pathsMounts.handlers());
+
   // /requests, on both transports: asks before the begin, and commands.
   const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
@@ -212,6 +229,7 @@ export async function runConnect(args: string[]): Promise<number> {
   cleanups.push(() => paths.close());
 
   let source: ToolsSource | undefined;
+  let filesystemTarget: FilesystemTarget;
   if (multiplexed) {
     let connection: MultiplexedConnection;
     try {
@@ -261,7 +279,32 @@ export async function runConnect(args: string[]): Promise<number> {
       return fail(problem);
     }
     source = loggedSource(connection.mcp, say);
-  } else source = loggedSource(new PathsTools(values.proxy!), say);
+    filesystemTarget = { transport: "multiplexed", connection };
+  } else {
+    source = loggedSource(new PathsTools(values.proxy!), say);
+    if (pathsMounts) {
+      // The proxy asks a mount's operations on /requests: held before the first mount.
+      try {
+        await paths.whenConnected({ timeoutMs });
+      } catch (problem) {
+        await cleanUp();
+        return fail(problem);
+      }
+    }
+    filesystemTarget = { transport: "paths", proxy: values.proxy!, mounts: pathsMounts ?? new PathsMounts(values.proxy!) };
+  }
+  let filesystem: HeldFilesystem;
+  try {
+    filesystem = await holdFilesystem(filesystemTarget, { mounts: mountSpecs, watchTree: values["watch-tree"]!, root: watchTree.root, ignore: values.ignore ?? [], say });
+  } catch (problem) {
+    await cleanUp();
+    if (problem instanceof FilesystemError) {
+      process.stderr.write(`${problem.message}\n`);
+      return filesystemExit(problem);
+    }
+    return fail(problem);
+  }
+  cleanups.push(() => filesystem.close());
 
   let serving: ServingTools | undefined;
   if (source && (serveAt || values["serve-tools-stdio"])) {
@@ -282,8 +325,12 @@ export async function runConnect(args: string[]): Promise<number> {
     cleanups.push(() => served.close());
   }
 
-  const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const)]);
+  const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const), filesystem.ended]);
   stopping = true;
+  if (typeof outcome === "number") {
+    await cleanUp();
+    return outcome;
+  }
   if (outcome === "lost") {
     process.stderr.write(
       `the proxy's one multiplexed connection (${values.proxy}) was lost; a proxy takes one in its life, so restart the proxy (its container) and run diverge connect again\n`,

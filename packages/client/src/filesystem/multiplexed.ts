@@ -93,17 +93,38 @@ export function treeOn(host: FilesystemHost, options: TreeOptions = {}): TreeStr
 export function readOn(host: FilesystemHost, path: readonly string[], options: TransferOptions = {}): ReadableStream<Uint8Array> {
   const what = "filesystem::read";
   let given = false;
+  let scope: number | undefined;
+  let over = false;
+  /**
+   * The reader gave up: the pieces still coming are dropped, and the proxy is asked to stop with a
+   * channel on the read scope, empty like the tree's stop. Our proxy then closes the file and
+   * finishes the scope; one that ignores the channel (fs-fuse.md §2's recommendation) reads on.
+   */
+  const giveUp = () => {
+    if (given) return;
+    given = true;
+    if (scope === undefined || over || host.frames.mux.ended) return;
+    try {
+      host.frames.mux.openChannel(scope, new Uint8Array(0), { response: () => {}, finish: () => {} });
+    } catch {
+      // The scope already ended.
+    }
+  };
   return byteStream(
     (sink) => {
       const lost = lostOr(host, what);
       if (lost) return sink.fail(lost);
+      if (options.signal?.aborted) {
+        given = true;
+        return sink.fail(options.signal.reason);
+      }
       let any = false;
       const onAbort = () => {
-        given = true;
+        giveUp();
         sink.fail(options.signal!.reason);
       };
       options.signal?.addEventListener("abort", onAbort, { once: true });
-      host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemRead", request: { path: [...path] } }), {
+      scope = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemRead", request: { path: [...path] } }), {
         response: (payload) => {
           any = true;
           if (given) return;
@@ -118,20 +139,19 @@ export function readOn(host: FilesystemHost, path: readonly string[], options: T
           else sink.fail(new FilesystemError({ variant: "Failed", what, error: answer.error }));
         },
         finish: () => {
+          over = true;
           options.signal?.removeEventListener("abort", onAbort);
-          if (any) sink.end();
+          if (any || given) sink.end();
           else sink.fail(new FilesystemError({ variant: "NotServed", what }));
         },
         lost: () => {
+          over = true;
           options.signal?.removeEventListener("abort", onAbort);
           sink.fail(new FilesystemError({ variant: "Lost", what }));
         },
-      });
+      }).scope;
     },
-    // A reader that gives up disregards the rest; a read scope has no stop, so the pieces still come and are dropped.
-    () => {
-      given = true;
-    },
+    giveUp,
   );
 }
 

@@ -105,9 +105,10 @@ async function* readerIterable(stream: ReadableStream<Uint8Array>): AsyncGenerat
 
 /** A WHATWG ReadableStream fed by `start`, which pushes pieces and ends or fails it; `cancel` runs when the reader gives up. */
 export function byteStream(start: (sink: { piece(bytes: Uint8Array): void; end(): void; fail(error: unknown): void }) => void, cancel: () => void): ReadableStream<Uint8Array> {
+  // Over once ended, failed or cancelled: the controller takes nothing after.
+  let over = false;
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      let over = false;
       start({
         piece: (bytes) => {
           if (!over) controller.enqueue(bytes);
@@ -124,6 +125,9 @@ export function byteStream(start: (sink: { piece(bytes: Uint8Array): void; end()
         },
       });
     },
-    cancel,
+    cancel() {
+      over = true;
+      cancel();
+    },
   });
 }

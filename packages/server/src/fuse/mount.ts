@@ -3,9 +3,10 @@
 // Debian's `libfuse2`). Errno mapping exactly as fs-fuse.md §4.1: an error answer, a failed or
 // unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT.
 //
-// Known limit of the binding: its utimens forwards the access time twice (fuse-native.c passes
-// `atime` for both arguments), so a program setting different access and modification times gets
-// the access time for both.
+// Known bug of the binding (fuse-native 2.2.6, fuse-native.c `FUSE_METHOD_VOID(utimens, …)`): it
+// hands JavaScript the access time twice (`FUSE_UINT64_TO_INTS_ARGV(l->atime, 5)` where `l->mtime`
+// was meant), so a program's modification time would be lost. Worked around in `withTrueMtime`:
+// the modification time is read from the binding's own per-thread record, which it fills correctly.
 import { execFile, execFileSync } from "node:child_process";
 import { constants as fsConstants, existsSync } from "node:fs";
 import { mkdir, open, readFile, stat } from "node:fs/promises";
@@ -63,6 +64,8 @@ function loadFuse(): FuseCtor {
    */
   class AnyMountPoint extends (Fuse as unknown as new (...args: unknown[]) => Record<string, any>) {
     _open(cb: (error: Error | null) => void): void {
+      const op = (binding as unknown as { op_utimens: number }).op_utimens;
+      this._handlers[op] = withTrueMtime(this._handlers[op]);
       this._thread = Buffer.alloc((binding as unknown as { sizeof_fuse_thread_t: number }).sizeof_fuse_thread_t);
       this._openCallback = cb;
       try {
@@ -74,6 +77,35 @@ function loadFuse(): FuseCtor {
   }
   fuseClass = AnyMountPoint as unknown as FuseCtor;
   return fuseClass;
+}
+
+/**
+ * The byte offsets of `atime` and `mtime` (both `size_t`, milliseconds) in fuse-native 2.2.6's
+ * `fuse_thread_locals_t` on a 64-bit Linux: self 0, op 8, op_fn 16, path 24, dest 32, linkname 40,
+ * info 48, buf 56, offset 64, len 72, mode 80, dev 88, uid 96, gid 100, atime 104, mtime 112.
+ */
+const LOCALS_ATIME = 104;
+const LOCALS_MTIME = 112;
+
+/**
+ * fuse-native 2.2.6's utimens handler as the binding calls it — `(locals, op, path, atimeLow,
+ * atimeHigh, mtimeLow, mtimeHigh)` where the "mtime" halves are the access time again — given the
+ * true modification time. `locals` is the Buffer holding the calling FUSE thread's record, which the
+ * binding filled from the kernel's two timespecs before calling; the access time found there is
+ * checked against the one passed, so a binding whose record is laid out otherwise is left as it is.
+ */
+export function withTrueMtime(handler: (...args: any[]) => unknown): (...args: any[]) => unknown {
+  return (locals: unknown, op: unknown, path: unknown, atimeLow: number, atimeHigh: number, mtimeLow: number, mtimeHigh: number, ...rest: unknown[]) => {
+    if (Buffer.isBuffer(locals) && locals.length >= LOCALS_MTIME + 8 && process.arch !== "ia32" && process.arch !== "arm") {
+      const atime = BigInt(atimeHigh >>> 0) * 0x1_0000_0000n + BigInt(atimeLow >>> 0);
+      if (locals.readBigUInt64LE(LOCALS_ATIME) === atime) {
+        const mtime = locals.readBigUInt64LE(LOCALS_MTIME);
+        mtimeLow = Number(mtime & 0xffff_ffffn);
+        mtimeHigh = Number(mtime >> 32n);
+      }
+    }
+    return handler(locals, op, path, atimeLow, atimeHigh, mtimeLow, mtimeHigh, ...rest);
+  };
 }
 
 export interface MountOptions {
@@ -214,11 +246,25 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
       ask(cb, () => handlers.write(rel(p), BigInt(pos), bytes), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
     },
-    create: (p: string, _mode: number, cb: Cb) => ask(cb, () => handlers.write(rel(p), 0n, new Uint8Array(0)), (a) => (a.kind === "ok" ? cb(0, ++fds) : cb(ackCode(a)))),
+    // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
+    // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
+    // best effort: a provider refusing it still has the file.
+    create: (p: string, mode: number, cb: Cb) =>
+      ask(cb, async () => {
+        const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
+        if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
+        return made;
+      }, (a) => (a.kind === "ok" ? cb(0, ++fds) : cb(ackCode(a)))),
     unlink: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
     rmdir: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
     rename: (from: string, to: string, cb: Cb) => ask(cb, () => handlers.rename(rel(from), rel(to)), (a) => cb(ackCode(a))),
-    mkdir: (p: string, _mode: number, cb: Cb) => ask(cb, () => handlers.mkdir(rel(p)), (a) => cb(ackCode(a))),
+    // The same for a directory's mode.
+    mkdir: (p: string, mode: number, cb: Cb) =>
+      ask(cb, async () => {
+        const made = await handlers.mkdir(rel(p));
+        if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
+        return made;
+      }, (a) => cb(ackCode(a))),
     truncate: (p: string, size: number, cb: Cb) => ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))),
     ftruncate: (p: string, _fd: number, size: number, cb: Cb) => ops.truncate(p, size, cb),
     chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
@@ -228,6 +274,9 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (g !== 0xffffffff && g !== -1) attrs.gid = g;
       setattr(p, attrs, cb);
     },
+    // Both times, in milliseconds (the binding's precision). libfuse 2.9.9's high-level API calls
+    // utimens only when a program sets both (fuse-native sets no `utime_omit_ok`): a change of one
+    // time alone (`touch -m -d …`) never reaches here and is not made.
     utimens: (p: string, atime: number, mtime: number, cb: Cb) => setattr(p, { atime: toTime(atime), mtime: toTime(mtime) }, cb),
     readlink: (_p: string, cb: Cb) => cb(ENOSYS),
     symlink: (_a: string, _b: string, cb: Cb) => cb(ENOSYS),
@@ -250,6 +299,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   withOptions._fuseOptions = () => {
     const opts = base();
     const extra = ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0"];
+    // auto_unmount: libfuse 2.9 mounts through fusermount, which stays beside the proxy and unmounts
+    // when the proxy's FUSE descriptor closes, however the proxy ends (SIGKILL included, where no
+    // exit handler runs). Only where fusermount is found: without it libfuse could not mount at all.
+    if (fusermountFound()) extra.unshift("auto_unmount");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   await new Promise<void>((resolvePromise, reject) =>
@@ -285,6 +338,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       return closing;
     },
   };
+}
+
+let fusermount: boolean | undefined;
+/** Whether libfuse 2.9's helper `fusermount` is on the PATH (or in /bin, /usr/bin). */
+function fusermountFound(): boolean {
+  fusermount ??= [...(process.env.PATH ?? "").split(":"), "/bin", "/usr/bin"].some((dir) => dir !== "" && existsSync(`${dir}/fusermount`));
+  return fusermount;
 }
 
 /** Whether something is mounted exactly at `path` (from /proc/self/mountinfo). */

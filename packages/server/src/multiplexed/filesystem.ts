@@ -30,14 +30,14 @@ function errorValue(problem: unknown): unknown {
 }
 
 export class FilesystemScopes {
-  /** Scopes that take a channel from the provider: the tree's stop. */
+  /** Scopes that take a channel from the provider: the tree's stop, and a read's (see `read`). */
   private readonly stops = new Map<number, () => void>();
   /** Every filesystem scope being served: a channel the provider opens on one is ignored, never answered. */
   private readonly live = new Set<number>();
 
   constructor(private readonly options: FilesystemScopeOptions) {}
 
-  /** A channel the provider opened on one of these scopes: the stop of a tree; any other is ignored (never answered). */
+  /** A channel the provider opened on one of these scopes: the stop of a tree or a read; any other is ignored (never answered). */
   channel(responder: Responder): boolean {
     const stop = this.stops.get(responder.scope);
     if (!stop) return this.live.has(responder.scope);
@@ -78,22 +78,36 @@ export class FilesystemScopes {
     responder.finish();
   }
 
+  /**
+   * A read's pieces, one at a time at the connection's pace. A channel the provider opens on a read
+   * scope is taken as the tree's stop is (fs-fuse.md gives no receiving rule for it, §2; this is the
+   * one way a reader that gave up can say so): the file is closed, nothing more is sent, the scope
+   * finishes and the channel gets no answer of its own. A proxy that ignores such a channel, as the
+   * recommendation there says, simply reads on; a provider drops what still comes.
+   */
   async read(responder: Responder, request: Record<string, unknown>): Promise<void> {
     const members = pathMembers(request);
     if (!members) return responder.finish();
+    const stop = new AbortController();
+    this.stops.set(responder.scope, () => stop.abort());
+    const signal = AbortSignal.any([this.options.signal, stop.signal]);
     try {
-      for await (const piece of readPieces(await this.options.root(), members.path, { signal: this.options.signal })) {
-        if (responder.finished) return;
+      for await (const piece of readPieces(await this.options.root(), members.path, { signal })) {
+        if (responder.finished || stop.signal.aborted) break;
         responder.respond(encodeReadResponse({ variant: "Piece", piece }));
         await this.options.frames.drained(LOW_WATER);
       }
     } catch (problem) {
       if (this.options.signal.aborted) return;
-      const value = errorValue(problem);
-      if (value === undefined) throw problem;
-      responder.respond(encodeReadResponse({ variant: "Failure", error: value }));
+      if (!stop.signal.aborted) {
+        const value = errorValue(problem);
+        if (value === undefined) throw problem;
+        responder.respond(encodeReadResponse({ variant: "Failure", error: value }));
+      }
+    } finally {
+      this.stops.delete(responder.scope);
     }
-    responder.finish();
+    if (!responder.finished) responder.finish();
   }
 
   async write(responder: Responder, request: Record<string, unknown>): Promise<void> {

@@ -111,6 +111,8 @@ export class FilesystemPaths implements UpgradeRoute {
       if (!members) return socket.close();
       try {
         for await (const frame of watchTree(await this.realRoot(), { ignore: members.ignore, signal })) {
+          // Closing (the provider's close frame came): the stop, before the socket's own end.
+          if (socket.readyState !== socket.OPEN) return;
           socket.send(encodeTreeMessage({ variant: "Frame", frame }));
           await drained(socket, LOW_WATER);
         }
@@ -125,6 +127,9 @@ export class FilesystemPaths implements UpgradeRoute {
     if (endpoint === "read") {
       try {
         for await (const piece of readPieces(await this.realRoot(), members.path, { signal })) {
+          // A reader that gave up closed the socket: its close frame ends the read at once (the
+          // socket's 'close' comes only once the pieces already queued have drained), the file closed.
+          if (socket.readyState !== socket.OPEN) return;
           socket.send(encodeReadAnswer({ variant: "Piece", piece }));
           await drained(socket, LOW_WATER);
         }
