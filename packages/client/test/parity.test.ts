@@ -4,13 +4,17 @@
 //   inward MCP:  begin-scope channels 3-7 (ContainerMcp)  vs  /tool/* (PathsTools)
 //   outward MCP: proxy-opened channels 7-11               vs  /requests kinds 0-4
 //   vault:       proxy-opened channels 2-6                vs  /requests kinds 5-9
-// Postgres (pair vs kind 11) has its own file against a real PostgreSQL (postgres-paths.test.ts).
+//   postgres:    the begin-scope pair (tag 0)                vs  /requests kind 11 and /postgres/{channel}
+// The malformed answers are sent by a raw `ws` peer acting as the provider (parity-peers.ts); the
+// container's server that refuses or drops a call is a real MCP SDK server behind a fault-injecting
+// HTTP layer (parity-container.ts).
 import { afterEach, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type RunningProxy } from "@diverge/server";
 import { connectProxy, openContainer, PathsTools, type ProviderHandlers } from "../src/index.js";
+import { rawMultiplexedProvider, rawPathsProvider, type RawProvider } from "./parity-peers.js";
 
 type Transport = "multiplexed" | "paths";
 const TRANSPORTS: readonly Transport[] = ["multiplexed", "paths"];
@@ -130,6 +134,71 @@ describe("outward MCP: the provider's connection lost mid-exchange", () => {
         expect(await seen).toEqual({ result: text("asked again") });
       }
     });
+  }
+});
+
+/** A raw provider on `transport`: begun on / (multiplexed) or holding /requests (paths). */
+async function rawProvider(proxy: RunningProxy, transport: Transport): Promise<RawProvider> {
+  const provider = transport === "multiplexed" ? await rawMultiplexedProvider(proxy.port) : await rawPathsProvider(proxy.port);
+  cleanups.push(() => provider.close());
+  return provider;
+}
+
+/** The exchange's tag on each transport: the begin-scope channel tag, or the `/requests` kind. */
+const CALL_TOOL: Record<Transport, number> = { multiplexed: 9, paths: 2 };
+const VAULT_GET: Record<Transport, number> = { multiplexed: 2, paths: 5 };
+
+const bytes = (...parts: (number | string)[]) => {
+  const out: number[] = [];
+  for (const part of parts) out.push(...(typeof part === "number" ? [part] : new TextEncoder().encode(part)));
+  return new Uint8Array(out);
+};
+
+/** No ask with `tag` arrives within `ms`: the exchange is not asked again. */
+async function notAskedAgain(provider: RawProvider, tag: number, ms = 400): Promise<void> {
+  const before = provider.asks.filter((ask) => ask.tag === tag).length;
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  expect(provider.asks.filter((ask) => ask.tag === tag).length).toBe(before);
+}
+
+describe("outward MCP: a malformed answer, sent by a raw provider on either transport", () => {
+  // Not asked again on either (the same provider would send the same bytes); the program gets an MCP
+  // error quoting the decoder's exact text; the provider's connection goes on and carries the next
+  // exchange.
+  const rows: { outcome: string; answer: Uint8Array; reason: string | RegExp }[] = [
+    { outcome: "an empty message", answer: bytes(), reason: "mcp answer frame is empty" },
+    { outcome: "an unknown tag", answer: bytes(7, "{}"), reason: "unknown mcp answer frame tag 7" },
+    { outcome: "JSON that does not parse", answer: bytes(0, "{not json"), reason: /^mcp answer did not parse: / },
+    { outcome: "JSON of the wrong type", answer: bytes(0, '{"content":"not a list"}'), reason: /^mcp answer did not parse: / },
+    { outcome: "an error that is not ErrorData", answer: bytes(1, '{"code":"x"}'), reason: /^mcp answer did not parse: / },
+  ];
+  for (const row of rows) {
+    const seen: Partial<Record<Transport, unknown>> = {};
+    for (const transport of TRANSPORTS) {
+      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+        const proxy = await proxyFor(await container());
+        const provider = await rawProvider(proxy, transport);
+        const agent = await program(proxy);
+        const outcome = programOutcome(() => agent.callTool({ name: "t", arguments: {} }));
+        await (await provider.next(CALL_TOOL[transport])).answer([row.answer]);
+        const result = (await outcome) as { error: { code: number; message: string; data: unknown } };
+        expect(result.error.code).toBe(-32603);
+        expect(result.error.data).toEqual({ diverge: "UnreadableAnswer" });
+        const prefix = "MCP error -32603: the provider's answer could not be read: ";
+        expect(result.error.message.startsWith(prefix)).toBe(true);
+        const reason = result.error.message.slice(prefix.length);
+        if (typeof row.reason === "string") expect(reason).toBe(row.reason);
+        else expect(reason).toMatch(row.reason);
+        // The provider: not asked again, its connection goes on and carries the next exchange.
+        await notAskedAgain(provider, CALL_TOOL[transport]);
+        expect(provider.open).toBe(true);
+        const next = programOutcome(() => agent.callTool({ name: "u", arguments: {} }));
+        await (await provider.next(CALL_TOOL[transport])).answer([bytes(0, JSON.stringify(text("fine")))]);
+        expect(await next).toEqual({ result: text("fine") });
+        seen[transport] = result;
+        if (transport === "paths" && seen.multiplexed !== undefined) expect(seen.paths).toEqual(seen.multiplexed);
+      });
+    }
   }
 });
 
