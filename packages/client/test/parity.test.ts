@@ -37,16 +37,32 @@ async function proxyFor(app: ExampleContainer, maxMessageBytes?: number): Promis
 }
 
 /** The provider on `transport`, answering with `handlers`: begun on / (multiplexed), or holding /requests (paths). */
-async function provide(proxy: RunningProxy, transport: Transport, handlers: ProviderHandlers): Promise<void> {
+async function provide(proxy: RunningProxy, transport: Transport, handlers: ProviderHandlers, maxMessageBytes?: number): Promise<{ connected: () => boolean; said: string[] }> {
+  // What the provider said about answers it did not send.
+  const said: string[] = [];
   if (transport === "multiplexed") {
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { handlers });
+    let ended = false;
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, {
+      handlers,
+      maxMessageBytes,
+      onEvent: (event) => {
+        if (event.type === "ended") ended = true;
+        if (event.type === "answerNotSent") said.push(event.reason);
+      },
+    });
     cleanups.push(() => connection.close());
     await connection.beginTools({ arguments: { greeting: "Hello" } });
-  } else {
-    const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers);
-    cleanups.push(() => connection.close());
-    await connection.whenConnected({ timeoutMs: 10_000 });
+    return { connected: () => !ended, said };
   }
+  const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers, {
+    maxMessageBytes,
+    onEvent: (event) => {
+      if (event.type === "error" && event.error.detail.variant === "AnswerUnwritable") said.push(event.error.detail.reason);
+    },
+  });
+  cleanups.push(() => connection.close());
+  await connection.whenConnected({ timeoutMs: 10_000 });
+  return { connected: () => connection.connected, said };
 }
 
 /** What the program saw: the result, or its MCP error's code and Diverge reason. */
@@ -85,12 +101,6 @@ describe("outward MCP: the program's exchange, answered by the provider on eithe
       handlers: { mcpCallTool: () => undefined },
       expected: (seen) => expect(seen).toMatchObject({ error: { code: -32603, data: { diverge: "NotServed" } } }),
     },
-    {
-      outcome: "an oversized answer (larger than the message limit)",
-      handlers: { mcpCallTool: () => ({ variant: "Result", result: text("x".repeat(200_000)) }) },
-      maxMessageBytes: 64 * 1024,
-      expected: (seen) => expect(seen).toMatchObject({ error: { code: -32603 } }),
-    },
   ];
   for (const row of rows) {
     for (const transport of TRANSPORTS) {
@@ -101,6 +111,46 @@ describe("outward MCP: the program's exchange, answered by the provider on eithe
         row.expected(await programOutcome(() => agent.callTool({ name: "t", arguments: {} })));
       });
     }
+  }
+});
+
+describe("an oversized answer (larger than the proxy's message limit) on either transport", () => {
+  // The provider that knows the proxy's limit does not send it (on / the proxy would end the one
+  // connection on such a frame, close 1009): the exchange is not served, the provider says why, and
+  // its connection goes on. Same outcome on both transports.
+  const LIMIT = 64 * 1024;
+  for (const transport of TRANSPORTS) {
+    it(`outward MCP: not served, the connection goes on — ${transport}`, { timeout: 30_000 }, async () => {
+      const proxy = await proxyFor(await container(), LIMIT);
+      const provider = await provide(proxy, transport, { mcpCallTool: ({ params }) => ({ variant: "Result", result: text(params.name === "big" ? "x".repeat(200_000) : "small") }) }, LIMIT);
+      const agent = await program(proxy);
+      expect(await programOutcome(() => agent.callTool({ name: "big", arguments: {} }))).toMatchObject({ error: { code: -32603, data: { diverge: "NotServed" } } });
+      expect(provider.said).toEqual([expect.stringMatching(/^the answer is \d+ bytes, larger than the proxy's message limit of 65536$/)]);
+      expect(provider.connected()).toBe(true);
+      expect(await programOutcome(() => agent.callTool({ name: "small", arguments: {} }))).toEqual({ result: text("small") });
+    });
+    it(`vault: 503 not served, the connection goes on — ${transport}`, { timeout: 30_000 }, async () => {
+      const proxy = await proxyFor(await container(), LIMIT);
+      const provider = await provide(proxy, transport, { vaultGet: ({ key }) => ({ variant: "Present", value: new Uint8Array(key === "big" ? 200_000 : 3) }) }, LIMIT);
+      const big = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/big`);
+      expect([big.status, await big.text()]).toEqual([503, "the provider did not serve the ask\n"]);
+      expect(provider.said).toHaveLength(1);
+      expect(provider.connected()).toBe(true);
+      const small = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/small`);
+      expect([small.status, (await small.arrayBuffer()).byteLength]).toEqual([200, 3]);
+    });
+  }
+  for (const transport of TRANSPORTS) {
+    it(`a provider that does not know the limit: the program still gets an MCP error, never a hang — ${transport}`, { timeout: 30_000 }, async () => {
+      // On paths the proxy closes that one answer path (1009: AnswerTooLarge); on / the proxy ends the
+      // one connection (Lost). The program's outcome is an MCP error on both.
+      const proxy = await proxyFor(await container(), LIMIT);
+      await provide(proxy, transport, { mcpCallTool: () => ({ variant: "Result", result: text("x".repeat(200_000)) }) });
+      const agent = await program(proxy);
+      expect(await programOutcome(() => agent.callTool({ name: "t", arguments: {} }))).toMatchObject({
+        error: { code: -32603, data: { diverge: transport === "paths" ? "AnswerTooLarge" : "Lost" } },
+      });
+    });
   }
 });
 
@@ -219,6 +269,49 @@ describe("vault: the program's HTTP call, answered by the provider on either tra
         if (row.body !== undefined) expect(body).toContain(row.body);
       });
     }
+  }
+});
+
+describe("vault: malformed, lost and oversized answers on either transport", () => {
+  const fetchVault = async (proxy: RunningProxy) => {
+    const response = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/k`);
+    return { status: response.status, body: await response.text() };
+  };
+  const malformed: { outcome: string; answer: Uint8Array; reason: string }[] = [
+    { outcome: "an empty message", answer: bytes(), reason: "vault response is empty" },
+    { outcome: "an unknown kind", answer: bytes(9), reason: "unknown vault response kind 9" },
+    { outcome: "an error message that is not UTF-8", answer: bytes(2, 0xff, 0xfe), reason: "vault error message is not utf-8" },
+  ];
+  for (const row of malformed) {
+    for (const transport of TRANSPORTS) {
+      it(`a malformed answer (${row.outcome}) — ${transport}`, { timeout: 30_000 }, async () => {
+        const proxy = await proxyFor(await container());
+        const provider = await rawProvider(proxy, transport);
+        const seen = fetchVault(proxy);
+        await (await provider.next(VAULT_GET[transport])).answer([row.answer]);
+        expect(await seen).toEqual({ status: 502, body: `the provider's answer could not be read: ${row.reason}\n` });
+        // The provider: not asked again, and its connection carries the next call.
+        await notAskedAgain(provider, VAULT_GET[transport]);
+        expect(provider.open).toBe(true);
+        const next = fetchVault(proxy);
+        await (await provider.next(VAULT_GET[transport])).answer([bytes(0, "v")]);
+        expect(await next).toEqual({ status: 200, body: "v" });
+      });
+    }
+  }
+  for (const transport of TRANSPORTS) {
+    it(`the connection lost mid-exchange: 503, never asked again — ${transport}`, { timeout: 30_000 }, async () => {
+      const proxy = await proxyFor(await container());
+      const provider = await rawProvider(proxy, transport);
+      const seen = fetchVault(proxy);
+      // Multiplexed: the provider's one connection ends with the channel open. Paths: the answer
+      // path ends abruptly after its message (an answer is a message and a clean close).
+      await (await provider.next(VAULT_GET[transport])).answer([bytes(0, "half")], "abrupt");
+      expect(await seen).toEqual({ status: 503, body: "the exchange was lost; it is not asked again\n" });
+      // A provider that comes next (on /requests: / is once per proxy life) is not asked it again.
+      const next = transport === "paths" ? provider : await rawProvider(proxy, "paths");
+      await notAskedAgain(next, VAULT_GET.paths);
+    });
   }
 });
 

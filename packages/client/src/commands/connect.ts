@@ -58,6 +58,8 @@ Flags:
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
                             HTTP at http://host:port/mcp, any number of sessions)
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
+  --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
+                            answer larger than it is not sent (not served), as the proxy would refuse it
   --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
   --revision <r>            the spec revision to speak (default the newest spoken)
   --quiet                   print nothing but errors
@@ -87,6 +89,7 @@ export async function runConnect(args: string[]): Promise<number> {
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
         timeout: { type: "string" },
+        "max-message-bytes": { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -135,6 +138,8 @@ export async function runConnect(args: string[]): Promise<number> {
   if (values.mcp !== undefined && values["mcp-stdio"] !== undefined) return usage("give at most one of --mcp and --mcp-stdio");
   const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutMs !== undefined && !(timeoutMs >= 0)) return usage("--timeout must be a number of milliseconds");
+  const maxMessageBytes = values["max-message-bytes"] === undefined ? undefined : Number(values["max-message-bytes"]);
+  if (maxMessageBytes !== undefined && !(Number.isInteger(maxMessageBytes) && maxMessageBytes > 0)) return usage("--max-message-bytes must be a positive number of bytes");
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
@@ -193,6 +198,7 @@ export async function runConnect(args: string[]): Promise<number> {
   // /requests, on both transports: asks before the begin, and commands.
   const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
+    maxMessageBytes,
     onEvent: (event) => {
       switch (event.type) {
         case "requestsOpened":
@@ -218,6 +224,7 @@ export async function runConnect(args: string[]): Promise<number> {
       connection = await openContainer(values.proxy!, {
         revision: values.revision,
         timeoutMs,
+        maxMessageBytes,
         onPostgres: (announced) => database.pipe(announced),
         // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
         handlers: announcing({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }, say),
@@ -229,6 +236,8 @@ export async function runConnect(args: string[]): Promise<number> {
               return say(`/ ${event.kind} connection ${event.id}: declined (${event.reason})`);
             case "pairFailed":
               return process.stderr.write(`/ ${event.kind} connection ${event.id}: ${event.error.message}\n`);
+            case "answerNotSent":
+              return process.stderr.write(`/ channel ${event.channel}: not answered: ${event.reason}\n`);
             case "heldForSecrets":
               return say(`${event.what}: held by the proxy's secrets gate until the secrets are fed`);
             case "ended":
