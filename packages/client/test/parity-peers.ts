@@ -22,6 +22,11 @@ export interface RawProvider {
   close(): Promise<void>;
 }
 
+export interface RawMultiplexedProvider extends RawProvider {
+  /** Opens a provider channel on the begin scope with `payload` (tag and body); resolves with its responses at its finish. */
+  request(payload: Uint8Array): Promise<Uint8Array[]>;
+}
+
 /** Waits for the socket to open; rejects on an error before. */
 function opened(socket: WebSocket): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -70,15 +75,23 @@ function book(): { asks: RawAsk[]; push(ask: RawAsk): void; next(tag: number, ms
 }
 
 /** A provider on `/` that begins the container and answers proxy-opened channels by hand. */
-export async function rawMultiplexedProvider(port: number): Promise<RawProvider> {
+export async function rawMultiplexedProvider(port: number): Promise<RawMultiplexedProvider> {
   const socket = new WebSocket(`ws://127.0.0.1:${port}/`);
   socket.on("error", () => {});
   const asks = book();
   let begun: ((frame: ServerFrame) => void) | undefined;
+  const mine = new Map<number, { responses: Uint8Array[]; finished: (responses: Uint8Array[]) => void }>();
+  let nextChannel = 0;
   socket.on("message", (data: Buffer, isBinary: boolean) => {
     if (!isBinary) return;
     const frame = decodeServerFrame(new Uint8Array(data));
     if (frame.type === "Response" && frame.scope === 1) return begun?.(frame);
+    if (frame.type === "ChannelResponse" && frame.scope === 1) return void mine.get(frame.channel)?.responses.push(frame.payload);
+    if (frame.type === "ChannelResponseFinish" && frame.scope === 1) {
+      const channel = mine.get(frame.channel);
+      mine.delete(frame.channel);
+      return channel?.finished(channel.responses);
+    }
     if (frame.type !== "ChannelRequest" || frame.scope !== 1) return;
     const channel = frame.channel;
     asks.push({
@@ -99,6 +112,13 @@ export async function rawMultiplexedProvider(port: number): Promise<RawProvider>
   return {
     asks: asks.asks,
     next: asks.next,
+    request(payload) {
+      const channel = nextChannel++;
+      return new Promise((resolve) => {
+        mine.set(channel, { responses: [], finished: resolve });
+        socket.send(encodeClientFrame({ type: "ChannelRequest", scope: 1, channel, payload }));
+      });
+    },
     get open() {
       return socket.readyState === WebSocket.OPEN;
     },

@@ -8,13 +8,17 @@
 // The malformed answers are sent by a raw `ws` peer acting as the provider (parity-peers.ts); the
 // container's server that refuses or drops a call is a real MCP SDK server behind a fault-injecting
 // HTTP layer (parity-container.ts).
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import pg from "pg";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type RunningProxy } from "@diverge/server";
-import { connectProxy, openContainer, PathsTools, type ProviderHandlers } from "../src/index.js";
+import { connectProxy, openContainer, PathsTools, pipePostgres, postgresOverPaths, type ProviderHandlers } from "../src/index.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "./multiplexed-postgres-server.js";
+import { WebSocket } from "ws";
 import { rawMultiplexedProvider, rawPathsProvider, type RawProvider } from "./parity-peers.js";
+import { startFaultyContainer, type Fault, type FaultyContainer } from "./parity-container.js";
 
 type Transport = "multiplexed" | "paths";
 const TRANSPORTS: readonly Transport[] = ["multiplexed", "paths"];
@@ -358,6 +362,176 @@ describe("inward MCP: the provider's exchange with the container's server on eit
         if (transport === "paths" && seen.multiplexed !== undefined) expect(seen.paths).toEqual(seen.multiplexed);
       });
     }
+  }
+});
+
+describe("inward MCP: the container's server fails, the same on either transport", () => {
+  async function faulty(): Promise<{ front: FaultyContainer; proxy: RunningProxy }> {
+    const front = await startFaultyContainer();
+    cleanups.push(() => front.close());
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: front.port, root: exampleRoot, secretsGate: false, log: () => {} });
+    cleanups.push(() => proxy.close());
+    return { front, proxy };
+  }
+  async function reach(proxy: RunningProxy, transport: Transport) {
+    if (transport === "paths") return new PathsTools(`ws://127.0.0.1:${proxy.port}`);
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`);
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: { greeting: "Hello" } });
+    return connection.mcp;
+  }
+  const outcome = async (call: () => Promise<unknown>) => {
+    try {
+      return { result: await call() };
+    } catch (problem) {
+      const detail = (problem as { detail: { variant: string; error?: { code: number; message: string } } }).detail;
+      return { variant: detail.variant, code: detail.error?.code, message: detail.error?.message };
+    }
+  };
+  const rows: { outcome: string; fault: Fault; reached: number; message: RegExp }[] = [
+    { outcome: "not served (the server refuses the call: HTTP 503)", fault: "refuse", reached: 0, message: /Error POSTing to endpoint: the server is not taking calls now/ },
+    { outcome: "the connection lost mid-exchange (the server acted; its answer never came): not asked again", fault: "drop", reached: 1, message: /^the connection to the container's MCP server was lost before it answered/ },
+    { outcome: "a malformed answer (a result not of the method's type)", fault: "malformedResult", reached: 1, message: /^the container's MCP server answered with a result not of its type \(content: / },
+    { outcome: "a malformed answer (a body that is not JSON)", fault: "notJson", reached: 1, message: /^the container's MCP server's answer could not be read: / },
+  ];
+  for (const row of rows) {
+    const seen: Partial<Record<Transport, unknown>> = {};
+    for (const transport of TRANSPORTS) {
+      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+        const { front, proxy } = await faulty();
+        const tools = await reach(proxy, transport);
+        expect(await outcome(() => tools.listTools())).toMatchObject({ result: { tools: expect.any(Array) } });
+        front.arm("tools/call", row.fault);
+        const failed = (await outcome(() => tools.callTool({ name: "greet", arguments: { name: "Ada" } }))) as { variant: string; code: number; message: string };
+        // The provider gets the container's failure as an MCP internal error with the reason; the call reached the server at most once.
+        expect(failed).toMatchObject({ variant: "Mcp", code: -32603 });
+        expect(failed.message).toMatch(row.message);
+        expect(front.reached("tools/call")).toBe(row.reached);
+        // The next exchange goes through (the proxy's client is dialled again if its transport died).
+        expect(await outcome(() => tools.callTool({ name: "greet", arguments: { name: "Bo" } }))).toEqual({ result: text("Hello, Bo!") });
+        expect(front.reached("tools/call")).toBe(row.reached + 1);
+        seen[transport] = failed;
+        if (transport === "paths" && seen.multiplexed !== undefined) expect(seen.paths).toEqual(seen.multiplexed);
+      });
+    }
+  }
+});
+
+describe("inward MCP: params that do not parse, sent by a raw provider", () => {
+  // Each transport's own rule: a begin-scope channel request that does not decode is answered by a
+  // bare finish and nothing else (seed 004); /tool/* answers every exchange, here with -32602. On
+  // both the container's server is never asked and the provider's connection goes on.
+  const malformed: { outcome: string; params: string }[] = [
+    { outcome: "JSON that does not parse", params: "{not json" },
+    { outcome: "JSON of the wrong type", params: '{"name":7}' },
+  ];
+  for (const row of malformed) {
+    it(`${row.outcome} — multiplexed: a bare finish`, { timeout: 30_000 }, async () => {
+      const app = await container();
+      const proxy = await proxyFor(app);
+      const provider = await rawMultiplexedProvider(proxy.port);
+      cleanups.push(() => provider.close());
+      expect(await provider.request(bytes(5, row.params))).toEqual([]);
+      expect(app.calls.filter((call) => call.startsWith("tools/call"))).toEqual([]);
+      expect(provider.open).toBe(true);
+      const fine = await provider.request(bytes(5, JSON.stringify({ name: "greet", arguments: { name: "Ada" } })));
+      expect(fine.map((payload) => [payload[0], JSON.parse(new TextDecoder().decode(payload.subarray(1)))])).toEqual([[0, text("Hello, Ada!")]]);
+    });
+    it(`${row.outcome} — paths: one -32602 answer, then the close`, { timeout: 30_000 }, async () => {
+      const app = await container();
+      const proxy = await proxyFor(app);
+      const socket = new WebSocket(`ws://127.0.0.1:${proxy.port}/tool/call-tool`);
+      const messages: Buffer[] = [];
+      socket.on("message", (data: Buffer) => messages.push(data));
+      const closed = new Promise<number>((resolve) => socket.once("close", (code) => resolve(code)));
+      await new Promise((resolve) => socket.once("open", resolve));
+      socket.send(bytes(...[...new TextEncoder().encode(row.params)]));
+      expect(await closed).toBe(1000);
+      expect(messages).toHaveLength(1);
+      expect(messages[0]![0]).toBe(1);
+      expect(JSON.parse(messages[0]!.subarray(1).toString("utf8"))).toMatchObject({ code: -32602 });
+      expect(app.calls.filter((call) => call.startsWith("tools/call"))).toEqual([]);
+      expect(await new PathsTools(`ws://127.0.0.1:${proxy.port}`).callTool({ name: "greet", arguments: { name: "Ada" } })).toEqual(text("Hello, Ada!"));
+    });
+  }
+});
+
+describe("postgres: the program's database connection, carried by the provider on either transport", () => {
+  // The begin-scope pair (tag 0) against /requests kind 11 with /postgres/{channel}, to a real
+  // PostgreSQL. Raw pgwire both ways, read by neither party: there is no MCP error and no answer to
+  // be malformed, so those rows are not meaningful for this family; an answer is never oversized
+  // either, since the database's bytes go as the chunks it wrote, each far below the limit.
+  let database: ThrowawayPostgres;
+  beforeAll(async () => {
+    database = await startThrowawayPostgres();
+  }, 60_000);
+  afterAll(async () => {
+    await database?.stop();
+  });
+
+  /** The provider on `transport`, piping to `target` (or declining every connection); returns how to drop it. */
+  async function carry(proxy: RunningProxy, transport: Transport, target: string | undefined): Promise<() => Promise<unknown>> {
+    if (transport === "multiplexed") {
+      const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, target ? { onPostgres: (announced) => pipePostgres(announced, target) } : {});
+      cleanups.push(() => connection.close());
+      await connection.beginTools({ arguments: { greeting: "Hello" } });
+      return () => connection.close();
+    }
+    const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, target ? { raw: postgresOverPaths(target) } : {});
+    cleanups.push(() => connection.close());
+    await connection.whenConnected({ timeoutMs: 10_000 });
+    return () => connection.close();
+  }
+  function driver(proxy: RunningProxy): pg.Client {
+    const client = new pg.Client({ host: "127.0.0.1", port: proxy.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+    client.on("error", () => {});
+    cleanups.push(() => client.end());
+    return client;
+  }
+  const failure = async (call: () => Promise<unknown>) => {
+    try {
+      await call();
+      return "succeeded";
+    } catch (problem) {
+      return (problem as Error).message;
+    }
+  };
+
+  for (const transport of TRANSPORTS) {
+    it(`a result, a result larger than the message limit whole, several connections at once — ${transport}`, { timeout: 60_000 }, async () => {
+      const proxy = await proxyFor(await container(), 256 * 1024);
+      await carry(proxy, transport, database.url);
+      const clients = [driver(proxy), driver(proxy)];
+      await Promise.all(clients.map((client) => client.connect()));
+      const rows = await Promise.all(clients.map((client, i) => client.query("select $1::int * 2 as doubled", [i + 1])));
+      expect(rows.map((result) => result.rows[0].doubled)).toEqual([2, 4]);
+      const big = await clients[0]!.query("select repeat('x', 2000000) as blob");
+      expect(big.rows[0].blob).toHaveLength(2_000_000);
+    });
+
+    it(`not served (the provider declines the connection): the driver sees the server hang up — ${transport}`, { timeout: 60_000 }, async () => {
+      const proxy = await proxyFor(await container());
+      await carry(proxy, transport, undefined);
+      expect(await failure(() => driver(proxy).connect())).toMatch(/Connection terminated unexpectedly|server closed the connection/);
+    });
+
+    it(`the provider's connection lost mid-query: the driver's connection ends, and it is not carried again — ${transport}`, { timeout: 60_000 }, async () => {
+      const proxy = await proxyFor(await container());
+      const drop = await carry(proxy, transport, database.url);
+      const client = driver(proxy);
+      await client.connect();
+      const query = failure(() => client.query("select pg_sleep(30)"));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await drop();
+      expect(await query).toMatch(/Connection terminated/);
+      // A new provider (on /requests: / is once per proxy life) is not asked for the lost connection.
+      const asked: string[] = [];
+      const next = connectProxy(`ws://127.0.0.1:${proxy.port}`, {}, { onEvent: (event) => event.type === "ask" && asked.push(event.ask.kind) });
+      cleanups.push(() => next.close());
+      await next.whenConnected({ timeoutMs: 10_000 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(asked).toEqual([]);
+    });
   }
 });
 
