@@ -26,7 +26,8 @@ const help = `Usage:
     [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
-    [--serve-tools <host:port>] [--serve-tools-stdio]
+    [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]]
+    [--serve-tools-stdio]
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
   multiplexed  opens the proxy's one connection on /, begins the container (--arguments, --image),
@@ -56,7 +57,13 @@ Flags:
   --vault-namespace <name>  which store the keys live in (default "default")
   --command-exec <path>     run each command with this executable
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
-                            HTTP at http://host:port/mcp, any number of sessions)
+                            HTTP at http://host:port/mcp, any number of sessions up to the cap)
+  --serve-tools-max-sessions <n>
+                            sessions held at once (default 100): a new one takes the place of the
+                            oldest quiet session, or is refused with HTTP 503 when every one is busy
+  --serve-tools-idle-seconds <s>
+                            a session with no request in flight and no notification stream open is
+                            closed after this long (default 300)
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
   --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
                             answer larger than it is not sent (not served), as the proxy would refuse it
@@ -88,6 +95,8 @@ export async function runConnect(args: string[]): Promise<number> {
         "command-exec": { type: "string" },
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
+        "serve-tools-max-sessions": { type: "string" },
+        "serve-tools-idle-seconds": { type: "string" },
         timeout: { type: "string" },
         "max-message-bytes": { type: "string" },
         quiet: { type: "boolean", default: false },
@@ -143,6 +152,11 @@ export async function runConnect(args: string[]): Promise<number> {
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
+  const maxSessions = values["serve-tools-max-sessions"] === undefined ? undefined : Number(values["serve-tools-max-sessions"]);
+  if (maxSessions !== undefined && !(Number.isInteger(maxSessions) && maxSessions > 0)) return usage("--serve-tools-max-sessions must be a whole number above 0");
+  const idleSeconds = values["serve-tools-idle-seconds"] === undefined ? undefined : Number(values["serve-tools-idle-seconds"]);
+  if (idleSeconds !== undefined && !(idleSeconds > 0)) return usage("--serve-tools-idle-seconds must be a number of seconds above 0");
+  if (!serveAt && (maxSessions !== undefined || idleSeconds !== undefined)) return usage("--serve-tools-max-sessions and --serve-tools-idle-seconds bound the sessions of --serve-tools, which is not given");
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -276,7 +290,7 @@ export async function runConnect(args: string[]): Promise<number> {
   if (source && (serveAt || values["serve-tools-stdio"])) {
     try {
       if (serveAt) {
-        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say });
+        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, maxSessions, sessionIdleMs: idleSeconds === undefined ? undefined : idleSeconds * 1000 });
         // Said even with --quiet: with port 0 it is the only way to learn where.
         process.stderr.write(`serving the container's tools at ${serving.url}\n`);
       } else {
