@@ -177,17 +177,19 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
   if (relay) cleanups.push(() => relay.close());
+  // Said once the proxy is held: a command refused at the dial says one sentence and nothing else.
+  const backendLines: string[] = [];
   const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
   let vault: PostgresVault;
   try {
     if (values["vault-database-url"]) {
       vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
-      say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+      backendLines.push(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
     } else {
       const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
       mkdirSync(dir, { recursive: true });
       vault = PostgresVault.embedded(dir, vaultOptions);
-      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+      backendLines.push(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
     }
   } catch (problem) {
     await cleanUp();
@@ -195,7 +197,7 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   cleanups.push(() => vault.close());
   const executable = values["command-exec"];
-  if (executable) say(`commands run ${executable}`);
+  if (executable) backendLines.push(`commands run ${executable}`);
   const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
   const database = databaseBackend(values["database-url"], say);
   cleanups.push(() => database.close());
@@ -209,27 +211,32 @@ export async function runConnect(args: string[]): Promise<number> {
     process.once("SIGTERM", resolve);
   });
 
-  // /requests, on both transports: asks before the begin, and commands.
-  const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
-    revision: values.revision,
-    maxMessageBytes,
-    onEvent: (event) => {
-      switch (event.type) {
-        case "requestsOpened":
-          return say(`connected to ${values.proxy}/requests`);
-        case "requestsClosed":
-          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
-        case "ask":
-          return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
-        case "pathEnded":
-          return say(`${event.path}: ${event.outcome}`);
-        case "error":
-          if (stopping) return;
-          return process.stderr.write(`${event.error.message}\n`);
-      }
-    },
-  });
-  cleanups.push(() => paths.close());
+  // /requests, on both transports: asks before the begin, and commands. On multiplexed it is held
+  // only once / is open, so a command refused at the dial (the one connection used) takes no ask.
+  const holdRequests = () => {
+    for (const line of backendLines.splice(0)) say(line);
+    const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
+      revision: values.revision,
+      maxMessageBytes,
+      onEvent: (event) => {
+        switch (event.type) {
+          case "requestsOpened":
+            return say(`connected to ${values.proxy}/requests`);
+          case "requestsClosed":
+            return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
+          case "ask":
+            return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
+          case "pathEnded":
+            return say(`${event.path}: ${event.outcome}`);
+          case "error":
+            if (stopping) return;
+            return process.stderr.write(`${event.error.message}\n`);
+        }
+      },
+    });
+    cleanups.push(() => paths.close());
+  };
+  if (!multiplexed) holdRequests();
 
   let source: ToolsSource | undefined;
   if (multiplexed) {
@@ -265,6 +272,7 @@ export async function runConnect(args: string[]): Promise<number> {
       return fail(problem);
     }
     cleanups.push(() => connection.close());
+    holdRequests();
     try {
       const tools = await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, { timeoutMs });
       say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
