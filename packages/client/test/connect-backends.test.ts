@@ -5,6 +5,7 @@
 // and a command after a refused begin says in one sentence that the one connection is used.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { connect as tcpConnect, createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -171,6 +172,71 @@ describe("diverge connect with every backend flag", () => {
     expect(stderr).toContain("serving the container's tools on stdin/stdout");
     // Nothing was begun: / is still free.
     expect(proxy.multiplexed.connection).toBeUndefined();
+  });
+});
+
+/** A TCP front to the proxy that can cut every connection whose HTTP request names `path`, leaving the others. */
+async function cuttableFront(target: number): Promise<{ port: number; cut(path: string): number }> {
+  const pairs: { path: string; client: Socket; upstream: Socket }[] = [];
+  const server = createTcpServer((client) => {
+    client.on("error", () => {});
+    const upstream = tcpConnect({ host: "127.0.0.1", port: target });
+    upstream.on("error", () => client.destroy());
+    client.once("data", (first: Buffer) => {
+      const path = /^GET (\S+) /.exec(first.toString("latin1"))?.[1] ?? "";
+      pairs.push({ path, client, upstream });
+      upstream.write(first);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    client.once("close", () => upstream.destroy());
+    upstream.once("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(async () => {
+    for (const pair of pairs) pair.client.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    cut(path) {
+      const cut = pairs.filter((pair) => pair.path === path && !pair.client.destroyed);
+      for (const pair of cut) pair.client.destroy();
+      return cut.length;
+    },
+  };
+}
+
+describe("diverge connect --transport multiplexed: /requests beside /", () => {
+  it("is dialled again when it ends, while the one connection on / goes on", { timeout: 60_000 }, async () => {
+    const { proxy } = await fixture();
+    const front = await cuttableFront(proxy.port);
+    const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${front.port}`, "--arguments", '{"greeting":"Hey"}', "--command-exec", commandScript()], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await exited;
+    });
+    const waitFor = async (pattern: RegExp) => {
+      const deadline = Date.now() + 20_000;
+      while (!pattern.test(stderr)) {
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`never saw ${String(pattern)}; exit ${child.exitCode}; stderr:\n${stderr}`);
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    };
+    await waitFor(/\/ begun/);
+    await waitFor(/connected to [^\n]*\/requests/);
+    expect(front.cut("/requests")).toBe(1);
+    await waitFor(/\/requests ended \(abruptly\); dialling again/);
+    await waitFor(/connected to [^\n]*\/requests[^]*connected to [^\n]*\/requests/);
+    // Commands ride the new /requests; the one connection on / is still held (the proxy's tools answer).
+    expect(await command(proxy, "again")).toEqual(["again", "second", { end: "done" }]);
+    expect(proxy.multiplexed.connection).toBeDefined();
+    expect(child.exitCode).toBeNull();
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
   });
 });
 
