@@ -87,6 +87,17 @@ async function listTools(url: string, session: string): Promise<number> {
   return response.status;
 }
 
+/** A session made with a raw `initialize`, holding its notification stream (a GET) open until `close`. */
+async function busySession(url: string): Promise<{ session: string; close(): void }> {
+  const made = await initialize(url);
+  expect(made.status).toBe(200);
+  const controller = new AbortController();
+  cleanups.push(async () => controller.abort());
+  const stream = await fetch(url, { method: "GET", headers: { accept: "text/event-stream", "mcp-session-id": made.session!, "mcp-protocol-version": "2025-06-18" }, signal: controller.signal });
+  expect(stream.status).toBe(200);
+  return { session: made.session!, close: () => controller.abort() };
+}
+
 describe("diverge connect --serve-tools: the container's list-changed notifications", () => {
   for (const transport of TRANSPORTS) {
     it(`reach every connected agent session — ${transport}`, { timeout: 60_000 }, async () => {
@@ -106,20 +117,27 @@ describe("diverge connect --serve-tools: the container's list-changed notificati
 describe("diverge connect --serve-tools: bounded sessions", () => {
   it("refuses a session beyond --serve-tools-max-sessions with HTTP 503 when every one is busy", { timeout: 60_000 }, async () => {
     const { proxy } = await fixture();
-    const { url, stderr } = await serveTools(proxy, "paths", ["--serve-tools-max-sessions", "2"]);
-    // SDK clients hold their notification stream open: their sessions are busy.
-    const agents = await Promise.all([agent(url), agent(url)]);
-    await until(() => (stderr().match(/MCP session \S+ opened/g) ?? []).length === 2, "two sessions");
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const { url } = await serveTools(proxy, "paths", ["--serve-tools-max-sessions", "2"]);
+    // Two sessions, each holding its notification stream open (as the SDK's client does): busy. The
+    // stream's 200 means the server counts it already.
+    const held = [await busySession(url), await busySession(url)];
     const refused = await initialize(url);
     expect(refused.status).toBe(503);
     expect(JSON.parse(refused.body)).toMatchObject({ error: { code: -32603, message: "all 2 sessions are busy (the limit of --serve-tools-max-sessions); close one, or try again later" } });
     // The two held go on.
-    for (const { client } of agents) expect((await client.listTools()).tools.length).toBeGreaterThan(0);
-    // A quiet session (no stream, nothing in flight) gives its place to a new one.
-    await agents[0]!.client.close();
-    const taken = await initialize(url);
+    for (const { session } of held) expect(await listTools(url, session)).toBe(200);
+    // A session whose stream closed is quiet: it gives its place to a new one (a 503 takes no place,
+    // so asking until the close has reached the server is safe).
+    held[0]!.close();
+    let taken = await initialize(url);
+    for (let deadline = Date.now() + 10_000; taken.status === 503 && Date.now() < deadline; taken = await initialize(url)) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(taken.status).toBe(200);
+    expect(await listTools(url, held[0]!.session)).toBe(404);
+    expect(await listTools(url, held[1]!.session)).toBe(200);
+    // And an MCP SDK client is served as any other.
+    held[1]!.close();
+    const { client } = await agent(url);
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
   });
 
   it("closes a session idle for --serve-tools-idle-seconds", { timeout: 60_000 }, async () => {
@@ -131,10 +149,10 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     // Nothing in flight, no stream: after a second the session is gone.
     await until(() => stderr().includes(`MCP session ${made.session} closed: idle`), "the idle session to close", 10_000);
     expect(await listTools(url, made.session!)).toBe(404);
-    // A session in use is not closed: an agent that keeps its stream open outlives the idle time.
-    const { client } = await agent(url);
+    // A session in use is not closed: one that keeps its notification stream open outlives the idle time.
+    const busy = await busySession(url);
     await new Promise((resolve) => setTimeout(resolve, 2_500));
-    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+    expect(await listTools(url, busy.session)).toBe(200);
   });
 
   it("refuses flags that bound nothing or are not numbers (exit 2)", { timeout: 20_000 }, async () => {
