@@ -25,7 +25,7 @@ import {
   type ReadResourceResult,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
-import { guardRefusal, type HostGuard } from "@diverge/multiplexer";
+import { guardRefusal, SessionBook, type HostGuard } from "@diverge/multiplexer";
 
 /**
  * The container's MCP server as a transport reaches it. Each method resolves with the server's result
@@ -60,7 +60,16 @@ export interface ServeToolsHttpOptions extends ServeToolsOptions {
   readonly port: number;
   /** Host names and Origins accepted besides the loopback ones (as the proxy's program port). */
   readonly guard?: HostGuard;
+  /** Sessions held at once; an `initialize` beyond it takes the place of the oldest quiet session, or gets 503 when every one is busy. Default 100. */
+  readonly maxSessions?: number;
+  /** A session with no request in flight and no notification stream open is closed after this long, in ms. Default 300 000. */
+  readonly sessionIdleMs?: number;
 }
+
+/** The default cap of --serve-tools sessions held at once. */
+export const DEFAULT_SERVE_TOOLS_MAX_SESSIONS = 100;
+/** The default idle time after which a quiet --serve-tools session is closed, in ms. */
+export const DEFAULT_SERVE_TOOLS_IDLE_MS = 300_000;
 
 export interface ServingTools {
   /** Where the MCP endpoint is: `http://host:port/mcp` (HTTP only). */
@@ -140,8 +149,16 @@ export async function serveToolsStdio(source: ToolsSource, options: ServeToolsOp
 export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHttpOptions): Promise<ServingTools> {
   const log = options.log ?? (() => {});
   const guard: HostGuard = options.guard ?? { hosts: [], origins: [] };
-  const sessions = new Map<string, { server: Server; transport: StreamableHTTPServerTransport }>();
-  const stop = relayNotifications(source, () => [...sessions.values()].map((session) => session.server), log);
+  const maxSessions = options.maxSessions ?? DEFAULT_SERVE_TOOLS_MAX_SESSIONS;
+  const sessions = new SessionBook<{ server: Server; transport: StreamableHTTPServerTransport }>({
+    idleMs: options.sessionIdleMs ?? DEFAULT_SERVE_TOOLS_IDLE_MS,
+    maxSessions,
+    release: (session, why) => {
+      log(`MCP session ${session.transport.sessionId} closed: ${why} (${sessions.size} open)`);
+      void session.server.close().catch(() => {});
+    },
+  });
+  const stop = relayNotifications(source, () => sessions.sessions().map((session) => session.server), log);
 
   const jsonError = (response: ServerResponse, status: number, code: number, message: string) => {
     if (response.headersSent) return response.end();
@@ -187,28 +204,32 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
       }
     }
     if (sessionId !== undefined) {
-      const session = sessions.get(sessionId);
-      if (!session) return jsonError(response, 404, ErrorCode.InvalidRequest, "Session not found");
-      return session.transport.handleRequest(request, response, body);
+      const entry = sessions.get(sessionId);
+      if (!entry) return jsonError(response, 404, ErrorCode.InvalidRequest, "Session not found");
+      sessions.track(entry, request.method, response);
+      return entry.session.transport.handleRequest(request, response, body);
     }
     if (request.method !== "POST" || !isInitializeRequest(body)) return jsonError(response, 400, ErrorCode.InvalidRequest, "Bad Request: no session id, and not an initialize request");
+    if (!sessions.makeRoom()) {
+      return jsonError(response, 503, ErrorCode.InternalError, `all ${maxSessions} sessions are busy (the limit of --serve-tools-max-sessions); close one, or try again later`);
+    }
     const server = toolsServer(source, options);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { server, transport });
+        sessions.add(id, entry);
         log(`MCP session ${id} opened (${sessions.size} open)`);
       },
       onsessionclosed: (id) => {
-        sessions.delete(id);
-        log(`MCP session ${id} closed (${sessions.size} open)`);
+        if (sessions.remove(entry)) log(`MCP session ${id} closed (${sessions.size} open)`);
       },
     });
     transport.onclose = () => {
-      const id = transport.sessionId;
-      if (id && sessions.delete(id)) log(`MCP session ${id} closed (${sessions.size} open)`);
+      if (sessions.remove(entry)) log(`MCP session ${transport.sessionId} closed (${sessions.size} open)`);
     };
+    const entry = sessions.entry({ server, transport });
     await server.connect(transport);
+    sessions.track(entry, request.method, response);
     await transport.handleRequest(request, response, body);
   };
 
@@ -233,8 +254,7 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
     },
     async close() {
       stop();
-      const open = [...sessions.values()];
-      sessions.clear();
+      const open = sessions.clear();
       await Promise.allSettled(open.map((session) => session.server.close()));
       http.closeAllConnections();
       await new Promise<void>((resolve) => http.close(() => resolve()));

@@ -199,8 +199,8 @@ describe("diverge fs (paths transport)", () => {
     const frames = tree.stdout.trim().split("\n").map((line) => JSON.parse(line));
     expect(frames).toHaveLength(1);
     expect(frames[0]).toMatchObject({ kind: "Snapshot", children: [{ kind: "File", name: "data.bin", size: content.length }] });
-    // An error is one line on stderr and exit 1.
+    // An error is one line on stderr and exit 7 (the exchange failed; 1 is kept for the unexpected).
     const failed = await run(process.execPath, [cli, "fs", "read", "/missing", "--proxy", url]).catch((error: { code: number; stderr: string }) => error);
-    expect(failed).toMatchObject({ code: 1, stderr: "/filesystem/read: open: No such file or directory (os error 2)\n" });
+    expect(failed).toMatchObject({ code: 7, stderr: "/filesystem/read: open: No such file or directory (os error 2)\n" });
   });
 });

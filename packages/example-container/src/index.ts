@@ -35,6 +35,8 @@ export interface ExampleContainer {
   readonly fed: boolean;
   /** Every MCP request the server handled, in order, as `method name-or-uri`. */
   readonly calls: readonly string[];
+  /** Tells every MCP session that the tool and resource lists changed (`notifications/tools/list_changed` and `notifications/resources/list_changed`), as a container whose tools changed would. */
+  listChanged(): void;
   close(): Promise<void>;
 }
 
@@ -163,6 +165,12 @@ export async function startExampleContainer(options: ExampleContainerOptions = {
       return secrets !== undefined;
     },
     calls,
+    listChanged() {
+      for (const { server } of sessions.values()) {
+        server.sendToolListChanged();
+        server.sendResourceListChanged();
+      }
+    },
     async close() {
       await Promise.allSettled([...sessions.values()].map(({ transport }) => transport.close()));
       http.closeAllConnections();

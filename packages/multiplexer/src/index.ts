@@ -17,3 +17,4 @@ export { FrameSocket, binaryOf, type WebSocketLike, type FrameSocketOptions } fr
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "./revision.js";
 export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./fetch.js";
 export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "./guard.js";
+export { SessionBook, STREAM_GRACE_MS, type SessionEntry, type SessionBookOptions } from "./sessions.js";

@@ -278,5 +278,14 @@ export function errorDataOf(error: unknown): ErrorData {
     if (error.data !== undefined) data.data = error.data;
     return data;
   }
+  const issues = (error as { issues?: unknown } | undefined)?.issues;
+  if (Array.isArray(issues)) {
+    // The SDK's check of the result (a schema error, whose own message is its issues as JSON): say which part.
+    const first = issues[0] as { path?: unknown[]; message?: string } | undefined;
+    const where = first?.path && first.path.length > 0 ? first.path.join(".") : "the result";
+    return { code: ErrorCode.InternalError, message: `the container's MCP server answered with a result not of its type (${where}: ${first?.message ?? "invalid"})` };
+  }
+  if (error instanceof SyntaxError) return { code: ErrorCode.InternalError, message: `the container's MCP server's answer could not be read: ${error.message}` };
+  if (error instanceof TypeError && error.message === "fetch failed") return { code: ErrorCode.InternalError, message: "the connection to the container's MCP server was lost before it answered (fetch failed); the call is not sent again" };
   return { code: ErrorCode.InternalError, message: error instanceof Error ? error.message : String(error) };
 }

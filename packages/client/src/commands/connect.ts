@@ -29,7 +29,8 @@ const help = `Usage:
     [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
-    [--serve-tools <host:port>] [--serve-tools-stdio]
+    [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]]
+    [--serve-tools-stdio]
 ${connectFsUsage}
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
@@ -60,9 +61,17 @@ Flags:
   --vault-namespace <name>  which store the keys live in (default "default")
   --command-exec <path>     run each command with this executable
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
-                            HTTP at http://host:port/mcp, any number of sessions)
+                            HTTP at http://host:port/mcp, any number of sessions up to the cap)
+  --serve-tools-max-sessions <n>
+                            sessions held at once (default 100): a new one takes the place of the
+                            oldest quiet session, or is refused with HTTP 503 when every one is busy
+  --serve-tools-idle-seconds <s>
+                            a session with no request in flight and no notification stream open is
+                            closed after this long (default 300)
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
 ${connectFsHelp}
+  --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
+                            answer larger than it is not sent (not served), as the proxy would refuse it
   --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
   --revision <r>            the spec revision to speak (default the newest spoken)
   --quiet                   print nothing but errors
@@ -94,7 +103,10 @@ export async function runConnect(args: string[]): Promise<number> {
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
         ...connectFsOptions,
+        "serve-tools-max-sessions": { type: "string" },
+        "serve-tools-idle-seconds": { type: "string" },
         timeout: { type: "string" },
+        "max-message-bytes": { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -143,6 +155,8 @@ export async function runConnect(args: string[]): Promise<number> {
   if (values.mcp !== undefined && values["mcp-stdio"] !== undefined) return usage("give at most one of --mcp and --mcp-stdio");
   const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutMs !== undefined && !(timeoutMs >= 0)) return usage("--timeout must be a number of milliseconds");
+  const maxMessageBytes = values["max-message-bytes"] === undefined ? undefined : Number(values["max-message-bytes"]);
+  if (maxMessageBytes !== undefined && !(Number.isInteger(maxMessageBytes) && maxMessageBytes > 0)) return usage("--max-message-bytes must be a positive number of bytes");
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
@@ -151,6 +165,11 @@ export async function runConnect(args: string[]): Promise<number> {
   if (typeof mountSpecs === "string") return usage(mountSpecs);
   if ((values.ignore?.length ?? 0) > 0 && !values["watch-tree"]) return usage("--ignore belongs to --watch-tree");
   if (values["watch-tree"] && values["serve-tools-stdio"]) return usage("--watch-tree prints on stdout, which --serve-tools-stdio takes");
+  const maxSessions = values["serve-tools-max-sessions"] === undefined ? undefined : Number(values["serve-tools-max-sessions"]);
+  if (maxSessions !== undefined && !(Number.isInteger(maxSessions) && maxSessions > 0)) return usage("--serve-tools-max-sessions must be a whole number above 0");
+  const idleSeconds = values["serve-tools-idle-seconds"] === undefined ? undefined : Number(values["serve-tools-idle-seconds"]);
+  if (idleSeconds !== undefined && !(idleSeconds > 0)) return usage("--serve-tools-idle-seconds must be a number of seconds above 0");
+  if (!serveAt && (maxSessions !== undefined || idleSeconds !== undefined)) return usage("--serve-tools-max-sessions and --serve-tools-idle-seconds bound the sessions of --serve-tools, which is not given");
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -171,17 +190,19 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
   if (relay) cleanups.push(() => relay.close());
+  // Said once the proxy is held: a command refused at the dial says one sentence and nothing else.
+  const backendLines: string[] = [];
   const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
   let vault: PostgresVault;
   try {
     if (values["vault-database-url"]) {
       vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
-      say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+      backendLines.push(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
     } else {
       const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
       mkdirSync(dir, { recursive: true });
       vault = PostgresVault.embedded(dir, vaultOptions);
-      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+      backendLines.push(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
     }
   } catch (problem) {
     await cleanUp();
@@ -189,7 +210,7 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   cleanups.push(() => vault.close());
   const executable = values["command-exec"];
-  if (executable) say(`commands run ${executable}`);
+  if (executable) backendLines.push(`commands run ${executable}`);
   const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
   const database = databaseBackend(values["database-url"], say);
   cleanups.push(() => database.close());
@@ -207,26 +228,35 @@ export async function runConnect(args: string[]): Promise<number> {
   const pathsMounts = !multiplexed && mountSpecs.length > 0 ? new PathsMounts(values.proxy!) : undefined;
   if (pathsMounts) Object.assign(handlers, pathsMounts.handlers());
 
-  // /requests, on both transports: asks before the begin, and commands.
-  const paths: PathsConnection = connectProxy(values.proxy!, handlers, {
-    revision: values.revision,
-    onEvent: (event) => {
-      switch (event.type) {
-        case "requestsOpened":
-          return say(`connected to ${values.proxy}/requests`);
-        case "requestsClosed":
-          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
-        case "ask":
-          return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
-        case "pathEnded":
-          return say(`${event.path}: ${event.outcome}`);
-        case "error":
-          if (stopping) return;
-          return process.stderr.write(`${event.error.message}\n`);
-      }
-    },
-  });
-  cleanups.push(() => paths.close());
+  // /requests, on both transports: asks before the begin, and commands. On multiplexed it is held
+  // only once / is open, so a command refused at the dial (the one connection used) takes no ask.
+  let paths: PathsConnection | undefined;
+  const holdRequests = (): PathsConnection => {
+    for (const line of backendLines.splice(0)) say(line);
+    const held: PathsConnection = connectProxy(values.proxy!, handlers, {
+      revision: values.revision,
+      maxMessageBytes,
+      onEvent: (event) => {
+        switch (event.type) {
+          case "requestsOpened":
+            return say(`connected to ${values.proxy}/requests`);
+          case "requestsClosed":
+            return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
+          case "ask":
+            return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
+          case "pathEnded":
+            return say(`${event.path}: ${event.outcome}`);
+          case "error":
+            if (stopping) return;
+            return process.stderr.write(`${event.error.message}\n`);
+        }
+      },
+    });
+    cleanups.push(() => held.close());
+    paths = held;
+    return held;
+  };
+  if (!multiplexed) holdRequests();
 
   let source: ToolsSource | undefined;
   let filesystemTarget: FilesystemTarget;
@@ -236,6 +266,7 @@ export async function runConnect(args: string[]): Promise<number> {
       connection = await openContainer(values.proxy!, {
         revision: values.revision,
         timeoutMs,
+        maxMessageBytes,
         onPostgres: (announced) => database.pipe(announced),
         // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
         handlers: announcing({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }, say),
@@ -247,6 +278,8 @@ export async function runConnect(args: string[]): Promise<number> {
               return say(`/ ${event.kind} connection ${event.id}: declined (${event.reason})`);
             case "pairFailed":
               return process.stderr.write(`/ ${event.kind} connection ${event.id}: ${event.error.message}\n`);
+            case "answerNotSent":
+              return process.stderr.write(`/ channel ${event.channel}: not answered: ${event.reason}\n`);
             case "heldForSecrets":
               return say(`${event.what}: held by the proxy's secrets gate until the secrets are fed`);
             case "ended":
@@ -260,6 +293,7 @@ export async function runConnect(args: string[]): Promise<number> {
       return fail(problem);
     }
     cleanups.push(() => connection.close());
+    holdRequests();
     try {
       const tools = await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, { timeoutMs });
       say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
@@ -285,7 +319,7 @@ export async function runConnect(args: string[]): Promise<number> {
     if (pathsMounts) {
       // The proxy asks a mount's operations on /requests: held before the first mount.
       try {
-        await paths.whenConnected({ timeoutMs });
+        await paths!.whenConnected({ timeoutMs });
       } catch (problem) {
         await cleanUp();
         return fail(problem);
@@ -310,7 +344,7 @@ export async function runConnect(args: string[]): Promise<number> {
   if (source && (serveAt || values["serve-tools-stdio"])) {
     try {
       if (serveAt) {
-        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say });
+        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, maxSessions, sessionIdleMs: idleSeconds === undefined ? undefined : idleSeconds * 1000 });
         // Said even with --quiet: with port 0 it is the only way to learn where.
         process.stderr.write(`serving the container's tools at ${serving.url}\n`);
       } else {

@@ -1,6 +1,7 @@
 // The exit statuses of every `diverge` command, one per cause, and the one sentence said for each.
 import { ContainerError } from "../multiplexed/container.js";
 import { ProviderError } from "../paths/errors.js";
+import { FilesystemError } from "../filesystem/errors.js";
 import { ProxyUrlError } from "../url.js";
 import { RevisionError } from "@diverge/multiplexer";
 
@@ -19,7 +20,7 @@ export const Exit = {
   Unreachable: 5,
   /** The begin or the secrets feed was refused by the program. */
   Refused: 6,
-  /** The exchange failed: an MCP error, not served, or an answer that did not decode. */
+  /** The exchange failed: an MCP error, not served, an answer that did not decode, or the proxy's own error (filesystem). */
   ExchangeFailed: 7,
   /** A wait ran past --timeout. */
   TimedOut: 8,
@@ -38,7 +39,8 @@ export const exitStatusHelp = `Exit statuses:
   4  the proxy's one multiplexed connection was already used (restart the proxy, or hold it with \`diverge connect\`)
   5  the proxy could not be reached
   6  the program refused the begin or the secrets
-  7  the exchange failed: an MCP error, not served, or an unreadable answer
+  7  the exchange failed: an MCP error, not served, an unreadable answer, or the proxy's own
+     error (a file that is not there, say)
   8  no answer within --timeout
   9  the provider's own backend could not start (vault, database, MCP server, --serve-tools address)
 `;
@@ -66,6 +68,7 @@ export function exitStatusOf(problem: unknown): ExitStatus {
         return Exit.ExchangeFailed;
     }
   }
+  if (problem instanceof FilesystemError) return problem.detail.variant === "Unreachable" ? Exit.Unreachable : Exit.ExchangeFailed;
   if (problem instanceof ProviderError) return problem.detail.variant === "TimedOut" ? Exit.TimedOut : Exit.Unreachable;
   if (problem instanceof ProxyUrlError || problem instanceof RevisionError) return Exit.Usage;
   if (problem instanceof BackendError) return Exit.Backend;

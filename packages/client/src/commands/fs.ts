@@ -6,6 +6,7 @@ import { pipeline } from "node:stream/promises";
 import { parseArgs } from "node:util";
 import { filesystemPaths } from "../filesystem/paths.js";
 import { FilesystemError } from "../filesystem/errors.js";
+import { exitStatusHelp, fail } from "./exit.js";
 
 export const fsUsage = "  fs         the container's filesystem through its proxy's paths: tree, read or write a file";
 
@@ -27,6 +28,8 @@ Flags:
   --out <file>      read: write the bytes here instead of stdout
   --in <file>       write: take the bytes from here instead of stdin
   -h, --help        this text
+
+${exitStatusHelp}
 `;
 
 /** `/etc/hosts` → `["etc", "hosts"]`: components as given; the proxy checks them. */
@@ -107,10 +110,7 @@ export async function runFs(args: string[]): Promise<number> {
         return usage(command ? `unknown fs command ${command}` : "fs needs a command: tree, read or write");
     }
   } catch (problem) {
-    if (problem instanceof FilesystemError) {
-      process.stderr.write(`${problem.message}\n`);
-      return 1;
-    }
+    if (problem instanceof FilesystemError) return fail(problem);
     throw problem;
   }
 }

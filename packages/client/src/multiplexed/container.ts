@@ -1,5 +1,6 @@
 // The provider's side of the multiplexed connection to one container's proxy: the tools::begin
 // scope, the asks the provider makes on it, and the connections the proxy announces.
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../limits.js";
 import {
   decodeInfoAnswer,
   decodeMcpCallToolAnswer,
@@ -188,6 +189,12 @@ export type MultiplexedConnectionEvent =
   | { readonly type: "heldForSecrets"; readonly what: string }
   /** A `notifications()` iterator whose loop did not keep pace lost its oldest notifications. */
   | { readonly type: "notificationsDropped"; readonly dropped: number }
+  /**
+   * An answer on a proxy-opened channel was larger than the proxy's message limit (`maxMessageBytes`),
+   * so it was not sent: the proxy would close the whole connection on it (close 1009). The channel is
+   * finished with what was sent before it; with nothing, that is a bare finish (not served).
+   */
+  | { readonly type: "answerNotSent"; readonly channel: number; readonly reason: string }
   /** The WebSocket closed. */
   | { readonly type: "ended"; readonly code: number };
 
@@ -216,7 +223,16 @@ export interface OpenContainerOptions extends RequestOptions {
   readonly handlers?: ProviderHandlers;
   /** Sees every event, from the first. */
   readonly onEvent?: (event: MultiplexedConnectionEvent) => void;
+  /**
+   * The proxy's message limit (its `--max-message-bytes`), in bytes. An answer whose frame would be
+   * larger is not sent (an `answerNotSent` event): the proxy would end the one connection on it.
+   * Default 16 MiB, the proxy's default.
+   */
+  readonly maxMessageBytes?: number;
 }
+
+/** The Frames layer's header: type, scope and channel before every payload. */
+const FRAME_HEADER_BYTES = 9;
 
 export interface NotificationsOptions {
   /** Notifications kept for a loop that does not pull; older ones beyond it are dropped. Default 1024. */
@@ -596,6 +612,11 @@ export class MultiplexedConnection {
       for await (const bytes of dispatched.answer({ channel: responder.channel, path: `/ channel ${responder.channel}`, signal: controller.signal })) {
         if (responder.finished) {
           controller.abort();
+          break;
+        }
+        const limit = this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+        if (bytes.length + FRAME_HEADER_BYTES > limit) {
+          this.emit({ type: "answerNotSent", channel: responder.channel, reason: `the answer is ${bytes.length + FRAME_HEADER_BYTES} bytes, larger than the proxy's message limit of ${limit}` });
           break;
         }
         responder.respond(bytes);

@@ -1,5 +1,6 @@
 // The provider side of the many-paths transport (seed 000): hold `/requests`, read each ask, open
 // its answer path, answer with one frame (kinds 0 to 3) or a stream of them (kind 4), close cleanly.
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../limits.js";
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import {
   decodeRequestsAsk,
@@ -112,7 +113,16 @@ export interface ConnectOptions {
   readonly maxBackoffMs?: number;
   /** Also reachable with `onEvent` on the connection; this one sees the first events too. */
   readonly onEvent?: (event: PathsConnectionEvent) => void;
+  /**
+   * The proxy's message limit (its `--max-message-bytes`), in bytes. An answer message larger than
+   * it is not sent (an `AnswerUnwritable` error event), as on the multiplexed transport: with nothing
+   * sent before it, the path is closed cleanly (not served). Default 16 MiB, the proxy's default.
+   */
+  readonly maxMessageBytes?: number;
 }
+
+/** An answer message over the proxy's message limit: not sent. */
+class OversizedAnswer extends Error {}
 
 /** The provider's many-paths connection (`/requests` and the answer paths) to one proxy. */
 export interface PathsConnection {
@@ -149,6 +159,7 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
   const Impl = options.WebSocket ?? defaultWebSocket;
   const minBackoff = options.minBackoffMs ?? 100;
   const maxBackoff = Math.max(options.maxBackoffMs ?? 5000, minBackoff);
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const urlOf = (path: string) => endpointUrl(base, path.replace(/^\//, ""));
   const listeners = new Set<(event: PathsConnectionEvent) => void>();
   if (options.onEvent) listeners.add(options.onEvent);
@@ -216,13 +227,14 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     try {
       for await (const bytes of dispatched.answer({ channel, path, signal: controller.signal })) {
         if (!socket.isOpen) break;
+        if (bytes.length > maxMessageBytes) throw new OversizedAnswer(`the answer is ${bytes.length} bytes, larger than the proxy's message limit of ${maxMessageBytes}`);
         socket.send(bytes);
         sent++;
       }
     } catch (problem) {
       const reason = problem instanceof Error ? problem.message : String(problem);
-      // An answer that cannot be written (a field over its length prefix) is the handler's mistake too, named as such.
-      emit({ type: "error", error: new ProviderError({ variant: problem instanceof EncodeError ? "AnswerUnwritable" : "HandlerFailed", path, reason }) });
+      // An answer that cannot be written (a field over its length prefix, or over the message limit) is the handler's mistake too, named as such.
+      emit({ type: "error", error: new ProviderError({ variant: problem instanceof EncodeError || problem instanceof OversizedAnswer ? "AnswerUnwritable" : "HandlerFailed", path, reason }) });
       if (sent > 0) socket.terminate();
     }
     socket.close();

@@ -18,6 +18,7 @@ import {
   type JSONRPCMessage,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
+import { SessionBook, STREAM_GRACE_MS, type SessionEntry } from "@diverge/multiplexer";
 import type { RequestRoute } from "../listener.js";
 import { McpExchangeError } from "./errors.js";
 import type { McpAsks } from "./mcp.js";
@@ -54,10 +55,6 @@ export function programErrorOf(problem: unknown): ProgramFacingError {
 interface Session {
   readonly transport: StreamableHTTPServerTransport;
   readonly server: Server;
-  /** HTTP requests of this session whose responses are still open (a notification stream counts). */
-  open: number;
-  /** Releases the session once it has been quiet long enough. */
-  timer?: ReturnType<typeof setTimeout>;
 }
 
 /** Where a progress token of the provider's hop leads: the program's request and its own token. */
@@ -74,20 +71,14 @@ export interface ProgramMcpOptions {
   readonly log?: (line: string) => void;
 }
 
-/**
- * After a session's notification stream (its GET) closes with nothing else open, the session is
- * released this soon: the MCP SDK's client closes its stream and sends no DELETE when it closes.
- * A client that only lost its stream reopens it within this time (the SDK's first retry is at 1 s).
- */
-export const STREAM_GRACE_MS = 5_000;
+/** After a session's notification stream closes with nothing else open, it is released this soon (the shared session book's grace). */
+export { STREAM_GRACE_MS };
 
 export class ProgramMcpServer {
-  private readonly sessions = new Map<string, Session>();
+  private readonly sessions: SessionBook<Session>;
   private readonly stopRelaying: () => void;
   private readonly progress = new Map<string | number, ProgressRoute>();
   private nextProgressToken = 0;
-  private readonly idleMs: number;
-  private readonly maxSessions: number;
   private readonly log: (line: string) => void;
 
   constructor(
@@ -96,9 +87,15 @@ export class ProgramMcpServer {
     options: ProgramMcpOptions | ((line: string) => void) = {},
   ) {
     const resolved = typeof options === "function" ? { log: options } : options;
-    this.idleMs = resolved.sessionIdleMs ?? 300_000;
-    this.maxSessions = resolved.maxSessions ?? 1000;
     this.log = resolved.log ?? (() => {});
+    this.sessions = new SessionBook<Session>({
+      idleMs: resolved.sessionIdleMs ?? 300_000,
+      maxSessions: resolved.maxSessions ?? 1000,
+      release: (session, why) => {
+        this.log(`program session ${session.transport.sessionId} released: ${why}`);
+        void session.server.close().catch(() => {});
+      },
+    });
     this.stopRelaying = mcp.onNotification((notification) => this.relayNotification(notification));
   }
 
@@ -124,9 +121,7 @@ export class ProgramMcpServer {
 
   async close(): Promise<void> {
     this.stopRelaying();
-    const sessions = [...this.sessions.values()];
-    this.sessions.clear();
-    for (const session of sessions) clearTimeout(session.timer);
+    const sessions = this.sessions.clear();
     await Promise.allSettled(sessions.map(({ server }) => server.close()));
   }
 
@@ -147,7 +142,7 @@ export class ProgramMcpServer {
     }
     if (notification.method === "notifications/cancelled") return;
     const message = { jsonrpc: "2.0", ...notification } as JSONRPCMessage;
-    for (const { transport } of this.sessions.values()) transport.send(message).catch(() => {});
+    for (const { transport } of this.sessions.sessions()) transport.send(message).catch(() => {});
   }
 
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -163,65 +158,31 @@ export class ProgramMcpServer {
     }
     const sessionId = request.headers["mcp-session-id"];
     if (typeof sessionId === "string") {
-      const session = this.sessions.get(sessionId);
-      if (!session) return respondError(response, 404, ErrorCode.InvalidRequest, "no such session");
-      this.track(session, request, response);
-      return session.transport.handleRequest(request, response, body);
+      const entry = this.sessions.get(sessionId);
+      if (!entry) return respondError(response, 404, ErrorCode.InvalidRequest, "no such session");
+      this.sessions.track(entry, request.method, response);
+      return entry.session.transport.handleRequest(request, response, body);
     }
     if (request.method === "POST" && isInitializeRequest(body)) {
-      if (this.sessions.size >= this.maxSessions && !this.releaseOldestQuiet()) {
-        return respondError(response, 503, ErrorCode.InternalError, `too many sessions (${this.maxSessions}) are busy; try again later`);
+      if (!this.sessions.makeRoom()) {
+        return respondError(response, 503, ErrorCode.InternalError, `too many sessions (${this.sessions.maxSessions}) are busy; try again later`);
       }
-      const session = await this.openSession();
-      this.track(session, request, response);
-      return session.transport.handleRequest(request, response, body);
+      const entry = await this.openSession();
+      this.sessions.track(entry, request.method, response);
+      return entry.session.transport.handleRequest(request, response, body);
     }
     respondError(response, 400, ErrorCode.InvalidRequest, "no session: initialize first");
   }
 
-  /** Counts the session's open responses; once none is open, the session's release is timed. */
-  private track(session: Session, request: IncomingMessage, response: ServerResponse): void {
-    session.open++;
-    clearTimeout(session.timer);
-    session.timer = undefined;
-    response.once("close", () => {
-      session.open--;
-      if (session.open > 0 || !session.transport.sessionId || !this.sessions.has(session.transport.sessionId)) return;
-      const quiet = request.method === "GET" ? Math.min(STREAM_GRACE_MS, this.idleMs) : this.idleMs;
-      session.timer = setTimeout(() => this.release(session, request.method === "GET" ? "its notification stream closed" : "idle"), quiet);
-      session.timer.unref();
-    });
-  }
-
-  /** Makes room for a new session: the oldest with nothing open goes (the map keeps insertion order). */
-  private releaseOldestQuiet(): boolean {
-    for (const session of this.sessions.values()) {
-      if (session.open > 0) continue;
-      this.release(session, `the session limit (${this.maxSessions}) was reached`);
-      return true;
-    }
-    return false;
-  }
-
-  private release(session: Session, why: string): void {
-    const id = session.transport.sessionId;
-    if (id === undefined || this.sessions.get(id) !== session) return;
-    this.sessions.delete(id);
-    clearTimeout(session.timer);
-    this.log(`program session ${id} released: ${why}`);
-    void session.server.close().catch(() => {});
-  }
-
-  private async openSession(): Promise<Session> {
+  private async openSession(): Promise<SessionEntry<Session>> {
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        this.sessions.set(id, session);
+        this.sessions.add(id, entry);
         this.log(`program session ${id} opened`);
       },
-      onsessionclosed: (id) => {
-        this.sessions.delete(id);
-        clearTimeout(session.timer);
+      onsessionclosed: () => {
+        this.sessions.remove(entry);
       },
     });
     const server = new Server(PROGRAM_MCP_SERVER_INFO, {
@@ -264,12 +225,11 @@ export class ProgramMcpServer {
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.callTool(params)));
     server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.readResource(params)));
     transport.onclose = () => {
-      clearTimeout(session.timer);
-      if (transport.sessionId && this.sessions.get(transport.sessionId) === session) this.sessions.delete(transport.sessionId);
+      this.sessions.remove(entry);
     };
-    const session: Session = { transport, server, open: 0 };
+    const entry = this.sessions.entry({ transport, server });
     await server.connect(transport);
-    return session;
+    return entry;
   }
 }
 
