@@ -11,6 +11,7 @@ import {
   type PaginatedRequestParams,
   type ReadResourceRequestParams,
   type ReadResourceResult,
+  type RequestsAsk,
   type ServerNotification,
 } from "@diverge/codec";
 import { loadMcpChecks } from "../mcp-checks.js";
@@ -22,8 +23,8 @@ import { bindProxyAsks, bindProxyStandingAsks, type ProxyAsks } from "../gen/exc
 import type { AskBoard, PathEnding } from "./board.js";
 import { McpExchangeError } from "./errors.js";
 
-/** The five MCP kinds of `/requests`, by the names the codec gives them. */
-export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "McpReadResource" | "McpNotifications";
+/** The MCP kinds of `/requests`, by the names the codec gives them. */
+export type McpKind = Extract<RequestsAsk["kind"], `Mcp${string}`>;
 
 /**
  * The decoders' typed error, or the same for JSON nested so deeply that checking its type overflows
