@@ -125,6 +125,30 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await a.unlock("expiring")).toEqual({ variant: "Error", message: 'the lock on "expiring" is not held by this container' });
   }, 20_000);
 
+  it("a LISTEN whose connection drops is made again: the next unlock still wakes the waiter", async () => {
+    const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
+    const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });
+    running.push(a, b);
+    const { default: pg } = await import("pg");
+    const sql = new pg.Client({ connectionString: postgres.url });
+    await sql.connect();
+    running.push({ close: () => sql.end() });
+    const listeners = async () => Number((await sql.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`)).rows[0].n);
+    expect(await a.lock("dropped", 3600)).toEqual({ variant: "Done" });
+    const second = b.lock("dropped", 3600);
+    while (b.lockAttempts < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await listeners()).toBe(1);
+    await sql.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`);
+    // B looks again at once, and listens again.
+    while (b.lockAttempts < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let n = 0; (await listeners()) !== 1 && n < 500; n++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await listeners()).toBe(1);
+    expect(await settledWithin(second, 200)).toBe(false);
+    expect(await a.unlock("dropped")).toEqual({ variant: "Done" });
+    expect(await second).toEqual({ variant: "Done" });
+    expect(await b.unlock("dropped")).toEqual({ variant: "Done" });
+  }, 20_000);
+
   it("a waiting lock whose path ends gives up without an answer and leaves no waiter behind", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
     const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });

@@ -20,9 +20,9 @@ export interface SqlClient {
   /**
    * LISTENs on `channel`: `notified` is called with each notification's payload. Resolves once the
    * LISTEN is in effect, with the function that stops it. Without it, a waiting lock only looks again
-   * on its timer.
+   * on its timer. `lost` is called if the LISTEN ends by itself (its connection dropped).
    */
-  listen?(channel: string, notified: (payload: string) => void): Promise<() => Promise<void>>;
+  listen?(channel: string, notified: (payload: string) => void, lost?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -80,9 +80,12 @@ export class PostgresVault {
           return { rows: result.rows as Record<string, unknown>[], affected: result.rowCount ?? 0 };
         },
         // A connection of its own (a pooled one would be given back, and its LISTEN with it).
-        listen: async (channel, notified) => {
+        listen: async (channel, notified, lost) => {
           const client = new pg.Client({ connectionString: url });
           client.on("error", () => {});
+          client.once("end", () => {
+            if (listeners.has(client)) lost?.();
+          });
           client.on("notification", (message) => {
             if (message.channel === channel) notified(message.payload ?? "");
           });
@@ -153,18 +156,28 @@ export class PostgresVault {
     await this.sql.close();
   }
 
-  /** LISTENs for released locks, once; a LISTEN that fails is tried again by the next wait. */
+  /** LISTENs for released locks, once; a LISTEN that fails, or whose connection drops, is made again by the next wait. */
   private listen(): Promise<unknown> {
     if (!this.sql.listen || this.closed) return Promise.resolve();
-    this.listening ??= this.sql
-      .listen(LOCK_CHANNEL, (payload) => {
-        for (const wake of this.waiters.get(payload) ?? []) wake();
-      })
+    if (this.listening) return this.listening;
+    const listening: Promise<(() => Promise<void>) | undefined> = this.sql
+      .listen(
+        LOCK_CHANNEL,
+        (payload) => {
+          for (const wake of this.waiters.get(payload) ?? []) wake();
+        },
+        () => {
+          // The connection dropped: forget this LISTEN, and let every waiter look again now.
+          if (this.listening === listening) this.listening = undefined;
+          for (const wakes of this.waiters.values()) for (const wake of wakes) wake();
+        },
+      )
       .catch(() => {
-        this.listening = undefined;
+        if (this.listening === listening) this.listening = undefined;
         return undefined;
       });
-    return this.listening;
+    this.listening = listening;
+    return listening;
   }
 
   private schema(): Promise<void> {
@@ -255,6 +268,8 @@ export class PostgresVault {
           continue;
         }
         if (woken) continue;
+        // A LISTEN whose connection dropped is made again (its first notifications may be missed: the timer covers them).
+        if (!this.listening) void this.listen();
         const due = Number(rows[0]?.wait_ms ?? 0);
         // A little past the expiry, so the next attempt finds it expired.
         const ms = Math.min(this.recheckMs, Math.max(0, Math.ceil(due)) + 5);
