@@ -152,7 +152,7 @@ export class McpAsks {
         },
         event: (event) => {
           if (event.type !== "unreadable") return report(event);
-          const source = event.error instanceof McpAnswerError ? event.error : new McpAnswerError({ variant: "Body", reason: "the JSON is nested too deeply to read" });
+          const source = event.error instanceof McpAnswerError ? event.error : new McpAnswerError({ variant: "Body", reason: event.error.message });
           report({ type: "unreadable", channel: event.channel, source });
         },
       },
