@@ -48,6 +48,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.parity = (problem as Error).message;
   }
+  try {
+    extra.vault = (await import("./cases/vault.js")).vaultSuite;
+  } catch (problem) {
+    problems.vault = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

@@ -130,6 +130,103 @@ describe("the vault API on the program port", () => {
   });
 });
 
+/**
+ * A provider by hand on /requests that answers every ask with `answer(kind)`'s messages on its path,
+ * then a clean close (or an abrupt end for `"abrupt"`).
+ */
+async function rawProvider(p: RunningProxy, answer: (kind: string) => Uint8Array[] | "abrupt"): Promise<string[]> {
+  const kinds: string[] = [];
+  const requests = new WebSocket(`ws://127.0.0.1:${p.port}/requests`);
+  requests.on("error", () => {});
+  running.push({ close: async () => void requests.terminate() });
+  requests.on("message", (data) => {
+    const ask = decodeRequestsAsk(new Uint8Array(data as Buffer));
+    kinds.push(ask.kind);
+    const segment = ask.kind.replace(/^Vault/, "vault/").replace(/^Command$/, "command").toLowerCase();
+    const path = new WebSocket(`ws://127.0.0.1:${p.port}/${segment}/${ask.channel}`);
+    path.on("error", () => {});
+    path.once("open", () => {
+      const messages = answer(ask.kind);
+      if (messages === "abrupt") return path.terminate();
+      for (const message of messages) path.send(message);
+      path.close();
+    });
+  });
+  await new Promise((resolve) => requests.once("open", resolve));
+  return kinds;
+}
+
+describe("bad answers from a provider get the documented status, never a crash or a hang", () => {
+  it("a malformed vault ack is 502 with the decoder's exact text, for set, delete, lock and unlock", async () => {
+    const p = await proxy();
+    const answers: Record<string, Uint8Array[]> = {
+      VaultSet: [new Uint8Array([])],
+      VaultDelete: [new Uint8Array([2])],
+      VaultLock: [new Uint8Array([1, 0xff, 0xfe])],
+      VaultUnlock: [new Uint8Array([9, 1, 2])],
+    };
+    const kinds = await rawProvider(p, (kind) => answers[kind]!);
+    const calls: [string, string, RequestInit, string][] = [
+      ["VaultSet", "/vault/k", { method: "PUT", body: "v" }, "vault response is empty"],
+      ["VaultDelete", "/vault/k", { method: "DELETE" }, "unknown vault response kind 2"],
+      ["VaultLock", "/vault/k/lock?ttl=5", { method: "POST" }, "vault error message is not utf-8"],
+      ["VaultUnlock", "/vault/k/unlock", { method: "POST" }, "unknown vault response kind 9"],
+    ];
+    for (const [, path, init, text] of calls) {
+      const response = await api(p, path, init);
+      expect(response.status, path).toBe(502);
+      expect(await response.text()).toBe(`the provider's answer could not be read: ${text}\n`);
+    }
+    // Each was asked once, never again.
+    expect(kinds).toEqual(calls.map(([kind]) => kind));
+  });
+
+  it("a vault get answer that is empty, or whose message is not UTF-8, is 502 with the decoder's text", async () => {
+    const p = await proxy();
+    let next: Uint8Array = new Uint8Array([]);
+    await rawProvider(p, () => [next]);
+    expect(await (await api(p, "/vault/k")).text()).toBe("the provider's answer could not be read: vault response is empty\n");
+    next = new Uint8Array([2, 0xc3]);
+    const bad = await api(p, "/vault/k");
+    expect(bad.status).toBe(502);
+    expect(await bad.text()).toBe("the provider's answer could not be read: vault error message is not utf-8\n");
+  });
+
+  it("a malformed command response ends the NDJSON with lost after the items before it; the proxy logs the decoder's text", async () => {
+    const logged: string[] = [];
+    const p = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: (line) => logged.push(line) });
+    running.push(p);
+    const item = (text: string) => new Uint8Array([0, ...Buffer.from(text)]);
+    const cases: [Uint8Array, string][] = [
+      [new Uint8Array([]), "command response is empty"],
+      [new Uint8Array([2]), "unknown command response tag 2"],
+      [new Uint8Array([1, ...Buffer.from("{not json")]), "command error did not parse"],
+    ];
+    let next = 0;
+    const kinds = await rawProvider(p, () => [item("before"), cases[next]![0], item("after")]);
+    for (const [, text] of cases) {
+      const response = await api(p, "/command", { method: "POST", body: "x" });
+      expect(response.status).toBe(200);
+      expect(await ndjson(response)).toEqual([{ item: Buffer.from("before").toString("base64") }, { end: "lost" }]);
+      expect(logged.some((line) => line.includes(text)), `${text} in ${JSON.stringify(logged)}`).toBe(true);
+      next++;
+    }
+    // Never run again.
+    expect(kinds).toEqual(["Command", "Command", "Command"]);
+  });
+
+  it("an answer over the message limit: a vault get is 502 saying so, a command ends lost", async () => {
+    const p = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, maxMessageBytes: 1024, log: () => {} });
+    running.push(p);
+    const big = new Uint8Array(4096);
+    await rawProvider(p, (kind) => (kind === "VaultGet" ? [new Uint8Array([0, ...big])] : [new Uint8Array([0, ...big])]));
+    const get = await api(p, "/vault/k");
+    expect(get.status).toBe(502);
+    expect(await get.text()).toBe("the provider's answer is larger than 1024 bytes\n");
+    expect(await ndjson(await api(p, "/command", { method: "POST", body: "x" }))).toEqual([{ end: "lost" }]);
+  });
+});
+
 /** A real executable: upper-cases each line of its stdin; `fail` on a line exits 3 after a word on stderr. */
 function executable(): string {
   const dir = mkdtempSync(join(tmpdir(), "diverge-command-"));

@@ -34,7 +34,7 @@ interface Container {
 async function container(holder: string, vault?: PostgresVault): Promise<Container> {
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: () => {} });
   running.push(proxy);
-  const v = vault ?? (await PostgresVault.connect(postgres.url, { namespace: "shared", holder, pollMs: 20 }));
+  const v = vault ?? (await PostgresVault.connect(postgres.url, { namespace: "shared", holder }));
   if (!vault) running.push(v);
   const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, v.handlers(), { minBackoffMs: 10, maxBackoffMs: 50 });
   running.push(connection);
@@ -94,6 +94,74 @@ describe("PostgresVault on one real PostgreSQL", () => {
     const zero = await a.call("POST", "/vault/lock-k/lock?ttl=0");
     expect(zero).toEqual({ status: 502, text: "a lock of zero seconds is refused" });
   }, 30_000);
+});
+
+describe("PostgresVault waits for a lock without polling", () => {
+  it("an unlock notifies the waiting vault, which takes the lock at once: no timer runs out, few looks", async () => {
+    // A fallback of a minute: a waiter that only looked on its timer would not be answered within the test.
+    const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
+    const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });
+    running.push(a, b);
+    expect(await a.lock("k", 3600)).toEqual({ variant: "Done" });
+    const second = b.lock("k", 3600);
+    // B has looked, listened and looked again; then it waits.
+    while (b.lockAttempts < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await settledWithin(second, 500)).toBe(false);
+    expect(await a.unlock("k")).toEqual({ variant: "Done" });
+    expect(await second).toEqual({ variant: "Done" });
+    // Two looks before waiting and one after the notification: a poller would have looked every few milliseconds.
+    expect(b.lockAttempts).toBe(3);
+    expect(await a.unlock("k")).toEqual({ variant: "Error", message: 'the lock on "k" is not held by this container' });
+    expect(await b.unlock("k")).toEqual({ variant: "Done" });
+  }, 20_000);
+
+  it("an expiring lock sends nothing: the waiter looks again when the holder's time runs out", async () => {
+    const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
+    const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });
+    running.push(a, b);
+    expect(await a.lock("expiring", 1)).toEqual({ variant: "Done" });
+    expect(await b.lock("expiring", 10)).toEqual({ variant: "Done" });
+    expect(b.lockAttempts).toBeLessThanOrEqual(4);
+    expect(await a.unlock("expiring")).toEqual({ variant: "Error", message: 'the lock on "expiring" is not held by this container' });
+  }, 20_000);
+
+  it("a LISTEN whose connection drops is made again: the next unlock still wakes the waiter", async () => {
+    const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
+    const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });
+    running.push(a, b);
+    const { default: pg } = await import("pg");
+    const sql = new pg.Client({ connectionString: postgres.url });
+    await sql.connect();
+    running.push({ close: () => sql.end() });
+    const listeners = async () => Number((await sql.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`)).rows[0].n);
+    expect(await a.lock("dropped", 3600)).toEqual({ variant: "Done" });
+    const second = b.lock("dropped", 3600);
+    while (b.lockAttempts < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await listeners()).toBe(1);
+    await sql.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`);
+    // B looks again at once, and listens again.
+    while (b.lockAttempts < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let n = 0; (await listeners()) !== 1 && n < 500; n++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await listeners()).toBe(1);
+    expect(await settledWithin(second, 200)).toBe(false);
+    expect(await a.unlock("dropped")).toEqual({ variant: "Done" });
+    expect(await second).toEqual({ variant: "Done" });
+    expect(await b.unlock("dropped")).toEqual({ variant: "Done" });
+  }, 20_000);
+
+  it("a waiting lock whose path ends gives up without an answer and leaves no waiter behind", async () => {
+    const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
+    const b = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "b", recheckMs: 60_000 });
+    running.push(a, b);
+    expect(await a.lock("abandoned", 3600)).toEqual({ variant: "Done" });
+    const controller = new AbortController();
+    const waiting = b.lock("abandoned", 5, controller.signal);
+    while (b.lockAttempts < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort();
+    expect(await waiting).toBeUndefined();
+    // Not taken: A still holds it.
+    expect(await a.unlock("abandoned")).toEqual({ variant: "Done" });
+  }, 20_000);
 });
 
 describe("PostgresVault on embedded PGlite", () => {

@@ -235,6 +235,7 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     const behaviour: [string, string, string][] = [
       ["an unanswered exchange", xa.unanswered, xb.unanswered],
       ["an exchange not served", xa.notServed, xb.notServed],
+      ["a standing stream", standingOf(xa), standingOf(xb)],
     ];
     for (const [what, was, is] of behaviour) {
       if (was !== is) add({ class: "breaking", area: "exchange", subject: id, tag: xb.kind, sentence: `exchange ${id} (kind ${xb.kind}): ${what} was ${was} in ${A} and is ${is} in ${B}.` });
@@ -430,4 +431,9 @@ export function formatEvolution(e: Evolution): string {
 function answerOf(x: { readonly answerFrameId: string | undefined; readonly pendingAnswerFrameId?: string; readonly messages: string }): string {
   // A pending frame that a later revision declares is the same frame: not a change of the wire.
   return x.answerFrameId ?? x.pendingAnswerFrameId ?? "raw bytes";
+}
+
+/** A standing stream's rule in words, for the diff: when it is first asked and when again. */
+function standingOf(x: { readonly standing?: { readonly afterIds: readonly string[]; readonly ended: string } }): string {
+  return x.standing ? `asked after ${x.standing.afterIds.join(", ")}, again on ${x.standing.ended}` : "none";
 }

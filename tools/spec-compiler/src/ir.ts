@@ -164,6 +164,11 @@ export interface IrExchange {
   readonly last?: string;
   readonly unanswered: "askedAgain" | "neverAskedAgain";
   readonly notServed: "askedAgain" | "neverAskedAgain";
+  /**
+   * A stream the proxy keeps for its life: first asked after its first exchange of one of `afterIds`,
+   * asked again when its path ends (`ended`). Undefined for an exchange asked per request.
+   */
+  readonly standing?: { readonly afterIds: readonly string[]; readonly ended: "nextConnection" };
   /** The begin-scope channel that carries the same exchange, when there is one. */
   readonly channel?: { readonly tableId: string; readonly opener: "provider" | "proxy"; readonly tag: number; readonly variantName: string };
 }
@@ -657,7 +662,18 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       ...(answer.last !== undefined ? { last: answer.last } : {}),
       unanswered: x.unanswered,
       notServed: x.notServed,
+      ...(x.standing ? { standing: { afterIds: x.standing.after as string[], ended: x.standing.ended } } : {}),
     });
+  }
+  // A standing exchange is a stream, asked after exchanges the same ask frame starts.
+  for (const entry of exchangeRaw) {
+    const x = entry.value;
+    if (!x.standing) continue;
+    if (!["perNotification", "perItem"].includes(x.answer.messages)) fail(entry.file, [...entry.path, "standing"], `exchange \`${x.id}\` is standing, so it must be answered with a stream of messages.`);
+    for (const [i, id] of (x.standing.after as string[]).entries()) {
+      const after = exchanges.find((e) => e.id === id);
+      if (!after || after.askFrameId !== x.askFrame || id === x.id) fail(entry.file, [...entry.path, "standing", "after", i], `exchange \`${x.id}\` is asked after \`${id}\`, which is not another exchange of \`${x.askFrame}\`.`);
+    }
   }
   // Every kind of an ask frame that exchanges use has its exchange, so every kind has an answer path.
   for (const askId of new Set(exchanges.map((x) => x.askFrameId))) {

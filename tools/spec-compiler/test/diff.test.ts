@@ -170,6 +170,13 @@ describe("the classes of the other changes", () => {
     ]);
   });
 
+  it("a standing stream's rule changed is breaking", () => {
+    const e = edited("3.0.0", [["exchanges.yaml", "after: [mcp-list-tools, mcp-list-resources, mcp-call-tool, mcp-read-resource]", "after: [mcp-call-tool]"]]);
+    expect(sentences(e, "breaking")).toEqual([
+      "exchange mcp-notifications (kind 4): a standing stream was asked after mcp-list-tools, mcp-list-resources, mcp-call-tool, mcp-read-resource, again on nextConnection in 2.3.0 and is asked after mcp-call-tool, again on nextConnection in 3.0.0.",
+    ]);
+  });
+
   it("a renamed field is breaking, a major bump", () => {
     const e = edited("3.0.0", [["tools-begin.yaml", "              - name: values\n", "              - name: secrets\n"]]);
     expect(sentences(e, "breaking")).toEqual([

@@ -122,6 +122,16 @@ describe("spec mistakes are reported with file:line:column", () => {
     expect(other.errors.errors.map((e) => e.sentence)).toContain("channel 2 the proxy opens on `tools-begin/channels` carries exchange `vault-get`, so it is answered with the exchange's frame `vault/get/answer`.");
   });
 
+  it("a standing exchange that is not a stream, or that waits for an exchange of another ask or none", () => {
+    const messages = (edit: (text: string) => string) => mistakes("exchanges.yaml", edit).errors.errors.map((e) => e.message);
+    expect(
+      messages((t) => t.replace("      messages: one\n    unanswered: askedAgain\n    notServed: neverAskedAgain\n  - id: mcp-list-resources", "      messages: one\n    unanswered: askedAgain\n    notServed: neverAskedAgain\n    standing: { after: [mcp-call-tool], ended: nextConnection }\n  - id: mcp-list-resources")),
+    ).toContainEqual(expect.stringMatching(/exchanges\.yaml:\d+:\d+: exchange `mcp-list-tools` is standing, so it must be answered with a stream of messages\.$/));
+    expect(messages((t) => t.replace("after: [mcp-list-tools, mcp-list-resources,", "after: [mcp-list-toolz, mcp-list-resources,"))).toContainEqual(
+      expect.stringMatching(/exchanges\.yaml:\d+:\d+: exchange `mcp-notifications` is asked after `mcp-list-toolz`, which is not another exchange of `proxy\/requests\/ask`\.$/),
+    );
+  });
+
   it("a raw answer that names a frame", () => {
     const { errors } = mistakes("postgres-path.yaml", (t) => t.replace("answer: { messages: raw }", "answer: { frame: vault/ack, messages: raw }"));
     expect(errors.errors.map((e) => e.sentence)).toContain("exchange `postgres-connection` is answered with raw bytes, so it names no answer frame.");

@@ -6,6 +6,10 @@
 // - the time runs from the grant; a re-lock by the holder refreshes it and is answered at once;
 // - expiry releases silently; a time of zero is refused; unlock by a non-holder is refused;
 // - the holder is the container, so a lock survives every connection ending.
+// A waiting lock does not poll: an unlock sends a PostgreSQL notification (NOTIFY on one channel,
+// the namespace and key as its payload) and every vault LISTENing there looks again at once. An
+// expiring lock sends nothing, so a waiter also looks again when the holder's time runs out, and at
+// the latest after `recheckMs` (a lost notification, or a listener that could not connect).
 import type { VaultAck, VaultGetAnswer } from "@diverge/codec";
 import type { RequestsAskBody } from "@diverge/codec/exchanges";
 import type { AnswerContext } from "../exchanges/engine.js";
@@ -13,6 +17,12 @@ import type { AnswerContext } from "../exchanges/engine.js";
 /** What the vault needs of a database: one parameterised statement at a time. */
 export interface SqlClient {
   query(text: string, params?: readonly unknown[]): Promise<{ rows: Record<string, unknown>[]; affected: number }>;
+  /**
+   * LISTENs on `channel`: `notified` is called with each notification's payload. Resolves once the
+   * LISTEN is in effect, with the function that stops it. Without it, a waiting lock only looks again
+   * on its timer. `lost` is called if the LISTEN ends by itself (its connection dropped).
+   */
+  listen?(channel: string, notified: (payload: string) => void, lost?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -21,9 +31,17 @@ export interface VaultOptions {
   readonly namespace: string;
   /** Who holds the locks this vault takes: the container it answers for. */
   readonly holder: string;
-  /** How often a waiting lock looks again, in milliseconds. Default 50. */
+  /**
+   * The longest a waiting lock goes without looking again, in milliseconds, when no notification
+   * comes (an unlock notifies at once; an expiry is looked at when it is due). Default 1000.
+   */
+  readonly recheckMs?: number;
+  /** @deprecated The name `recheckMs` had when waiting locks polled; used when `recheckMs` is not given. */
   readonly pollMs?: number;
 }
+
+/** The channel unlocks NOTIFY and waiting locks LISTEN on; the payload is the JSON of `[namespace, key]`. */
+const LOCK_CHANNEL = "diverge_vault_lock_released";
 
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS diverge_vault (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, PRIMARY KEY (namespace, key))`,
@@ -32,13 +50,20 @@ const SCHEMA = [
 
 export class PostgresVault {
   private ready: Promise<void> | undefined;
-  private readonly pollMs: number;
+  private readonly recheckMs: number;
+  /** The LISTEN, once a lock has had to wait; undefined again when it failed (the next wait retries). */
+  private listening: Promise<(() => Promise<void>) | undefined> | undefined;
+  /** The waiting locks of this vault, by the notification payload that wakes them. */
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private closed = false;
+  /** Lock attempts made so far (each one statement): how often waiting locks looked. */
+  lockAttempts = 0;
 
   constructor(
     private readonly sql: SqlClient,
     private readonly options: VaultOptions,
   ) {
-    this.pollMs = options.pollMs ?? 50;
+    this.recheckMs = options.recheckMs ?? options.pollMs ?? 1000;
   }
 
   /** A vault on the PostgreSQL at `url` (a `pg` pool of its own). */
@@ -47,13 +72,41 @@ export class PostgresVault {
     const pool = new pg.Pool({ connectionString: url, max: 8 });
     // An idle client that loses its server must not end the process.
     pool.on("error", () => {});
+    const listeners = new Set<import("pg").Client>();
     return new PostgresVault(
       {
         query: async (text, params) => {
           const result = await pool.query(text, params as unknown[]);
           return { rows: result.rows as Record<string, unknown>[], affected: result.rowCount ?? 0 };
         },
-        close: () => pool.end(),
+        // A connection of its own (a pooled one would be given back, and its LISTEN with it).
+        listen: async (channel, notified, lost) => {
+          const client = new pg.Client({ connectionString: url });
+          client.on("error", () => {});
+          client.once("end", () => {
+            if (listeners.has(client)) lost?.();
+          });
+          client.on("notification", (message) => {
+            if (message.channel === channel) notified(message.payload ?? "");
+          });
+          listeners.add(client);
+          const stop = async () => {
+            listeners.delete(client);
+            await client.end().catch(() => {});
+          };
+          try {
+            await client.connect();
+            await client.query(`LISTEN ${channel}`);
+          } catch (problem) {
+            await stop();
+            throw problem;
+          }
+          return stop;
+        },
+        close: async () => {
+          await Promise.all([...listeners].map((client) => client.end().catch(() => {})));
+          await pool.end();
+        },
       },
       options,
     );
@@ -68,16 +121,23 @@ export class PostgresVault {
     const db = () => (opening ??= import("@electric-sql/pglite").then(({ PGlite }) => PGlite.create(dir)));
     // PGlite runs one statement at a time; queue them so concurrent asks never interleave.
     let queue: Promise<unknown> = Promise.resolve();
+    const serial = <T>(step: () => Promise<T>): Promise<T> => {
+      const run = queue.then(step);
+      queue = run.catch(() => {});
+      return run;
+    };
     return new PostgresVault(
       {
-        query: (text, params) => {
-          const run = queue.then(async () => {
+        query: (text, params) =>
+          serial(async () => {
             const result = await (await db()).query<Record<string, unknown>>(text, params as unknown[]);
             return { rows: result.rows, affected: result.affectedRows ?? 0 };
-          });
-          queue = run.catch(() => {});
-          return run;
-        },
+          }),
+        listen: (channel, notified) =>
+          serial(async () => {
+            const stop = await (await db()).listen(channel, notified);
+            return () => serial(() => stop());
+          }),
         close: async () => {
           if (opening) await (await opening).close();
         },
@@ -87,7 +147,37 @@ export class PostgresVault {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    for (const wakes of this.waiters.values()) for (const wake of wakes) wake();
+    const listening = this.listening;
+    this.listening = undefined;
+    const stop = await listening?.catch(() => undefined);
+    await stop?.().catch(() => {});
     await this.sql.close();
+  }
+
+  /** LISTENs for released locks, once; a LISTEN that fails, or whose connection drops, is made again by the next wait. */
+  private listen(): Promise<unknown> {
+    if (!this.sql.listen || this.closed) return Promise.resolve();
+    if (this.listening) return this.listening;
+    const listening: Promise<(() => Promise<void>) | undefined> = this.sql
+      .listen(
+        LOCK_CHANNEL,
+        (payload) => {
+          for (const wake of this.waiters.get(payload) ?? []) wake();
+        },
+        () => {
+          // The connection dropped: forget this LISTEN, and let every waiter look again now.
+          if (this.listening === listening) this.listening = undefined;
+          for (const wakes of this.waiters.values()) for (const wake of wakes) wake();
+        },
+      )
+      .catch(() => {
+        if (this.listening === listening) this.listening = undefined;
+        return undefined;
+      });
+    this.listening = listening;
+    return listening;
   }
 
   private schema(): Promise<void> {
@@ -139,30 +229,82 @@ export class PostgresVault {
    */
   async lock(key: string, ttl: number, signal?: AbortSignal): Promise<VaultAck | undefined> {
     if (ttl === 0) return { variant: "Error", message: "a lock of zero seconds is refused" };
+    const payload = JSON.stringify([this.options.namespace, key]);
+    let woken = false;
+    let wake: (() => void) | undefined;
+    const onWake = () => {
+      woken = true;
+      wake?.();
+    };
+    let registered = false;
     try {
       await this.schema();
       for (;;) {
-        if (signal?.aborted) return undefined;
+        if (signal?.aborted || this.closed) return undefined;
+        woken = false;
+        // Taken when free, expired, or held by this container (a refresh); otherwise how long until
+        // the holder's time runs out, in milliseconds.
+        this.lockAttempts++;
         const { rows } = await this.sql.query(
-          `INSERT INTO diverge_vault_lock (namespace, key, holder, expires_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
-           ON CONFLICT (namespace, key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-           WHERE diverge_vault_lock.holder = excluded.holder OR diverge_vault_lock.expires_at <= clock_timestamp()
-           RETURNING holder`,
+          `WITH taken AS (
+             INSERT INTO diverge_vault_lock (namespace, key, holder, expires_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+             ON CONFLICT (namespace, key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+             WHERE diverge_vault_lock.holder = excluded.holder OR diverge_vault_lock.expires_at <= clock_timestamp()
+             RETURNING holder)
+           SELECT true AS taken, 0::float8 AS wait_ms FROM taken
+           UNION ALL
+           SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM diverge_vault_lock
+             WHERE namespace = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM taken)`,
           [this.options.namespace, key, this.options.holder, ttl],
         );
-        if (rows.length > 0) return { variant: "Done" };
-        await sleep(this.pollMs, signal);
+        if (rows.some((row) => row.taken === true)) return { variant: "Done" };
+        if (!registered) {
+          // Listen before looking again, so a release between the two is not missed.
+          registered = true;
+          let wakes = this.waiters.get(payload);
+          if (!wakes) this.waiters.set(payload, (wakes = new Set()));
+          wakes.add(onWake);
+          await this.listen();
+          continue;
+        }
+        if (woken) continue;
+        // A LISTEN whose connection dropped is made again (its first notifications may be missed: the timer covers them).
+        if (!this.listening) void this.listen();
+        const due = Number(rows[0]?.wait_ms ?? 0);
+        // A little past the expiry, so the next attempt finds it expired.
+        const ms = Math.min(this.recheckMs, Math.max(0, Math.ceil(due)) + 5);
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", done);
+            wake = undefined;
+            resolve();
+          };
+          const timer = setTimeout(done, ms);
+          wake = done;
+          signal?.addEventListener("abort", done, { once: true });
+          if (woken || signal?.aborted) done();
+        });
       }
     } catch (problem) {
       return { variant: "Error", message: messageOf(problem) };
+    } finally {
+      const wakes = this.waiters.get(payload);
+      wakes?.delete(onWake);
+      if (wakes?.size === 0) this.waiters.delete(payload);
     }
   }
 
   async unlock(key: string): Promise<VaultAck> {
     try {
       await this.schema();
-      const { affected } = await this.sql.query(`DELETE FROM diverge_vault_lock WHERE namespace = $1 AND key = $2 AND holder = $3 AND expires_at > clock_timestamp()`, [this.options.namespace, key, this.options.holder]);
-      return affected > 0 ? { variant: "Done" } : { variant: "Error", message: `the lock on ${JSON.stringify(key)} is not held by this container` };
+      // The release and its notification in one statement: every vault LISTENing looks again.
+      const { rows } = await this.sql.query(
+        `WITH released AS (DELETE FROM diverge_vault_lock WHERE namespace = $1 AND key = $2 AND holder = $3 AND expires_at > clock_timestamp() RETURNING key)
+         SELECT pg_notify('${LOCK_CHANNEL}', $4) FROM released`,
+        [this.options.namespace, key, this.options.holder, JSON.stringify([this.options.namespace, key])],
+      );
+      return rows.length > 0 ? { variant: "Done" } : { variant: "Error", message: `the lock on ${JSON.stringify(key)} is not held by this container` };
     } catch (problem) {
       return { variant: "Error", message: messageOf(problem) };
     }
@@ -181,16 +323,4 @@ export class PostgresVault {
 
 function messageOf(problem: unknown): string {
   return problem instanceof Error ? problem.message : String(problem);
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

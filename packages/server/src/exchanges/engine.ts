@@ -57,7 +57,7 @@ export interface RequestsEngineOptions {
 }
 
 /** Reads an answer message with the exchange's decoder; its typed error (JSON nested too deeply included) is unreadable. */
-function decodeAnswer<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): { answer: A } | { error: DecodeError } {
+export function decodeAnswer<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): { answer: A } | { error: DecodeError } {
   try {
     return { answer: exchange.answer!.decode(bytes, { check: checkMcp }) };
   } catch (problem) {

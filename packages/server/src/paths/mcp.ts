@@ -2,8 +2,6 @@
 // `listTools`, `listResources`, `callTool`, `readResource` each resolve with the MCP result or reject
 // with an McpExchangeError; notifications arrive as events or through an async iterator.
 import {
-  decodeMcpNotificationsAnswer,
-  encodeRequestsAsk,
   McpAnswerError,
   type CallToolRequestParams,
   type CallToolResult,
@@ -13,18 +11,20 @@ import {
   type PaginatedRequestParams,
   type ReadResourceRequestParams,
   type ReadResourceResult,
+  type RequestsAsk,
   type ServerNotification,
 } from "@diverge/codec";
-import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
+import { loadMcpChecks } from "../mcp-checks.js";
 import type { Gate } from "../gate.js";
 import { RequestsEngine, type AskEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
 import type { BeginScopeLink } from "../exchanges/begin-scope.js";
-import { bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
-import type { AnswerPath, AskBoard, AskOwner, PathEnding } from "./board.js";
+import { StandingEngine } from "../exchanges/standing.js";
+import { bindProxyAsks, bindProxyStandingAsks, type ProxyAsks } from "../gen/exchanges.js";
+import type { AskBoard, PathEnding } from "./board.js";
 import { McpExchangeError } from "./errors.js";
 
-/** The five MCP kinds of `/requests`, by the names the codec gives them. */
-export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "McpReadResource" | "McpNotifications";
+/** The MCP kinds of `/requests`, by the names the codec gives them. */
+export type McpKind = Extract<RequestsAsk["kind"], `Mcp${string}`>;
 
 /**
  * The decoders' typed error, or undefined. (JSON nested too deeply is the codec's typed error too: it
@@ -33,9 +33,6 @@ export type McpKind = "McpListTools" | "McpListResources" | "McpCallTool" | "Mcp
 export function asMcpAnswerError(problem: unknown): McpAnswerError | undefined {
   return problem instanceof McpAnswerError ? problem : undefined;
 }
-
-/** The MCP exchanges of kinds 0 to 3, whose first ask starts the notification stream. */
-const EXCHANGE_KINDS: ReadonlySet<string> = new Set<McpKind>(["McpListTools", "McpListResources", "McpCallTool", "McpReadResource"]);
 
 /** One MCP answer, result or error, as the generated answer frames decode it. */
 type McpAnswerOf<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
@@ -75,99 +72,6 @@ export type NotificationStreamEvent =
   | { readonly type: "unreadable"; readonly channel: number; readonly source: McpAnswerError }
   /** The path ended; `reask` says when the proxy asks again. */
   | { readonly type: "ended"; readonly channel: number; readonly ending: PathEnding; readonly reask: "now" | "nextConnection" | "never" };
-
-/**
- * The one notification ask the proxy keeps, from its first exchange of kinds 0 to 3 on.
- *
- * When its path ends by an abrupt end it is asked again at once (the ask was not answered, like any
- * other); when it ends deliberately (a clean close after notifications, an error frame, or a message
- * that did not decode) it is asked again on the next `/requests` connection, so a provider that ends
- * the stream is not asked again in a loop on the same connection. A clean close with no message at
- * all is "not served", and the proxy does not ask an unserved exchange again (exchanges.yaml).
- */
-class NotificationStream implements AskOwner {
-  readonly kind = "McpNotifications" as const;
-  private started = false;
-  private declined = false;
-  /** Set while waiting for a `/requests` connection newer than this number. */
-  private waitingPast: number | undefined;
-
-  constructor(
-    private readonly board: AskBoard,
-    private readonly deliver: (notification: ServerNotification) => void,
-    private readonly report: (event: NotificationStreamEvent) => void,
-  ) {
-    board.onEvent((event) => {
-      // Notifications are asked only after the first exchange of kinds 0 to 3, not after a vault or command ask.
-      if (event.type === "announced" && EXCHANGE_KINDS.has(event.kind)) this.start();
-      if (event.type === "requestsOpened" && this.waitingPast !== undefined && event.connection > this.waitingPast) {
-        this.waitingPast = undefined;
-        this.board.ask(this);
-      }
-    });
-  }
-
-  /** Called when the proxy has made an exchange of kinds 0 to 3; the first call asks. */
-  private start(): void {
-    if (this.started) return;
-    this.started = true;
-    this.board.ask(this);
-  }
-
-  encode(channel: number): Uint8Array {
-    return encodeRequestsAsk({ channel, kind: "McpNotifications" });
-  }
-
-  announced(channel: number): void {
-    this.report({ type: "asked", channel });
-  }
-
-  opened(path: AnswerPath) {
-    const channel = path.channel;
-    let messages = 0;
-    let finished: "error" | "unreadable" | undefined;
-    this.report({ type: "opened", channel });
-    return {
-      message: (bytes: Uint8Array) => {
-        if (finished) return;
-        messages++;
-        let decoded;
-        try {
-          decoded = decodeMcpNotificationsAnswer(bytes, { check: checkMcp });
-        } catch (problem) {
-          const source = asMcpAnswerError(problem);
-          if (!source) throw problem;
-          finished = "unreadable";
-          this.report({ type: "unreadable", channel, source });
-          path.close();
-          return;
-        }
-        if (decoded.variant === "Notification") this.deliver(decoded.notification);
-        else {
-          // The error is the last message; anything after it is ignored.
-          finished = "error";
-          this.report({ type: "error", channel, error: decoded.error });
-        }
-      },
-      ended: (ending: PathEnding) => {
-        if (this.declined) return;
-        if (ending.how === "clean" && messages === 0) {
-          this.declined = true;
-          this.report({ type: "ended", channel, ending, reask: "never" });
-          return;
-        }
-        if (ending.how === "abrupt" && !finished) {
-          this.report({ type: "ended", channel, ending, reask: "now" });
-          this.board.ask(this);
-          return;
-        }
-        this.report({ type: "ended", channel, ending, reask: "nextConnection" });
-        if (this.board.requestsOpen) this.waitingPast = this.board.connection;
-        else this.board.ask(this);
-      },
-    };
-  }
-}
 
 export interface McpAsksOptions {
   readonly board: AskBoard;
@@ -230,14 +134,25 @@ export class McpAsks {
     this.iteratorBuffer = options.iteratorBuffer ?? 1024;
     this.asks = bindProxyAsks(options.engine ?? new RequestsEngine({ board: this.board, log: this.log }));
     this.beginScope = options.beginScope ?? (() => undefined);
-    new NotificationStream(
-      this.board,
-      (notification) => {
-        for (const listener of this.notificationListeners) listener(notification);
-      },
-      (event) => {
-        if (event.type === "ended" && event.ending.how === "tooLarge") this.droppedOversized++;
-        for (const listener of this.streamListeners) listener(event);
+    // The notification stream is a standing stream of `/requests` (its descriptor says when it is
+    // asked and asked again); on the begin scope its channel is opened per connection instead.
+    const report = (event: NotificationStreamEvent) => {
+      if (event.type === "ended" && event.ending.how === "tooLarge") this.droppedOversized++;
+      for (const listener of this.streamListeners) listener(event);
+    };
+    bindProxyStandingAsks(new StandingEngine({ board: this.board })).mcpNotifications(
+      {},
+      {
+        answer: (message, channel) => {
+          if (message.variant === "Notification") for (const listener of this.notificationListeners) listener(message.notification as ServerNotification);
+          // The error is the last message; anything after it is disregarded.
+          else report({ type: "error", channel, error: message.error as ErrorData });
+        },
+        event: (event) => {
+          if (event.type !== "unreadable") return report(event);
+          const source = event.error instanceof McpAnswerError ? event.error : new McpAnswerError({ variant: "Body", reason: event.error.message });
+          report({ type: "unreadable", channel: event.channel, source });
+        },
       },
     );
   }

@@ -114,7 +114,8 @@ export class ProgramApi {
       if (!ended) {
         const ending = await stream.ended;
         const end = ending.type === "done" ? "done" : ending.type === "notServed" ? "notServed" : "lost";
-        if (ending.type !== "done" && ending.type !== "notServed") this.log(`/command ended ${ending.type}`);
+        // Outcome unknown: the program reads lost; the proxy's log says why, with the decoder's exact text.
+        if (ending.type !== "done" && ending.type !== "notServed") this.log(`/command ended ${ending.type}${ending.type === "unreadable" ? `: ${ending.error.message}` : ending.type === "answerTooLarge" ? `: an answer over ${ending.limit} bytes` : ""}`);
         response.write(`${JSON.stringify({ end })}\n`);
       }
       response.end();

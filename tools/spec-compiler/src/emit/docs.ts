@@ -822,6 +822,10 @@ function exchangePage(cx: Context, x: IrExchange): SitePage {
     ["Answer", answer ? `${messagesText(x)}, each a ${frameLink(cx, url, answer)} (${code(answer.name)})` : `${messagesText(x)}, ${answerText(cx, url, { frameId: undefined, pendingFrameId: x.pendingAnswerFrameId })}`],
     ["Unanswered", x.unanswered === "askedAgain" ? "asked again under a fresh channel" : "never asked again; reported inside the container as failed"],
   ];
+  if (x.standing) {
+    const after = x.standing.afterIds.map((id) => code(String(cx.ir.exchanges.find((e) => e.id === id)!.kind)));
+    facts.push(["Standing", `kept for the proxy's life: first asked after the proxy's first exchange of kind ${after.join(", ")}; asked again on the next ${code("/requests")} connection when its path ends`]);
+  }
   if (x.channel) {
     const t = cx.ir.channelTables.find((c) => c.id === x.channel!.tableId)!;
     facts.push(["On the begin scope", `the ${code(x.channel.variantName)} channel (tag ${code(String(x.channel.tag))}) the ${x.channel.opener} opens; see [${t.title}](${href(url, docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id }))})`]);

@@ -3,7 +3,8 @@
 //   decoder and encoder, message pattern, fate rules, the begin-scope channel that carries it), one
 //   per begin-scope channel and one per path the provider opens;
 // - for @diverge/server: `ProxyAsks`, one typed method per exchange the proxy asks, bound onto the
-//   hand-written generic engine (`packages/server/src/exchanges/engine.ts`), the routing of every
+//   hand-written generic engine (`packages/server/src/exchanges/engine.ts`), `ProxyStandingAsks`,
+//   one method per standing stream the proxy keeps (`exchanges/standing.ts`), the routing of every
 //   provider-opened begin-scope channel to its handler, and `ProviderPathHandlers`, one handler per
 //   path the provider opens (`/tool/*`), bound for the generic path engine (`exchanges/paths.ts`);
 // - for @diverge/client: `ProviderHandlers`, one member per exchange the provider answers, the
@@ -129,6 +130,12 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
   lines.push(`  /** The begin-scope channel that carries the same exchange, when there is one. */`);
   lines.push(`  readonly channel: { readonly opener: "provider" | "proxy"; readonly tag: number; readonly variant: string } | undefined;`);
+  lines.push(`  /**`);
+  lines.push(`   * A stream the proxy keeps for its life rather than asks per request: first asked once the proxy has`);
+  lines.push(`   * made its first exchange of one of \`after\` (kind names), asked again when its path ends (\`ended\`).`);
+  lines.push(`   * Undefined for an exchange asked per request.`);
+  lines.push(`   */`);
+  lines.push(`  readonly standing: { readonly after: readonly string[]; readonly ended: "nextConnection" } | undefined;`);
   lines.push(`}`);
   lines.push("");
 
@@ -163,6 +170,8 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
       lines.push(`    notServed: ${lit(x.notServed)},`);
       lines.push(`    answer: ${answerCodec(x.answerFrameId)},`);
       lines.push(`    channel: ${channel},`);
+      const after = (x.standing?.afterIds ?? []).map((id) => lit(ir.exchanges.find((e) => e.id === id)!.variantName));
+      lines.push(`    standing: ${x.standing ? `{ after: [${after.join(", ")}], ended: ${lit(x.standing.ended)} }` : "undefined"},`);
       lines.push(`  },`);
     }
     lines.push(`};`);
@@ -290,6 +299,41 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     lines.push(`  };`);
     lines.push(`}`);
     lines.push("");
+    // Standing streams: kept by the proxy for its life, on the same ask frame's connection.
+    const standing = xs.filter((x) => x.standing);
+    lines.push(
+      ...doc([
+        `One method per standing stream of the ${ask.title}: a stream the proxy keeps for its life, first asked once`,
+        `the proxy has made its first exchange of the kinds its descriptor names, asked again as its fate rules say.`,
+        `Each call starts keeping one such stream; its answers and what happens to it reach \`sink\`.`,
+      ]),
+    );
+    lines.push(`export interface ProxyStandingAsks {`);
+    for (const x of standing) {
+      const answer = frameById.get(x.answerFrameId!)!;
+      const after = x.standing!.afterIds.map((id) => ir.exchanges.find((e) => e.id === id)!.kind);
+      const kinds = after.length === 1 ? `kind ${after[0]}` : `kinds ${after.slice(0, -1).join(", ")} or ${after[after.length - 1]}`;
+      lines.push(
+        ...doc(
+          [
+            `Kind ${x.kind}, ${x.ask}: asked after the proxy's first exchange of ${kinds}; when its path ends it is asked again on the next`,
+            `connection (at once after an abrupt end before \`${x.last ?? "its last message"}\`; never after a clean close with no message).`,
+          ],
+          "  ",
+        ),
+      );
+      lines.push(`  ${lowerCamel(x.variantName)}(ask: ${ask.name}Body<${lit(x.variantName)}>, sink: StandingSink<${answer.name}>): void;`);
+    }
+    lines.push(`}`);
+    lines.push("");
+    lines.push(...doc(["Binds every method of {@link ProxyStandingAsks} to `engine`."]));
+    lines.push(`export function bindProxyStandingAsks(${standing.length > 0 ? "engine" : "_engine"}: StandingAskEngine): ProxyStandingAsks {`);
+    if (standing.length > 0) lines.push(`  const x = ${lowerCamel(table)};`);
+    lines.push(`  return {`);
+    for (const x of standing) lines.push(`    ${lowerCamel(x.variantName)}: (ask, sink) => engine.standing(x.${x.variantName}, ask, sink),`);
+    lines.push(`  };`);
+    lines.push(`}`);
+    lines.push("");
   }
   // Routing of provider-opened channels.
   for (const t of ir.channelTables) {
@@ -367,6 +411,7 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
   const importLines = [
     ...codecImports(codecNames),
     `import type { AskEngine, AskOptions, AskOutcome, AskStream } from "../exchanges/engine.js";`,
+    `import type { StandingAskEngine, StandingSink } from "../exchanges/standing.js";`,
     ...(paths.length > 0 ? [`import type { BoundPath, PathContext, PathRequest } from "../exchanges/paths.js";`] : []),
   ];
   return { path: "packages/server/src/gen/exchanges.ts", text: [head, ...importLines, "", ...lines].join("\n").trimEnd() + "\n" };
