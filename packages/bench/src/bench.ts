@@ -48,6 +48,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.parity = (problem as Error).message;
   }
+  try {
+    extra.filesystem = (await import("./cases/filesystem.js")).filesystemSuite;
+  } catch (problem) {
+    problems.filesystem = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

@@ -7,6 +7,7 @@
 //   node child.js container
 //   node child.js proxy <appPort>
 //   node child.js idle
+//   node child.js filesystem <root>   (a proxy serving the filesystem under <root>, and FUSE mounts in it)
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
 
@@ -43,6 +44,10 @@ async function main(): Promise<void> {
     close = () => proxy.close();
     stats = () => proxy.stats();
     ready = { type: "ready", port: proxy.port, programPort: proxy.programPort, pgPort: proxy.multiplexed.pgPort };
+  } else if (mode === "filesystem") {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root: arg, secretsGate: false, log: () => {} });
+    close = () => proxy.close();
+    ready = { type: "ready", port: proxy.port };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};

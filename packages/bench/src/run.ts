@@ -7,11 +7,11 @@ import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "filesystem"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, filesystem: 9 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -55,6 +55,7 @@ export interface Results {
   readonly relay?: unknown;
   readonly memory?: unknown;
   readonly startup?: unknown;
+  readonly filesystem?: unknown;
   /** Tables of the relay, memory and start-up suites. */
   readonly tables: readonly Table[];
   readonly targets: readonly Target[];
@@ -81,6 +82,7 @@ export interface ExtraSuites {
   memory?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   startup?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   parity?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  filesystem?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -246,7 +248,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   targets.push(...judgeGroups(groups));
 
   let parity: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity"] as const) {
+  let filesystem: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "filesystem"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -260,6 +263,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       if (suite === "relay") relay = out.result;
       else if (suite === "memory") memory = out.result;
       else if (suite === "parity") parity = out.result;
+      else if (suite === "filesystem") filesystem = out.result;
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -289,5 +293,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, filesystem, tables, targets };
 }
