@@ -14,6 +14,7 @@ import { connectProxy, relayToMcp } from "@diverge/client";
 import { startProxy } from "@diverge/server";
 import { runBeginDemo } from "./begin.js";
 import { runBridgeDemo } from "./bridge.js";
+import { runFilesystemDemo } from "./filesystem.js";
 
 function show(label: string, value: unknown): void {
   const text = (typeof value === "string" ? value : JSON.stringify(value)).replace(/\s+/g, " ");
@@ -143,6 +144,7 @@ async function main(): Promise<void> {
   await runPathsDemo();
   await runBeginDemo();
   await runBridgeDemo();
+  await runFilesystemDemo();
 }
 
 main().then(
