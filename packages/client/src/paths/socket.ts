@@ -13,6 +13,9 @@ export interface WebSocketLike {
   close(code?: number, reason?: string): void;
   /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
   terminate?(): void;
+  /** `ws` only: stop and restart reading from the network (TCP backpressure reaches the sender). */
+  pause?(): void;
+  resume?(): void;
   addEventListener(type: "open" | "message" | "close" | "error", listener: (event: never) => void): void;
 }
 
@@ -44,6 +47,9 @@ export interface OpenSocket {
   readonly isOpen: boolean;
   /** Bytes queued by `send` not yet written out. */
   readonly bufferedAmount: number;
+  /** Stops reading from the network until `resume` (a no-op where the implementation cannot). */
+  pause(): void;
+  resume(): void;
 }
 
 const OPEN = 1;
@@ -100,6 +106,8 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
         get bufferedAmount() {
           return socket.bufferedAmount ?? 0;
         },
+        pause: () => socket.pause?.(),
+        resume: () => socket.resume?.(),
       });
     }) as (event: never) => void);
   });
