@@ -24,7 +24,11 @@ export interface ChildMemory {
   readonly heapUsed: number;
   readonly external: number;
   readonly arrayBuffers: number;
+  /** CPU time this process has used (user + system), in microseconds. */
+  readonly cpu?: number;
 }
+
+const cpuOf = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
 
 function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
@@ -62,7 +66,7 @@ async function main(): Promise<void> {
         gc();
       }
       const m = process.memoryUsage();
-      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers } satisfies ChildMemory);
+      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, cpu: cpuOf(process.cpuUsage()) } satisfies ChildMemory);
     } else if (message.type === "stats") {
       process.send!({ type: "stats", stats: stats() });
     } else if (message.type === "close") {

@@ -70,23 +70,33 @@ export interface Moved {
   readonly selfBefore: number;
   readonly selfPeak: number;
   readonly samples: number;
+  /** The highest proxy RSS sampled in the first and in the last quarter of the transfer: flat means no climb between them. */
+  readonly proxyFirstQuarterPeak?: number;
+  readonly proxyLastQuarterPeak?: number;
+  /** CPU time (user + system) the proxy and this process spent on the transfer, in seconds: what the work costs whatever else the machine runs. */
+  readonly proxyCpu?: number;
+  readonly selfCpu: number;
 }
 
 /** Runs `work` (which returns the bytes it moved) while sampling both RSSes every 25 ms. */
 async function measured(what: string, proxy: Child | undefined, work: () => Promise<number>): Promise<Moved> {
   gcSelf();
   gcSelf();
-  const proxyBefore = proxy ? (await proxy.memory()).rss : undefined;
+  const before = proxy ? await proxy.memory() : undefined;
+  const proxyBefore = before?.rss;
   const selfBefore = process.memoryUsage.rss();
+  const selfCpuBefore = process.cpuUsage();
   let proxyPeak = proxyBefore;
   let selfPeak = selfBefore;
   let samples = 0;
   let sampling = true;
+  const timeline: { at: number; rss: number }[] = [];
   const sampler = (async () => {
     while (sampling) {
       if (proxy) {
         const m = await proxy.memory(false);
         proxyPeak = Math.max(proxyPeak!, m.rss);
+        timeline.push({ at: performance.now(), rss: m.rss });
       }
       selfPeak = Math.max(selfPeak, process.memoryUsage.rss());
       samples++;
@@ -101,9 +111,30 @@ async function measured(what: string, proxy: Child | undefined, work: () => Prom
     sampling = false;
     await sampler;
   }
-  const seconds = (performance.now() - start) / 1000;
+  const end = performance.now();
+  const seconds = (end - start) / 1000;
+  const selfCpu = cpuSeconds(process.cpuUsage(selfCpuBefore));
   selfPeak = Math.max(selfPeak, process.memoryUsage.rss());
-  return { what, bytes, seconds, proxyBefore, proxyPeak, selfBefore, selfPeak, samples };
+  const after = proxy ? await proxy.memory(false) : undefined;
+  const proxyCpu = before?.cpu !== undefined && after?.cpu !== undefined ? (after.cpu - before.cpu) / 1e6 : undefined;
+  const quarterPeak = (from: number, to: number) => {
+    const inside = timeline.filter((s) => s.at >= start + from * (end - start) && s.at <= start + to * (end - start)).map((s) => s.rss);
+    return inside.length ? Math.max(...inside) : undefined;
+  };
+  return {
+    what,
+    bytes,
+    seconds,
+    proxyBefore,
+    proxyPeak,
+    selfBefore,
+    selfPeak,
+    samples,
+    proxyFirstQuarterPeak: quarterPeak(0, 0.25),
+    proxyLastQuarterPeak: quarterPeak(0.75, 1),
+    proxyCpu,
+    selfCpu,
+  };
 }
 
 /** Reads the stream to its end; `paceMs` waits that long after every piece (a reader slower than the wire). */
@@ -136,6 +167,9 @@ function digestOf(total: number): string {
 }
 
 const mbps = (m: { bytes: number; seconds: number }) => m.bytes / MB / m.seconds;
+const cpuSeconds = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1e6;
+/** CPU milliseconds per MiB moved. */
+const cpuPerMiB = (cpu: number | undefined, bytes: number) => (cpu === undefined ? "—" : `${((cpu * 1000) / (bytes / MiB)).toFixed(1)}`);
 const mb = (bytes: number) => `${(bytes / MiB).toFixed(1)} MB`;
 const rise = (before: number | undefined, peak: number | undefined) => (before === undefined || peak === undefined ? NaN : peak - before);
 const signed = (bytes: number) => `${bytes >= 0 ? "+" : ""}${(bytes / MiB).toFixed(1)} MB`;
@@ -387,6 +421,11 @@ export async function filesystemSuite(quick: boolean, log: (line: string) => voi
   }
 }
 
+function climbOf(m: Moved): string {
+  if (m.proxyFirstQuarterPeak === undefined || m.proxyLastQuarterPeak === undefined) return "no climb measured";
+  return signed(m.proxyLastQuarterPeak - m.proxyFirstQuarterPeak);
+}
+
 function transferTargets(moved: readonly Moved[], verb: "read" | "write"): Target[] {
   const local = moved[0]!;
   return moved.slice(1).map((m): Target => {
@@ -407,7 +446,7 @@ function transferTargets(moved: readonly Moved[], verb: "read" | "write"): Targe
       what: `${m.what}, ${mb(m.bytes)}`,
       goal: `proxy RSS rise ≤ ${RSS_RISE_LIMIT / MiB} MB while moving ${(m.bytes / MiB).toFixed(0)} MiB`,
       value:
-        `proxy ${signed(proxyRise)} (${mb(m.proxyBefore!)} → ${mb(m.proxyPeak!)}, ${m.samples} samples); the ${verb === "read" ? "reading" : "writing"} provider ${signed(m.selfPeak - m.selfBefore)}; ` +
+        `proxy ${signed(proxyRise)} (${mb(m.proxyBefore!)} → ${mb(m.proxyPeak!)}, ${m.samples} samples; ${climbOf(m)} from the first quarter's peak to the last's); the ${verb === "read" ? "reading" : "writing"} provider ${signed(m.selfPeak - m.selfBefore)}; ` +
         `${mbps(m).toFixed(0)} MB/s = ${(mbps(m) / mbps(local)).toFixed(2)}× ${local.what.replace(/ \(local\)$/, "")}`,
       met: proxyRise <= RSS_RISE_LIMIT,
     };
@@ -454,16 +493,20 @@ function tablesOf(r: FilesystemResult): Table[] {
       mbps(m).toFixed(0),
       `${(mbps(m) / mbps(local)).toFixed(2)}×`,
       m.proxyBefore === undefined ? "—" : `${mb(m.proxyBefore)} → ${mb(m.proxyPeak!)} (${signed(rise(m.proxyBefore, m.proxyPeak))})`,
+      m.proxyBefore === undefined ? "—" : climbOf(m),
       `${mb(m.selfBefore)} → ${mb(m.selfPeak)} (${signed(m.selfPeak - m.selfBefore)})`,
+      cpuPerMiB(m.proxyCpu, m.bytes),
+      cpuPerMiB(m.selfCpu, m.bytes),
     ]);
   };
   const tables: Table[] = [
     {
       title: "Case 9: one large file through the proxy",
-      columns: ["how", "bytes", "ms", "MB/s", "ratio to local", "proxy RSS (before → peak)", "provider RSS (before → peak)"],
+      columns: ["how", "bytes", "ms", "MB/s", "ratio to local", "proxy RSS (before → peak)", "proxy RSS climb, 1st → last quarter", "provider RSS (before → peak)", "CPU ms/MiB, proxy", "CPU ms/MiB, provider"],
       rows: [...transferRows(r.reads), ...transferRows(r.writes)],
       notes: [
         "MB/s are 10⁶ bytes a second; RSS in MiB. The local fs.readFile holds the whole file, so its own RSS rises by the file's size; the proxy's must not.",
+        "CPU ms/MiB: user + system time each process spent per MiB moved (the local rows: this process alone) — what the work costs, however busy the machine was.",
         `The paced reader waits ${PACE_MS} ms after each piece it takes (at most ~100 MB/s): what arrives faster than it reads is held by the provider's read stream.`,
       ],
     },
