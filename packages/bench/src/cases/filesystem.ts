@@ -51,7 +51,7 @@ export interface Sizes {
 }
 
 export const FULL_SIZES: Sizes = { transfer: 256 * MiB, fuseFile: 64 * MiB, pathsFuseFile: 1 * MiB, smallFiles: 1000, smallFilesPaths: 200, treeFiles: 10_000, changes: 15 };
-export const QUICK_SIZES: Sizes = { transfer: 8 * MiB, fuseFile: 8 * MiB, pathsFuseFile: 128 * 1024, smallFiles: 200, smallFilesPaths: 20, treeFiles: 1000, changes: 3 };
+export const QUICK_SIZES: Sizes = { transfer: 4 * MiB, fuseFile: 4 * MiB, pathsFuseFile: 128 * 1024, smallFiles: 100, smallFilesPaths: 10, treeFiles: 1000, changes: 3 };
 
 /** A full GC of this process (the bench runs without --expose-gc). */
 const gcSelf: () => void = (() => {
