@@ -53,6 +53,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.vault = (problem as Error).message;
   }
+  try {
+    extra.filesystem = (await import("./cases/filesystem.js")).filesystemSuite;
+  } catch (problem) {
+    problems.filesystem = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

@@ -7,6 +7,7 @@
 //   node child.js container
 //   node child.js proxy <appPort>
 //   node child.js idle
+//   node child.js filesystem <root>   (a proxy serving the filesystem under <root>, and FUSE mounts in it)
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
 
@@ -23,7 +24,11 @@ export interface ChildMemory {
   readonly heapUsed: number;
   readonly external: number;
   readonly arrayBuffers: number;
+  /** CPU time this process has used (user + system), in microseconds. */
+  readonly cpu?: number;
 }
+
+const cpuOf = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
 
 function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
@@ -43,6 +48,10 @@ async function main(): Promise<void> {
     close = () => proxy.close();
     stats = () => proxy.stats();
     ready = { type: "ready", port: proxy.port, programPort: proxy.programPort, pgPort: proxy.multiplexed.pgPort };
+  } else if (mode === "filesystem") {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root: arg, secretsGate: false, log: () => {} });
+    close = () => proxy.close();
+    ready = { type: "ready", port: proxy.port };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};
@@ -57,7 +66,7 @@ async function main(): Promise<void> {
         gc();
       }
       const m = process.memoryUsage();
-      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers } satisfies ChildMemory);
+      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, cpu: cpuOf(process.cpuUsage()) } satisfies ChildMemory);
     } else if (message.type === "stats") {
       process.send!({ type: "stats", stats: stats() });
     } else if (message.type === "close") {

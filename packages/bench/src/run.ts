@@ -7,11 +7,11 @@ import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -56,6 +56,7 @@ export interface Results {
   readonly memory?: unknown;
   readonly startup?: unknown;
   readonly vault?: unknown;
+  readonly filesystem?: unknown;
   /** Tables of the relay, memory and start-up suites. */
   readonly tables: readonly Table[];
   readonly targets: readonly Target[];
@@ -83,6 +84,7 @@ export interface ExtraSuites {
   startup?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   parity?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   vault?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  filesystem?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -250,6 +252,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   let parity: unknown;
   let vault: unknown;
   for (const suite of ["relay", "memory", "startup", "parity", "vault"] as const) {
+  let filesystem: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "filesystem"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -263,7 +267,9 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       if (suite === "relay") relay = out.result;
       else if (suite === "memory") memory = out.result;
       else if (suite === "parity") parity = out.result;
-      else if (suite === "vault") vault = out.result;
+  let vault: unknown;
+  let filesystem: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem"] as const) {
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -294,4 +300,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
   return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, filesystem, tables, targets };
 }

@@ -15,6 +15,7 @@ import { startProxy } from "@diverge/server";
 import { runBeginDemo } from "./begin.js";
 import { runBridgeDemo } from "./bridge.js";
 import { runVaultDemo } from "./vault.js";
+import { runFilesystemDemo } from "./filesystem.js";
 
 function show(label: string, value: unknown): void {
   const text = (typeof value === "string" ? value : JSON.stringify(value)).replace(/\s+/g, " ");
@@ -145,6 +146,7 @@ async function main(): Promise<void> {
   await runBeginDemo();
   await runBridgeDemo();
   await runVaultDemo();
+  await runFilesystemDemo();
 }
 
 main().then(

@@ -133,6 +133,10 @@ export function filesystemPaths(proxy: string | URL, options: FilesystemPathsOpt
           given = true;
           socket?.close();
         },
+        // A reader slower than the wire stops reading this read's socket.
+        {
+          pause: () => socket?.pauseIncoming() ?? (() => {}),
+        },
       );
     },
 

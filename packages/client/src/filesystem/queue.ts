@@ -103,31 +103,60 @@ async function* readerIterable(stream: ReadableStream<Uint8Array>): AsyncGenerat
   }
 }
 
-/** A WHATWG ReadableStream fed by `start`, which pushes pieces and ends or fails it; `cancel` runs when the reader gives up. */
-export function byteStream(start: (sink: { piece(bytes: Uint8Array): void; end(): void; fail(error: unknown): void }) => void, cancel: () => void): ReadableStream<Uint8Array> {
+/** Bytes a read stream holds for a reader that does not take them before it pauses its source. */
+export const READ_HIGH_WATER = 8 * 1024 * 1024;
+
+/** What a read stream pauses while its reader lags: `pause` stops the source and returns its resume. */
+export interface ByteFlow {
+  pause(): () => void;
+}
+
+/**
+ * A WHATWG ReadableStream fed by `start`, which pushes pieces and ends or fails it; `cancel` runs when
+ * the reader gives up. With `flow`, once more than READ_HIGH_WATER bytes wait for the reader the
+ * source is paused, and resumed when the reader asks for more: a reader slower than the wire makes
+ * the sender wait instead of this stream holding the whole file.
+ */
+export function byteStream(start: (sink: { piece(bytes: Uint8Array): void; end(): void; fail(error: unknown): void }) => void, cancel: () => void, flow?: ByteFlow): ReadableStream<Uint8Array> {
   // Over once ended, failed or cancelled: the controller takes nothing after.
   let over = false;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      start({
-        piece: (bytes) => {
-          if (!over) controller.enqueue(bytes);
-        },
-        end: () => {
-          if (over) return;
-          over = true;
-          controller.close();
-        },
-        fail: (error) => {
-          if (over) return;
-          over = true;
-          controller.error(error);
-        },
-      });
+  let resume: (() => void) | undefined;
+  const release = () => {
+    const r = resume;
+    resume = undefined;
+    r?.();
+  };
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        start({
+          piece: (bytes) => {
+            if (over) return;
+            controller.enqueue(bytes);
+            if (flow && !resume && (controller.desiredSize ?? 1) <= 0) resume = flow.pause();
+          },
+          end: () => {
+            if (over) return;
+            over = true;
+            release();
+            controller.close();
+          },
+          fail: (error) => {
+            if (over) return;
+            over = true;
+            release();
+            controller.error(error);
+          },
+        });
+      },
+      // The reader wants more: what was paused for it reads on.
+      pull: release,
+      cancel: () => {
+        over = true;
+        release();
+        cancel();
+      },
     },
-    cancel() {
-      over = true;
-      cancel();
-    },
-  });
+    { highWaterMark: READ_HIGH_WATER, size: (chunk) => chunk.byteLength },
+  );
 }

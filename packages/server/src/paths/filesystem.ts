@@ -133,6 +133,10 @@ export class FilesystemPaths implements UpgradeRoute {
           socket.send(encodeReadAnswer({ variant: "Piece", piece }));
           await drained(socket, LOW_WATER);
         }
+        // Every piece handed to the kernel before the close: ws destroys a socket whose closing
+        // handshake has not finished 30 s after close(), dropping what it still holds, and a
+        // provider whose reader lags stops reading (the kernel delivers what it was given).
+        await drained(socket, 0);
       } catch (problem) {
         if (signal.aborted) return;
         if (!(problem instanceof FsError)) throw problem;
