@@ -116,11 +116,10 @@ function buildSea(main, binary) {
 /**
  * The ESM bundle in two stages, still one file. Node compiles the whole of an ES module before it
  * runs a line of it, and most of the proxy (ws, the MCP SDK, zod, ajv, YAML: ~90% of the bytes) is
- * only needed once a path is first used. So the code that runs before the listening line (the CLI,
- * the listeners, the host guard) is the module itself, and the code behind every dynamic `import()`
- * (the CLI's of the proxy included) is a second, CommonJS-shaped bundle carried in the module as a
- * string, compiled on the first such import. A string literal is scanned, not parsed: the first stage
- * compiles ~2% of the bytes.
+ * only needed once a path is first used. So the code every start runs (the CLI, the listeners, the
+ * codec) is the module itself, and the code behind the proxy's dynamic `import()`s is a second,
+ * CommonJS-shaped bundle carried in the module as a string, compiled on the first such import. A
+ * string literal is scanned, not parsed: the first stage compiles ~10% of the bytes.
  *
  * The second stage shares the first stage's modules (the codec's classes, the proxy's own modules)
  * rather than holding copies: every module of the first stage it imports is external to it and
@@ -135,10 +134,10 @@ async function twoStageEsm() {
     name: "diverge-stage-one",
     setup(b) {
       b.onResolve({ filter: /.*/ }, async (args) => {
-        // The CLI's own dynamic imports too (the proxy, loaded after its ports are bound and its
-        // listening line printed): the first stage is then the CLI, the listeners and the host guard
-        // alone, and Node compiles nothing of the proxy, the codec or the multiplexer before that line.
-        if (args.kind !== "dynamic-import" || args.pluginData === "inner") return undefined;
+        // The CLI's own dynamic import (of the proxy, after binding its ports) spares the workspace
+        // build Node's module loader before the listening line; in one file it has nothing to spare,
+        // so it stays in stage one (esbuild still runs that code only when the import is made).
+        if (args.kind !== "dynamic-import" || args.pluginData === "inner" || args.importer === entry) return undefined;
         const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
         if (found.errors.length > 0) return { errors: found.errors };
         // A native module left out stays a run-time import(), made only when that code runs.
