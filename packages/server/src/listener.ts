@@ -4,7 +4,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { WebSocket, WebSocketServer } from "ws";
-import { guardRefusal, type HostGuard } from "@diverge/multiplexer";
+// The guard alone (its own entry): the multiplexer's index loads the codec, which the listening line must not wait for.
+import { guardRefusal, type HostGuard } from "@diverge/multiplexer/guard";
 
 /**
  * What a route says about an upgrade request: accept it, refuse it with a status, or not mine.
@@ -37,7 +38,7 @@ export interface ListenerOptions {
 }
 
 // The Host/Origin check lives in @diverge/multiplexer so the provider's --serve-tools listener makes the same one.
-export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "@diverge/multiplexer";
+export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "@diverge/multiplexer/guard";
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 

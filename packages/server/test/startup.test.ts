@@ -22,9 +22,17 @@ afterEach(() => {
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
+const LISTENING_MARK = "--- the listening line ---";
 // A loader hook that appends the URL of every module the proxy loads to a file.
 writeFileSync(join(work, "hooks.mjs"), `import { appendFileSync } from "node:fs";\nexport async function load(url, context, next) {\n  appendFileSync(process.env.DIVERGE_LOADED_LOG, url + "\\n");\n  return next(url, context);\n}\n`);
-writeFileSync(join(work, "register.mjs"), `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(work, "hooks.mjs")).href)});\n`);
+// It also marks the listening line in that file, written before the line itself: a module named above
+// the mark was loaded before the proxy said it was listening (the hook appends before the module runs).
+writeFileSync(
+  join(work, "register.mjs"),
+  `import { register } from "node:module";\nimport { appendFileSync } from "node:fs";\nregister(${JSON.stringify(pathToFileURL(join(work, "hooks.mjs")).href)});\n` +
+    `const write = process.stdout.write.bind(process.stdout);\n` +
+    `process.stdout.write = (chunk, ...rest) => { if (String(chunk).includes("listening")) appendFileSync(process.env.DIVERGE_LOADED_LOG, ${JSON.stringify(LISTENING_MARK)} + "\\n"); return write(chunk, ...rest); };\n`,
+);
 
 function start(extraNodeArgs: string[], env: Record<string, string> = {}) {
   const child = spawn(process.execPath, [...extraNodeArgs, cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate", "--quiet"], {
@@ -75,6 +83,11 @@ describe("diverge-proxy starts by listening", () => {
     const { port, programPort } = await ports;
     await delay(300);
     expect(readFileSync(log, "utf8")).toContain("/server/dist/cli.js");
+    // Before the listening line: Node's own modules, cli.js, bind.js, listener.js and the multiplexer's
+    // host guard alone (its own entry, `@diverge/multiplexer/guard`: the multiplexer's index would load the codec).
+    const beforeListening = readFileSync(log, "utf8").split(LISTENING_MARK)[0]!.split("\n").filter((url) => url !== "" && !url.startsWith("node:"));
+    expect(readFileSync(log, "utf8")).toContain(LISTENING_MARK);
+    expect(beforeListening.map((url) => url.replace(/^.*\/packages\//, ""))).toEqual(["server/dist/cli.js", "server/dist/bind.js", "server/dist/listener.js", "multiplexer/dist/guard.js"]);
     expect([...loaded(log)]).toEqual([]);
 
     // /requests: the WebSocket server, nothing of MCP yet.

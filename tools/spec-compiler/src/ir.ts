@@ -237,6 +237,47 @@ export interface IrRevision {
   readonly sourceHash: string;
 }
 
+/** An IR's frames, error types and postcard types by id, built once per revision: emitters look ids up per frame. */
+interface IrIndex {
+  readonly frames: ReadonlyMap<string, IrFrame>;
+  readonly errorTypes: ReadonlyMap<string, IrErrorType>;
+  readonly postcardTypes: ReadonlyMap<string, IrPostcardType>;
+  /** Error type id → the error types with a variant carrying it, in declaration order. */
+  readonly carriers: ReadonlyMap<string, readonly IrErrorType[]>;
+}
+const indexes = new WeakMap<IrRevision, IrIndex>();
+function indexOf(ir: IrRevision): IrIndex {
+  let index = indexes.get(ir);
+  if (!index) {
+    const carriers = new Map<string, IrErrorType[]>();
+    for (const e of ir.errorTypes) {
+      const carried = new Set<string>();
+      for (const v of e.variants) for (const f of v.fields) if (f.errorTypeId !== undefined) carried.add(f.errorTypeId);
+      for (const id of carried) {
+        let list = carriers.get(id);
+        if (!list) carriers.set(id, (list = []));
+        list.push(e);
+      }
+    }
+    index = {
+      frames: new Map(ir.frames.map((f) => [f.id, f])),
+      errorTypes: new Map(ir.errorTypes.map((e) => [e.id, e])),
+      postcardTypes: new Map(ir.postcardTypes.map((t) => [t.id, t])),
+      carriers,
+    };
+    indexes.set(ir, index);
+  }
+  return index;
+}
+/** The frame `id` of `ir` (which the IR has checked exists). */
+export const frameOf = (ir: IrRevision, id: string): IrFrame | undefined => indexOf(ir).frames.get(id);
+/** The error type `id` of `ir`. */
+export const errorTypeOf = (ir: IrRevision, id: string): IrErrorType | undefined => indexOf(ir).errorTypes.get(id);
+/** The named postcard type `id` of `ir`. */
+export const postcardTypeOf = (ir: IrRevision, id: string): IrPostcardType | undefined => indexOf(ir).postcardTypes.get(id);
+/** The error types of `ir` with a variant that carries error type `id`, in declaration order. */
+export const carriersOf = (ir: IrRevision, id: string): readonly IrErrorType[] => indexOf(ir).carriers.get(id) ?? [];
+
 // ---------------------------------------------------------------------------------------------
 
 type Raw = Record<string, any>;
@@ -269,15 +310,17 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
   }
   if (errors.length > 0) throw new SpecErrors(errors);
 
-  // Gather every top-level list across files, remembering where each item came from.
+  // Gather every top-level list across files, remembering where each item came from. Each file's
+  // YAML is turned into plain values once (every key is gathered once).
+  const plain = new Map(loaded.files.map((file) => [file, file.doc.toJS() as Raw | null | undefined]));
   const gather = <T = Raw>(key: string): Located<T>[] =>
     loaded.files.flatMap((file) => {
-      const list = (file.doc.toJS()?.[key] ?? []) as T[];
+      const list = (plain.get(file)?.[key] ?? []) as T[];
       return list.map((value, index) => ({ value, file, path: [key, index] }));
     });
   const single = (key: string): Located<any> | undefined => {
     for (const file of loaded.files) {
-      const value = file.doc.toJS()?.[key];
+      const value = plain.get(file)?.[key];
       if (value !== undefined) return { value, file, path: [key] };
     }
     return undefined;

@@ -1,5 +1,5 @@
 // How spec ids and names become TypeScript module paths and identifiers.
-import type { IrErrorType, IrFrame, IrRevision } from "./ir.js";
+import { frameOf, type IrErrorType, type IrFrame, type IrRevision } from "./ir.js";
 
 /** `tools-begin/client/channel-request` → `tools-begin/client/channel-request.ts` under the revision. */
 export function frameModule(frame: IrFrame): string {
@@ -8,7 +8,7 @@ export function frameModule(frame: IrFrame): string {
 
 /** An error type used by exactly one frame lives in that frame's module; any other in its own. */
 export function errorModule(ir: IrRevision, error: IrErrorType): string {
-  if (error.usedBy.length === 1) return frameModule(ir.frames.find((f) => f.id === error.usedBy[0])!);
+  if (error.usedBy.length === 1) return frameModule(frameOf(ir, error.usedBy[0]!)!);
   return `${error.id}.ts`;
 }
 

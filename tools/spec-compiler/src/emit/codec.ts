@@ -50,22 +50,52 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   const project = newProject();
   const head = banner(ir, compilerVersion);
   const out: GeneratedFile[] = [];
+  const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
+  const errorPath = (id: string) => `${rev}/${errorModule(ir, errorById.get(id)!)}`;
+  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
+  const places: PostcardPlaces = { rev, ir, errorPath };
+  const sharedErrors = ir.errorTypes.filter((error) => error.usedBy.length !== 1);
+
+  // The module each step below writes into, in order: a module is printed, and dropped from the
+  // project, right after the last step that writes into it. The project then holds a few syntax
+  // trees at a time, not the whole codec's (which made generating a large spec grow faster than the spec).
+  const plan = [
+    ...ir.postcardTypes.map((t) => `${rev}/${t.id}.ts`),
+    ...ir.frames.map((frame) => `${rev}/${frameModule(frame)}`),
+    ...sharedErrors.map((error) => errorPath(error.id)),
+    `${rev}/mcp-types.ts`,
+    `${rev}/index.ts`,
+  ];
+  const lastStep = new Map(plan.map((path, step) => [path, step]));
   const modules = new Map<string, { file: SourceFile; imports: Imports }>();
+  const printed = new Map<string, string>();
+  let step = 0;
   const moduleFor = (path: string) => {
+    if (plan[step] !== path) throw new Error(`emitCodec: step ${step} writes ${path}, planned ${plan[step]}`);
     let m = modules.get(path);
     if (!m) {
+      if (printed.has(path)) throw new Error(`emitCodec: ${path} was written after it was printed`);
       m = { file: project.createSourceFile(`/${path}`, "", { overwrite: true }), imports: new Imports(path) };
       modules.set(path, m);
     }
     return m;
   };
-  const errorById = new Map(ir.errorTypes.map((e) => [e.id, e]));
-  const errorPath = (id: string) => `${rev}/${errorModule(ir, errorById.get(id)!)}`;
-  const frameById = new Map(ir.frames.map((f) => [f.id, f]));
-  const places: PostcardPlaces = { rev, ir, errorPath };
+  /** Ends the step: prints its module when no later step writes into it. */
+  const stepDone = () => {
+    const path = plan[step]!;
+    if (lastStep.get(path) === step) {
+      const m = modules.get(path)!;
+      m.imports.apply(m.file);
+      printed.set(path, printTs(m.file, head));
+      modules.delete(path);
+      project.removeSourceFile(m.file);
+    }
+    step++;
+  };
   for (const t of ir.postcardTypes) {
     const m = moduleFor(`${rev}/${t.id}.ts`);
     emitPostcardTypeModule(m.file, m.imports, places, t);
+    stepDone();
   }
 
   // Error types: shared ones get their own module, the rest are written into their frame's module
@@ -75,19 +105,20 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     emitFrame(m.file, m.imports, frame);
     const own = errorById.get(frame.errorTypeId)!;
     if (own.usedBy.length === 1) emitError(m.file, m.imports, own);
+    stepDone();
   }
-  for (const error of ir.errorTypes) {
-    if (error.usedBy.length !== 1) {
-      const m = moduleFor(errorPath(error.id));
-      emitError(m.file, m.imports, error);
-    }
+  for (const error of sharedErrors) {
+    const m = moduleFor(errorPath(error.id));
+    emitError(m.file, m.imports, error);
+    stepDone();
   }
   emitMcpTypes(moduleFor(`${rev}/mcp-types.ts`).file, ir);
+  stepDone();
   emitIndex(moduleFor(`${rev}/index.ts`).file, ir, errorPath);
+  stepDone();
 
-  for (const [path, m] of [...modules.entries()].sort(([a], [b]) => a.localeCompare(b))) {
-    m.imports.apply(m.file);
-    out.push({ path: `${root}/${path}`, text: printTs(m.file, head) });
+  for (const [path, text] of [...printed.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    out.push({ path: `${root}/${path}`, text });
   }
   return out;
 
@@ -609,9 +640,8 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
     for (const t of ir.postcardTypes) paths.add(`${rev}/${t.id}.ts`);
     paths.add(`${rev}/mcp-types.ts`);
-    for (const p of [...paths].sort()) {
-      file.addExportDeclaration({ moduleSpecifier: importPath(`${rev}/index.ts`, p) });
-    }
+    // One insertion for all of them: ts-morph parses the file again after every insertion.
+    file.addExportDeclarations([...paths].sort().map((p) => ({ moduleSpecifier: importPath(`${rev}/index.ts`, p) })));
     void StructureKind;
   }
 

@@ -1,6 +1,6 @@
 // The registry `diverge-conformance` looks frames up in: every revision, every frame id, with its
 // decoder, encoder, error class and which value fields are bytes (hex in a view).
-import type { IrRevision } from "../ir.js";
+import { errorTypeOf, type IrRevision } from "../ir.js";
 import { decodeName, encodeName, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 import { frameViewFields, hasPostcard, viewShapes } from "./postcard.js";
@@ -23,7 +23,7 @@ export function emitConformanceRegistry(revisions: readonly IrRevision[], compil
     const a = alias(ir.revision);
     lines.push(`  ${lit(ir.revision)}: {`);
     for (const frame of ir.frames) {
-      const error = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
+      const error = errorTypeOf(ir, frame.errorTypeId)!;
       const bytes = frame.postcard
         ? { "": [] }
         : frame.body

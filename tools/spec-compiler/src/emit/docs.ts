@@ -3,7 +3,7 @@
 // per exchange, the Frames-layer types table with directions, and the MCP types. The Markdown lives
 // in docs/<revision>/…/index.md (relative links, readable in the repository); emit/site.ts renders
 // the same Markdown into docs/site/ (see docs-url.ts for the paths both share).
-import { bytesToHex, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { bytesToHex, carriersOf, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
 import { decodeName, encodeName, variantTypeName } from "../names.js";
 import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
@@ -661,7 +661,7 @@ function errorTypePage(cx: Context, error: IrErrorType): SitePage {
   });
   const expanded = error.variants.filter((v) => messagesOf(cx, v).length > 1 || messagesOf(cx, v)[0] !== v.message);
   const users = error.usedBy.map((id) => frameLink(cx, url, cx.frameById.get(id)!));
-  const inside = cx.ir.errorTypes.filter((e) => e.variants.some((v) => v.fields.some((f) => f.errorTypeId === error.id)));
+  const inside = carriersOf(cx.ir, error.id);
   const parts: string[] = [];
   parts.push(breadcrumbs(cx, url, [["Frames and errors", docsUrl({ kind: "frames", revision: cx.rev })], [error.name, url]]));
   if (users.length > 0) parts.push(`Raised by ${users.join(", ")}.`);

@@ -1,6 +1,6 @@
 // The golden examples of the spec, turned into vitest files for the codec and into the
 // language-neutral vector corpus that `diverge-conformance` runs.
-import { bytesToHex, type IrField, type IrFrame, type IrRevision } from "../ir.js";
+import { bytesToHex, errorTypeOf, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 import { frameViewFields, hasPostcard, normalizeView, postcardArbitraries, postcardFieldArbitrary, postcardLiteral } from "./postcard.js";
@@ -28,7 +28,7 @@ export function emitCodecTests(ir: IrRevision, compilerVersion: string): Generat
     if (frame.examples.length === 0) continue;
     const testPath = `test/gen/${ir.revision}/${frame.id}.test.ts`;
     const modulePath = `src/gen/${ir.revision}/${frameModule(frame)}`;
-    const errorType = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
+    const errorType = errorTypeOf(ir, frame.errorTypeId)!;
     const errorModulePath = errorType.usedBy.length === 1 ? modulePath : `src/gen/${ir.revision}/${errorType.id}.ts`;
     const lines: string[] = [];
     lines.push(banner(ir, compilerVersion).trimEnd());
@@ -163,7 +163,7 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   lines.push("");
   lines.push(`export const framesUnderTest: readonly FrameUnderTest[] = [`);
   for (const frame of ir.frames) {
-    const error = ir.errorTypes.find((e) => e.id === frame.errorTypeId)!;
+    const error = errorTypeOf(ir, frame.errorTypeId)!;
     let arb: string;
     if (frame.postcard) {
       arb = `postcard[${lit(frame.id)}]!`;

@@ -2,7 +2,7 @@
 // postcard frames, their layout text, TypeScript literals of example values, fast-check arbitraries,
 // and the language-neutral views (u64 as decimal text, bytes as hex) of vectors and the testee.
 import type { CodeBlockWriter, SourceFile } from "ts-morph";
-import type { IrErrorType, IrField, IrFrame, IrRevision } from "../ir.js";
+import { errorTypeOf, frameOf, postcardTypeOf, type IrErrorType, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import type { IrPostcardField, IrPostcardShape, IrPostcardType, PostcardTypeRef } from "../postcard-ir.js";
 import { decodeName, encodeName, lit } from "../names.js";
 
@@ -26,7 +26,7 @@ const readName = (name: string) => `read${name}`;
 const writeName = (name: string) => `write${name}`;
 
 function namedType(ir: IrRevision, id: string): IrPostcardType {
-  return ir.postcardTypes.find((t) => t.id === id)!;
+  return postcardTypeOf(ir, id)!;
 }
 
 // ---- the codec --------------------------------------------------------------------------------
@@ -247,8 +247,8 @@ export function emitPostcardFrame(file: SourceFile, imports: ImportSink, p: Post
 
 /** Statements reading a `postcard` body field from `range`, raising the field's `invalid` variant around the inner error. */
 export function emitPostcardFieldDecode(w: CodeBlockWriter, imports: ImportSink, p: PostcardPlaces, f: IrField, range: string, raise: (variant: string, fields: string) => string): void {
-  const target = p.ir.frames.find((x) => x.id === f.postcard)!;
-  const inner = p.ir.errorTypes.find((e) => e.id === target.errorTypeId)!;
+  const target = frameOf(p.ir, f.postcard!)!;
+  const inner = errorTypeOf(p.ir, target.errorTypeId)!;
   const module = `${p.rev}/${target.id}.ts`;
   const innerClass = imports.value(p.errorPath(inner.id), inner.name);
   w.writeLine(`let ${f.name}: ${imports.type(module, target.name)};`);
@@ -261,12 +261,12 @@ export function emitPostcardFieldDecode(w: CodeBlockWriter, imports: ImportSink,
 
 /** The statement serializing a `postcard` body field into `$<name>`. */
 export function postcardFieldEncode(imports: ImportSink, p: PostcardPlaces, f: IrField): string {
-  const target = p.ir.frames.find((x) => x.id === f.postcard)!;
+  const target = frameOf(p.ir, f.postcard!)!;
   return `const $${f.name} = ${imports.value(`${p.rev}/${target.id}.ts`, encodeName(target))}(value.${f.name});`;
 }
 
 export function postcardFieldType(imports: ImportSink, p: PostcardPlaces, f: IrField): string {
-  const target = p.ir.frames.find((x) => x.id === f.postcard)!;
+  const target = frameOf(p.ir, f.postcard!)!;
   return imports.type(`${p.rev}/${target.id}.ts`, target.name);
 }
 
@@ -310,8 +310,12 @@ export function viewTypeOf(ref: PostcardTypeRef): ViewType {
   }
 }
 
-/** The table of named shapes (named postcard types and postcard frames) views and literals walk. */
+const shapesOf = new WeakMap<IrRevision, Record<string, unknown>>();
+
+/** The table of named shapes (named postcard types and postcard frames) views and literals walk; built once per revision (read, never changed). */
 export function viewShapes(ir: IrRevision): Record<string, unknown> {
+  const known = shapesOf.get(ir);
+  if (known) return known;
   const out: Record<string, unknown> = {};
   const shape = (s: IrPostcardShape) =>
     s.kind === "struct"
@@ -319,6 +323,7 @@ export function viewShapes(ir: IrRevision): Record<string, unknown> {
       : { property: s.property, variants: Object.fromEntries(s.variants.map((v) => [v.name, v.fields.map((f) => [f.name, viewTypeOf(f.type)])])) };
   for (const t of ir.postcardTypes) out[t.id] = shape(t.shape);
   for (const f of ir.frames) if (f.postcard) out[f.id] = shape(f.postcard);
+  shapesOf.set(ir, out);
   return out;
 }
 

@@ -3,7 +3,7 @@
 // from a plain file server), a revision menu, the revision's navigation, one stylesheet, no script.
 import MarkdownIt, { type MarkdownIt as MarkdownItType } from "markdown-it";
 import type { IrRevision } from "../ir.js";
-import { docsUrl, relativeUrl, slug } from "./docs-url.js";
+import { docsUrl, slug } from "./docs-url.js";
 import type { GeneratedFile } from "./project.js";
 
 export interface SitePage {
@@ -56,7 +56,10 @@ function markdownRenderer(): MarkdownItType {
   return md;
 }
 
+const HTML_SPECIAL = /[&<>"]/;
+
 function escapeHtml(text: string): string {
+  if (!HTML_SPECIAL.test(text)) return text;
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
 
@@ -64,10 +67,16 @@ export function renderSite(pages: readonly SitePage[], revisions: readonly IrRev
   const md = markdownRenderer();
   const urls = new Set(pages.map((p) => p.url));
   const files: GeneratedFile[] = [];
+  // Every page of a revision carries that revision's whole navigation: its entries are worked out
+  // once per revision, and each page only links them from where it is.
+  const navs = new Map<string, NavSection[]>();
+  const targets = new Map<string, LinkTarget>();
   for (const p of pages) {
     const ir = revisions.find((r) => r.revision === p.revision) ?? newest;
     const html = md.render(p.markdown);
-    files.push({ path: `${SITE_DIR}${p.url}index.html`, text: layout(p, html, pages, revisions, urls, bannerOf(ir)) });
+    let nav = p.revision === undefined ? undefined : navs.get(p.revision);
+    if (p.revision !== undefined && nav === undefined) navs.set(p.revision, (nav = navSections(p.revision, pages)));
+    files.push({ path: `${SITE_DIR}${p.url}index.html`, text: layout(p, html, pages, revisions, urls, bannerOf(ir), nav, targets) });
   }
   files.push({ path: `${SITE_DIR}${STYLE}`, text: `/* ${bannerOf(newest).replace(/^<!-- | -->\n$/g, "")} */\n${CSS}` });
   files.push({
@@ -77,9 +86,38 @@ export function renderSite(pages: readonly SitePage[], revisions: readonly IrRev
   return files;
 }
 
-function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions: readonly IrRevision[], urls: Set<string>, bannerLine: string): string {
+/** A page's site path in segments, and the HTML-escaped link text from each depth of a shared prefix on. */
+interface LinkTarget {
+  readonly segments: readonly string[];
+  readonly escaped: readonly string[];
+  readonly suffixes: (string | undefined)[];
+}
+
+/**
+ * `escapeHtml(relativeUrl(from, to))` for every `to`, from one `from`: the same text, with each
+ * target's segments split and escaped once (`targets` is shared by every page of the site).
+ */
+function linker(from: string, targets: Map<string, LinkTarget>): (to: string) => string {
+  const a = from.split("/").filter(Boolean);
+  return (to) => {
+    let t = targets.get(to);
+    if (t === undefined) {
+      const segments = to.split("/").filter(Boolean);
+      targets.set(to, (t = { segments, escaped: segments.map(escapeHtml), suffixes: [] }));
+    }
+    const b = t.segments;
+    let common = 0;
+    while (common < a.length && common < b.length && a[common] === b[common]) common++;
+    let suffix = t.suffixes[common];
+    if (suffix === undefined) suffix = t.suffixes[common] = t.escaped.slice(common).map((segment) => `${segment}/`).join("");
+    const rel = "../".repeat(a.length - common) + suffix;
+    return rel === "" ? "./" : rel;
+  };
+}
+
+function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions: readonly IrRevision[], urls: Set<string>, bannerLine: string, navOfRevision: readonly NavSection[] | undefined, targets: Map<string, LinkTarget>): string {
   const at = p.url;
-  const link = (to: string) => escapeHtml(relativeUrl(at, to));
+  const link = linker(at, targets);
   const current = (to: string) => (to === at ? ' aria-current="page"' : "");
 
   // The revision menu: the same page in every revision that has it, else that revision's index.
@@ -90,7 +128,7 @@ function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions
     return `<li><a href="${link(to)}"${mark}>${escapeHtml(ir.revision)}</a></li>`;
   });
 
-  const nav = p.revision ? revisionNav(p.revision, pages, link, current) : p.nav?.section === "guide" ? guideNav(pages, link, current) : "";
+  const nav = p.revision ? revisionNav(p.revision, navOfRevision!, at, link) : p.nav?.section === "guide" ? guideNav(pages, link, current) : "";
   const title = p.revision ? `${p.title} · Diverge ${p.revision}` : p.title;
   return [
     bannerLine.trimEnd(),
@@ -123,7 +161,14 @@ function layout(p: SitePage, body: string, pages: readonly SitePage[], revisions
     .concat("\n");
 }
 
-function revisionNav(revision: string, pages: readonly SitePage[], link: (to: string) => string, current: (to: string) => string): string {
+/** One section of a revision's navigation: its heading's HTML and its entries, each split around its link. */
+interface NavSection {
+  readonly head: string;
+  readonly items: readonly { readonly url: string; readonly open: string; readonly close: string }[];
+}
+
+/** The sections of a revision's navigation, in order; sections without pages are left out. */
+function navSections(revision: string, pages: readonly SitePage[]): NavSection[] {
   const mine = pages.filter((p) => p.revision === revision && p.nav);
   const sections: [string, string][] = [
     ["overview", ""],
@@ -133,12 +178,23 @@ function revisionNav(revision: string, pages: readonly SitePage[], link: (to: st
     ["errors", "Errors"],
     ["types", "Types"],
   ];
-  const out: string[] = [`<nav class="side" aria-label="Pages of revision ${escapeHtml(revision)}">`];
+  const out: NavSection[] = [];
   for (const [section, heading] of sections) {
     const list = mine.filter((p) => p.nav!.section === section);
     if (list.length === 0) continue;
-    const items = list.map((p) => `<li${p.nav!.sub ? ' class="sub"' : ""}><a href="${link(p.url)}"${current(p.url)}>${escapeHtml(section === "overview" ? "Overview" : p.title)}</a></li>`);
-    out.push(`${heading ? `<h2>${heading}</h2>` : ""}<ul>${items.join("")}</ul>`);
+    const items = list.map((p) => ({ url: p.url, open: `<li${p.nav!.sub ? ' class="sub"' : ""}><a href="`, close: `>${escapeHtml(section === "overview" ? "Overview" : p.title)}</a></li>` }));
+    out.push({ head: heading ? `<h2>${heading}</h2>` : "", items });
+  }
+  return out;
+}
+
+/** A revision's navigation as seen from the page at `at`: links relative to it, its own entry marked. */
+function revisionNav(revision: string, sections: readonly NavSection[], at: string, link: (to: string) => string): string {
+  const out: string[] = [`<nav class="side" aria-label="Pages of revision ${escapeHtml(revision)}">`];
+  for (const { head, items } of sections) {
+    let list = "";
+    for (const item of items) list += `${item.open}${link(item.url)}"${item.url === at ? ' aria-current="page"' : ""}${item.close}`;
+    out.push(`${head}<ul>${list}</ul>`);
   }
   out.push("</nav>");
   return out.join("\n");
