@@ -251,9 +251,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
 
   let parity: unknown;
   let vault: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "vault"] as const) {
   let filesystem: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "filesystem"] as const) {
+  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -267,9 +266,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       if (suite === "relay") relay = out.result;
       else if (suite === "memory") memory = out.result;
       else if (suite === "parity") parity = out.result;
-  let vault: unknown;
-  let filesystem: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem"] as const) {
+      else if (suite === "vault") vault = out.result;
+      else if (suite === "filesystem") filesystem = out.result;
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -299,6 +297,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, tables, targets };
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, filesystem, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, tables, targets };
 }
