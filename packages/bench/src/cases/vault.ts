@@ -217,6 +217,8 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
     };
     const direct = async () => {
       const child = spawn(executable, [], { stdio: ["pipe", "pipe", "ignore"] });
+      // The executable may exit without reading its stdin (as the proxy's --command-exec allows).
+      child.stdin.on("error", () => {});
       child.stdin.end("bench");
       let items = 0;
       for await (const line of createInterface({ input: child.stdout, crlfDelay: Infinity })) if (line.length > 0) items++;
