@@ -26,6 +26,18 @@ export interface FrameSocketOptions {
   readonly maxOpenChannels?: number;
   /** Called once when the WebSocket closes, after every open stream has been told. */
   readonly closed?: (code: number) => void;
+  /**
+   * The byte stream under the WebSocket (with \`ws\`: the upgrade's socket), when it can be reached.
+   * Frames sent in one turn of the event loop are then corked on it and leave in one write: under
+   * load, one system call carries many answers (and each answer's finish) instead of one per frame.
+   */
+  readonly stream?: Corkable;
+}
+
+/** A byte stream that can hold its writes back and let them go in one (Node's \`net.Socket\`). */
+export interface Corkable {
+  cork(): void;
+  uncork(): void;
 }
 
 /** Polling interval while waiting for the socket's send buffer to drain. */
@@ -37,6 +49,8 @@ export class FrameSocket {
   private isClosed = false;
   private drainWaiters: { readonly lowWater: number; readonly resolve: () => void }[] = [];
   private drainTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Whether the stream is corked until the end of this turn of the event loop. */
+  private corked = false;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
     if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
@@ -46,7 +60,18 @@ export class FrameSocket {
       maxOpenScopes: options.maxOpenScopes,
       maxOpenChannels: options.maxOpenChannels,
       send: (frame) => {
-        if (socket.readyState === OPEN) socket.send(frame);
+        if (socket.readyState !== OPEN) return;
+        const stream = options.stream;
+        if (stream && !this.corked) {
+          this.corked = true;
+          stream.cork();
+          // After this turn's I/O callbacks (the check phase): every frame sent meanwhile goes in one write.
+          setImmediate(() => {
+            this.corked = false;
+            stream.uncork();
+          });
+        }
+        socket.send(frame);
       },
     });
     socket.addEventListener("message", (event: { data: unknown }) => {

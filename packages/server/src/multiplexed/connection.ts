@@ -16,7 +16,7 @@ import {
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, MultiplexerError, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, MultiplexerError, type Corkable, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
@@ -91,6 +91,8 @@ export class ProxyConnection {
     private readonly onEnd: (how: ConnectionEnd) => void,
     /** The proxy's one MCP client to the container's server, shared with the paths transport's `/tool/*`. */
     private readonly mcp: SharedInwardMcp,
+    /** The upgrade's socket under the WebSocket: the frames of one event-loop turn leave in one write. */
+    stream?: Corkable,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -104,6 +106,7 @@ export class ProxyConnection {
     });
     this.frames = new FrameSocket(socket, {
       role: "server",
+      stream,
       maxOpenScopes: options.maxOpenScopes,
       maxOpenChannels: options.maxOpenChannels,
       events: {
