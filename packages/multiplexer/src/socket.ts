@@ -27,14 +27,14 @@ export interface FrameSocketOptions {
   /** Called once when the WebSocket closes, after every open stream has been told. */
   readonly closed?: (code: number) => void;
   /**
-   * The byte stream under the WebSocket (with \`ws\`: the upgrade's socket), when it can be reached.
+   * The byte stream under the WebSocket (with `ws`: the upgrade's socket), when it can be reached.
    * Frames sent in one turn of the event loop are then corked on it and leave in one write: under
    * load, one system call carries many answers (and each answer's finish) instead of one per frame.
    */
   readonly stream?: Corkable;
 }
 
-/** A byte stream that can hold its writes back and let them go in one (Node's \`net.Socket\`). */
+/** A byte stream that can hold its writes back and let them go in one (Node's `net.Socket`). */
 export interface Corkable {
   cork(): void;
   uncork(): void;

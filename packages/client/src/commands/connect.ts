@@ -26,7 +26,7 @@ const help = `Usage:
     [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
-    [--serve-tools <host:port>] [--serve-tools-stdio]
+    [--serve-tools <host:port> [--allow-host <name>]... [--allow-origin <origin>]...] [--serve-tools-stdio]
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
   multiplexed  opens the proxy's one connection on /, begins the container (--arguments, --image),
@@ -57,6 +57,10 @@ Flags:
   --command-exec <path>     run each command with this executable
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
                             HTTP at http://host:port/mcp, any number of sessions)
+  --allow-host <name>       a Host name --serve-tools accepts besides localhost, 127.0.0.1 and [::1]
+                            (repeatable; "*" accepts any); others get 403
+  --allow-origin <origin>   an Origin (scheme://host[:port]) --serve-tools accepts besides loopback
+                            ones (repeatable; "*" accepts any); others get 403
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
   --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
   --revision <r>            the spec revision to speak (default the newest spoken)
@@ -86,6 +90,8 @@ export async function runConnect(args: string[]): Promise<number> {
         "command-exec": { type: "string" },
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
+        "allow-host": { type: "string", multiple: true },
+        "allow-origin": { type: "string", multiple: true },
         timeout: { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
@@ -138,6 +144,7 @@ export async function runConnect(args: string[]): Promise<number> {
   const serveAt = values["serve-tools"] === undefined ? undefined : parseHostPort(values["serve-tools"]);
   if (values["serve-tools"] !== undefined && !serveAt) return usage("--serve-tools must be <host>:<port>, e.g. 127.0.0.1:7000");
   if (serveAt && values["serve-tools-stdio"]) return usage("give at most one of --serve-tools and --serve-tools-stdio");
+  if (!serveAt && (values["allow-host"] !== undefined || values["allow-origin"] !== undefined)) return usage("--allow-host and --allow-origin widen --serve-tools: give it too");
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -267,7 +274,7 @@ export async function runConnect(args: string[]): Promise<number> {
   if (source && (serveAt || values["serve-tools-stdio"])) {
     try {
       if (serveAt) {
-        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say });
+        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, guard: { hosts: values["allow-host"] ?? [], origins: values["allow-origin"] ?? [] } });
         // Said even with --quiet: with port 0 it is the only way to learn where.
         process.stderr.write(`serving the container's tools at ${serving.url}\n`);
       } else {

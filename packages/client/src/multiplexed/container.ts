@@ -250,7 +250,7 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
       reject(new ContainerError({ variant: "Unreachable", what, url: target, status: undefined, reason: problem instanceof Error ? problem.message : String(problem) }));
       return;
     }
-    // With \`ws\`, the upgrade's socket under the WebSocket: the frames of one event-loop turn leave in one write.
+    // With `ws`, the upgrade's socket under the WebSocket: the frames of one event-loop turn leave in one write.
     (socket as { once?: (event: string, listener: (response: { socket?: Corkable }) => void) => void }).once?.("upgrade", (response) => (stream = response.socket));
     let lastError = "";
     socket.addEventListener("open", () => resolve());

@@ -351,7 +351,7 @@ export class ProxyConnection {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await this.gate.pass();
     if (responder.finished) return;
-    const outcome = await this.mcp.exchange(exchange);
+    const outcome = await this.mcp.exchange(exchange, this);
     let answer: Uint8Array;
     try {
       answer = encode(outcome);
@@ -380,6 +380,7 @@ export class ProxyConnection {
       this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
     const subscription = await this.mcp.subscribe({
+      origin: this,
       notify: (notification) => {
         if (responder.finished) {
           // The channel ended: its subscription to the shared client goes with it.
