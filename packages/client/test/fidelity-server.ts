@@ -78,7 +78,9 @@ export function buildFidelityServer(): Server {
         const tag = String(args.tag ?? "");
         for (let step = 1; step <= steps; step++) {
           if (token !== undefined) await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: step, total: steps, message: `${tag} ${step}` } });
-          await delay(Number(args.delayMs ?? 5));
+          const wait = Number(args.delayMs ?? 5);
+          // 0: the next step (or the answer) follows at once.
+          if (wait > 0) await delay(wait);
         }
         return { content: [{ type: "text", text: `${tag} done` }], _meta: { sawToken: token !== undefined } };
       }
