@@ -49,11 +49,13 @@ export class FrameSocket {
   private isClosed = false;
   private drainWaiters: { readonly lowWater: number; readonly resolve: () => void }[] = [];
   private drainTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Whether the stream is corked until the end of this turn of the event loop. */
-  private corked = false;
+  /** The uncork at the end of this turn of the event loop, while the stream is corked. */
+  private uncorking: ReturnType<typeof setImmediate> | undefined;
+  private readonly stream: Corkable | undefined;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
     if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
+    this.stream = options.stream;
     this.mux = new Multiplexer({
       role: options.role,
       events: options.events,
@@ -61,15 +63,10 @@ export class FrameSocket {
       maxOpenChannels: options.maxOpenChannels,
       send: (frame) => {
         if (socket.readyState !== OPEN) return;
-        const stream = options.stream;
-        if (stream && !this.corked) {
-          this.corked = true;
-          stream.cork();
+        if (this.stream && this.uncorking === undefined) {
+          this.stream.cork();
           // After this turn's I/O callbacks (the check phase): every frame sent meanwhile goes in one write.
-          setImmediate(() => {
-            this.corked = false;
-            stream.uncork();
-          });
+          this.uncorking = setImmediate(() => this.flush());
         }
         socket.send(frame);
       },
@@ -150,7 +147,17 @@ export class FrameSocket {
     };
   }
 
+  /** Lets the frames sent in this turn go now rather than at its end. */
+  flush(): void {
+    if (this.uncorking === undefined) return;
+    clearImmediate(this.uncorking);
+    this.uncorking = undefined;
+    this.stream!.uncork();
+  }
+
   close(code = 1000): void {
+    // What was sent before the close goes first, even if the socket is cut right after (a terminate).
+    this.flush();
     if (this.socket.readyState === OPEN || this.socket.readyState === 0) this.socket.close(code);
   }
 }
