@@ -40,6 +40,13 @@ export interface Corkable {
   uncork(): void;
 }
 
+/**
+ * The most bytes held corked in one turn: past it they go at once. Corked bytes count in the
+ * WebSocket's `bufferedAmount` though the network may take them, so a bound keeps a burst from
+ * reading as a peer that does not keep pace (backlog checks drop notifications on it).
+ */
+const MAX_CORKED_BYTES = 64 * 1024;
+
 /** Polling interval while waiting for the socket's send buffer to drain. */
 const DRAIN_POLL_MS = 2;
 
@@ -51,6 +58,7 @@ export class FrameSocket {
   private drainTimer: ReturnType<typeof setTimeout> | undefined;
   /** The uncork at the end of this turn of the event loop, while the stream is corked. */
   private uncorking: ReturnType<typeof setImmediate> | undefined;
+  private corkedBytes = 0;
   private readonly stream: Corkable | undefined;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
@@ -69,6 +77,7 @@ export class FrameSocket {
           this.uncorking = setImmediate(() => this.flush());
         }
         socket.send(frame);
+        if (this.uncorking !== undefined && (this.corkedBytes += frame.length) >= MAX_CORKED_BYTES) this.flush();
       },
     });
     socket.addEventListener("message", (event: { data: unknown }) => {
@@ -152,6 +161,7 @@ export class FrameSocket {
     if (this.uncorking === undefined) return;
     clearImmediate(this.uncorking);
     this.uncorking = undefined;
+    this.corkedBytes = 0;
     this.stream!.uncork();
   }
 
