@@ -23,8 +23,12 @@ import {
   type PaginatedRequest,
   type ReadResourceRequest,
   type ReadResourceResult,
+  type JSONRPCMessage,
   type ServerNotification,
+  type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { guardRefusal, SessionBook, type HostGuard } from "@diverge/multiplexer";
 
 /**
@@ -41,8 +45,52 @@ export interface ToolsSource {
   notifications(): AsyncIterable<ServerNotification> & { close(): void };
 }
 
-/** The notifications relayed to the sessions: the list-changed ones of what is served. */
-const RELAYED_NOTIFICATIONS = new Set(["notifications/tools/list_changed", "notifications/resources/list_changed"]);
+/** Where a progress token of the transport's hop leads: the agent's request and its own token. */
+interface ProgressRoute {
+  readonly token: string | number;
+  readonly send: (notification: ServerNotification) => Promise<void>;
+}
+
+/**
+ * The agents' progress tokens on the transport's hop. Every session chooses its own tokens (two
+ * sessions may both use 1), and the container's notifications come back on one stream: each relayed
+ * request carries a token unique on the hop instead, and that token's progress goes to the request
+ * that asked, with the agent's own token.
+ */
+class ProgressRoutes {
+  private readonly routes = new Map<string, ProgressRoute>();
+  private next = 0;
+
+  get size(): number {
+    return this.routes.size;
+  }
+
+  /** Relays `ask` with the params' progress token (if any) replaced by one of the hop; the route lasts until it is answered. */
+  async relay<P extends { _meta?: { progressToken?: string | number } } | undefined, R>(params: P, extra: RequestHandlerExtra<ServerRequest, ServerNotification>, ask: (params: P) => Promise<R>): Promise<R> {
+    const token = params?._meta?.progressToken;
+    if (token === undefined || !params) return ask(params);
+    const hop = `diverge-serve-tools-${++this.next}`;
+    this.routes.set(hop, { token, send: (notification) => extra.sendNotification(notification) });
+    try {
+      const result = await ask({ ...params, _meta: { ...params._meta, progressToken: hop } });
+      // The container's progress rides the notification stream, its answer the exchange's own path or
+      // channel: let what arrived together with the answer be relayed before the answer goes.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return result;
+    } finally {
+      this.routes.delete(hop);
+    }
+  }
+
+  /** Relays progress to the request that asked; false for any other notification. */
+  deliver(notification: ServerNotification): boolean {
+    if (notification.method !== "notifications/progress") return false;
+    const params = notification.params as { progressToken: string | number };
+    const route = this.routes.get(String(params.progressToken));
+    if (route) route.send({ ...notification, params: { ...params, progressToken: route.token } } as ServerNotification).catch(() => {});
+    return true;
+  }
+}
 
 /** The largest JSON-RPC request body read, in bytes. */
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -86,19 +134,25 @@ function passThrough(problem: unknown): never {
   throw Object.assign(new Error(problem instanceof Error ? problem.message : String(problem)), { code: ErrorCode.InternalError });
 }
 
-function toolsServer(source: ToolsSource, options: ServeToolsOptions): Server {
+function toolsServer(source: ToolsSource, options: ServeToolsOptions, progress: ProgressRoutes): Server {
   const server = new Server(options.serverInfo ?? { name: "diverge-serve-tools", version: "2.3.0" }, {
     capabilities: { tools: { listChanged: true }, resources: { listChanged: true } },
   });
-  server.setRequestHandler(ListToolsRequestSchema, (request) => source.listTools(request.params).catch(passThrough));
-  server.setRequestHandler(ListResourcesRequestSchema, (request) => source.listResources(request.params).catch(passThrough));
-  server.setRequestHandler(CallToolRequestSchema, (request) => source.callTool(request.params).catch(passThrough));
-  server.setRequestHandler(ReadResourceRequestSchema, (request) => source.readResource(request.params).catch(passThrough));
+  server.setRequestHandler(ListToolsRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listTools(params)).catch(passThrough));
+  server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listResources(params)).catch(passThrough));
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.callTool(params)).catch(passThrough));
+  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.readResource(params)).catch(passThrough));
   return server;
 }
 
-/** Reads the container's notifications once for every server; returns the stop. */
-function relayNotifications(source: ToolsSource, servers: () => Iterable<Server>, log: (line: string) => void): () => void {
+/**
+ * Reads the container's notifications once for every session; returns the stop. Progress goes to
+ * the request that asked for it; everything else (list changes, log messages, resource updates) to
+ * every session, as sent: no capability check of the SDK's server stands between the container's
+ * notification and the agent. A session with no notification stream open (its GET) misses what is
+ * not tied to one of its requests (no replay).
+ */
+function relayNotifications(source: ToolsSource, sessions: () => Iterable<Transport>, progress: ProgressRoutes, log: (line: string) => void): () => void {
   let stream: ReturnType<ToolsSource["notifications"]> | undefined;
   let stopped = false;
   try {
@@ -110,8 +164,10 @@ function relayNotifications(source: ToolsSource, servers: () => Iterable<Server>
   void (async () => {
     try {
       for await (const notification of stream) {
-        if (!RELAYED_NOTIFICATIONS.has(notification.method)) continue;
-        for (const server of servers()) void server.notification(notification).catch(() => {});
+        // A cancellation names a request of another hop: it goes nowhere.
+        if (progress.deliver(notification) || notification.method === "notifications/cancelled") continue;
+        const message = { jsonrpc: "2.0", ...notification } as JSONRPCMessage;
+        for (const transport of sessions()) void transport.send(message).catch(() => {});
       }
       if (!stopped) log("the container's notification stream ended");
     } catch (problem) {
@@ -127,11 +183,12 @@ function relayNotifications(source: ToolsSource, servers: () => Iterable<Server>
 /** Serves the container's tools on stdin/stdout: one session. Logs must go to stderr only. */
 export async function serveToolsStdio(source: ToolsSource, options: ServeToolsOptions & { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream } = {}): Promise<ServingTools> {
   const log = options.log ?? (() => {});
-  const server = toolsServer(source, options);
+  const progress = new ProgressRoutes();
+  const server = toolsServer(source, options, progress);
   const transport = new StdioServerTransport(options.stdin as never, options.stdout as never);
   let open = true;
   const closed = new Promise<void>((resolve) => (server.onclose = () => ((open = false), resolve())));
-  const stop = relayNotifications(source, () => (open ? [server] : []), log);
+  const stop = relayNotifications(source, () => (open ? [transport] : []), progress, log);
   await server.connect(transport);
   return {
     get sessions() {
@@ -158,7 +215,8 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
       void session.server.close().catch(() => {});
     },
   });
-  const stop = relayNotifications(source, () => sessions.sessions().map((session) => session.server), log);
+  const progress = new ProgressRoutes();
+  const stop = relayNotifications(source, () => sessions.sessions().map((session) => session.transport), progress, log);
 
   const jsonError = (response: ServerResponse, status: number, code: number, message: string) => {
     if (response.headersSent) return response.end();
@@ -213,7 +271,7 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
     if (!sessions.makeRoom()) {
       return jsonError(response, 503, ErrorCode.InternalError, `all ${maxSessions} sessions are busy (the limit of --serve-tools-max-sessions); close one, or try again later`);
     }
-    const server = toolsServer(source, options);
+    const server = toolsServer(source, options, progress);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {

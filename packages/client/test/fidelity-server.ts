@@ -13,8 +13,10 @@ import {
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  CallToolResultSchema,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -76,7 +78,9 @@ export function buildFidelityServer(): Server {
         const tag = String(args.tag ?? "");
         for (let step = 1; step <= steps; step++) {
           if (token !== undefined) await extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: step, total: steps, message: `${tag} ${step}` } });
-          await delay(Number(args.delayMs ?? 5));
+          const wait = Number(args.delayMs ?? 5);
+          // 0: the next step (or the answer) follows at once.
+          if (wait > 0) await delay(wait);
         }
         return { content: [{ type: "text", text: `${tag} done` }], _meta: { sawToken: token !== undefined } };
       }
@@ -106,6 +110,8 @@ export interface FarServer {
   notifyAll(notification: ServerNotification): Promise<void>;
   /** Sessions the server holds now. */
   sessionCount(): number;
+  /** HTTP requests to its MCP endpoint so far. */
+  requestCount(): number;
   /** Forgets every session without closing a connection (the next request of one gets 404). */
   forget(): void;
   /** Stops listening and drops every connection and session, as a process that exits. */
@@ -115,6 +121,7 @@ export interface FarServer {
 /** Starts the far server on `port` (0: a free one; the same port again after `stop`: a restart). */
 export async function startFarServer(port = 0): Promise<FarServer> {
   const sessions = new Map<string, { server: Server; transport: StreamableHTTPServerTransport }>();
+  let requests = 0;
   const http: HttpServer = createServer(async (request, response) => {
     try {
       // Also the container program's own endpoints, so the proxy can begin this "container".
@@ -123,6 +130,7 @@ export async function startFarServer(port = 0): Promise<FarServer> {
         response.writeHead(200, { "content-type": "application/json" }).end(request.url === "/register" ? "[]" : "{}");
         return;
       }
+      requests++;
       const body = request.method === "POST" ? JSON.parse(await readAll(request)) : undefined;
       const id = request.headers["mcp-session-id"];
       let session = typeof id === "string" ? sessions.get(id) : undefined;
@@ -157,6 +165,7 @@ export async function startFarServer(port = 0): Promise<FarServer> {
       await Promise.all([...sessions.values()].map(({ server }) => server.notification(notification).catch(() => {})));
     },
     sessionCount: () => sessions.size,
+    requestCount: () => requests,
     forget() {
       sessions.clear();
     },
@@ -177,4 +186,49 @@ function readAll(request: IncomingMessage): Promise<string> {
     request.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
     request.on("error", reject);
   });
+}
+
+/** An outcome two routes can be compared by: the result, or the MCP error's code, message and data. */
+export async function outcome(call: Promise<unknown>): Promise<unknown> {
+  try {
+    return { result: await call };
+  } catch (error) {
+    if (error instanceof McpError) return { code: error.code, message: error.message.replace(/^MCP error -?\d+: /, ""), data: error.data };
+    // The provider APIs' typed errors (ContainerError, ToolPathError) carry the server's MCP error as `detail.error`.
+    const detail = (error as { detail?: { variant?: string; error?: { code: number; message: string; data?: unknown } } }).detail;
+    if (detail?.variant === "Mcp" && detail.error) return { code: detail.error.code, message: detail.error.message, data: detail.error.data };
+    return { other: String(error) };
+  }
+}
+
+/** The four exchanges the wire carries, however a route reaches them. */
+export interface Exchanges {
+  listTools(params?: object): Promise<unknown>;
+  listResources(params?: object): Promise<unknown>;
+  callTool(params: object): Promise<unknown>;
+  readResource(params: object): Promise<unknown>;
+}
+
+/** Every exchange the wire carries, in every shape the far server answers. */
+export const EXCHANGES: [string, (via: Exchanges) => Promise<unknown>][] = [
+  ["tools/list, first page", (via) => via.listTools()],
+  ["tools/list, second page (2020-12 schema)", (via) => via.listTools({ cursor: "tools-2" })],
+  ["tools/list, a bad cursor (-32602 with data)", (via) => via.listTools({ cursor: "nope" })],
+  ["resources/list, both pages", async (via) => [await via.listResources(), await via.listResources({ cursor: "res-2" })]],
+  ["resources/read, text and blob", async (via) => [await via.readResource({ uri: "note://one" }), await via.readResource({ uri: "blob://two" })]],
+  ["resources/read, not found (-32002 with data)", (via) => via.readResource({ uri: "note://missing" })],
+  ["tools/call, every content type with _meta", (via) => via.callTool({ name: "everything", arguments: {}, _meta: { "test/req": 1 } })],
+  ["tools/call, isError", (via) => via.callTool({ name: "fails", arguments: {} })],
+  ["tools/call, an MCP error with data", (via) => via.callTool({ name: "mcp-error", arguments: {} })],
+  ["tools/call, unknown tool", (via) => via.callTool({ name: "nothing-here", arguments: {} })],
+];
+
+/** The exchanges through an MCP SDK client. */
+export function viaSdk(client: Client): Exchanges {
+  return {
+    listTools: (params?: object) => client.listTools(params),
+    listResources: (params?: object) => client.listResources(params),
+    callTool: (params: object) => client.request({ method: "tools/call", params: params as never }, CallToolResultSchema),
+    readResource: (params: object) => client.readResource(params as never),
+  };
 }

@@ -9,7 +9,7 @@ import { CallToolResultSchema, ErrorCode, McpError, type ServerNotification } fr
 import { startProxy, type RunningProxy } from "@diverge/server";
 import { ContainerError, connectProxy, openContainer, relayToMcp, type ContainerConnection } from "../src/index.js";
 import { perRequestSignalFetch } from "@diverge/multiplexer";
-import { EVERYTHING, SCHEMA_2020_12, startFarServer, type FarServer } from "./fidelity-server.js";
+import { EVERYTHING, EXCHANGES, outcome, SCHEMA_2020_12, startFarServer, viaSdk, type FarServer } from "./fidelity-server.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -62,40 +62,6 @@ async function inward(server: FarServer): Promise<{ proxy: RunningProxy; contain
   cleanups.push(async () => container.close());
   await container.beginTools({ arguments: null });
   return { proxy, container };
-}
-
-/** An outcome two routes can be compared by: the result, or the MCP error's code, message and data. */
-async function outcome(call: Promise<unknown>): Promise<unknown> {
-  try {
-    return { result: await call };
-  } catch (error) {
-    if (error instanceof McpError) return { code: error.code, message: error.message.replace(/^MCP error -?\d+: /, ""), data: error.data };
-    if (error instanceof ContainerError && error.detail.variant === "Mcp") return { code: error.detail.error.code, message: error.detail.error.message, data: error.detail.error.data };
-    return { other: String(error) };
-  }
-}
-
-/** Every exchange the wire carries, in every shape the far server answers. */
-const EXCHANGES: [string, (via: { listTools(p?: object): Promise<unknown>; listResources(p?: object): Promise<unknown>; callTool(p: object): Promise<unknown>; readResource(p: object): Promise<unknown> }) => Promise<unknown>][] = [
-  ["tools/list, first page", (via) => via.listTools()],
-  ["tools/list, second page (2020-12 schema)", (via) => via.listTools({ cursor: "tools-2" })],
-  ["tools/list, a bad cursor (-32602 with data)", (via) => via.listTools({ cursor: "nope" })],
-  ["resources/list, both pages", async (via) => [await via.listResources(), await via.listResources({ cursor: "res-2" })]],
-  ["resources/read, text and blob", async (via) => [await via.readResource({ uri: "note://one" }), await via.readResource({ uri: "blob://two" })]],
-  ["resources/read, not found (-32002 with data)", (via) => via.readResource({ uri: "note://missing" })],
-  ["tools/call, every content type with _meta", (via) => via.callTool({ name: "everything", arguments: {}, _meta: { "test/req": 1 } })],
-  ["tools/call, isError", (via) => via.callTool({ name: "fails", arguments: {} })],
-  ["tools/call, an MCP error with data", (via) => via.callTool({ name: "mcp-error", arguments: {} })],
-  ["tools/call, unknown tool", (via) => via.callTool({ name: "nothing-here", arguments: {} })],
-];
-
-function viaSdk(client: Client) {
-  return {
-    listTools: (params?: object) => client.listTools(params),
-    listResources: (params?: object) => client.listResources(params),
-    callTool: (params: object) => client.request({ method: "tools/call", params: params as never }, CallToolResultSchema),
-    readResource: (params: object) => client.readResource(params as never),
-  };
 }
 
 describe("outward relay (program → proxy → relayToMcp → MCP server): a faithful MCP server", () => {

@@ -26,7 +26,26 @@ export interface FrameSocketOptions {
   readonly maxOpenChannels?: number;
   /** Called once when the WebSocket closes, after every open stream has been told. */
   readonly closed?: (code: number) => void;
+  /**
+   * The byte stream under the WebSocket (with `ws`: the upgrade's socket), when it can be reached.
+   * Frames sent in one turn of the event loop are then corked on it and leave in one write: under
+   * load, one system call carries many answers (and each answer's finish) instead of one per frame.
+   */
+  readonly stream?: Corkable;
 }
+
+/** A byte stream that can hold its writes back and let them go in one (Node's `net.Socket`). */
+export interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * The most bytes held corked in one turn: past it they go at once. Corked bytes count in the
+ * WebSocket's `bufferedAmount` though the network may take them, so a bound keeps a burst from
+ * reading as a peer that does not keep pace (backlog checks drop notifications on it).
+ */
+const MAX_CORKED_BYTES = 64 * 1024;
 
 /** Polling interval while waiting for the socket's send buffer to drain. */
 const DRAIN_POLL_MS = 2;
@@ -37,16 +56,28 @@ export class FrameSocket {
   private isClosed = false;
   private drainWaiters: { readonly lowWater: number; readonly resolve: () => void }[] = [];
   private drainTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The uncork at the end of this turn of the event loop, while the stream is corked. */
+  private uncorking: ReturnType<typeof setImmediate> | undefined;
+  private corkedBytes = 0;
+  private readonly stream: Corkable | undefined;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
     if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
+    this.stream = options.stream;
     this.mux = new Multiplexer({
       role: options.role,
       events: options.events,
       maxOpenScopes: options.maxOpenScopes,
       maxOpenChannels: options.maxOpenChannels,
       send: (frame) => {
-        if (socket.readyState === OPEN) socket.send(frame);
+        if (socket.readyState !== OPEN) return;
+        if (this.stream && this.uncorking === undefined) {
+          this.stream.cork();
+          // After this turn's I/O callbacks (the check phase): every frame sent meanwhile goes in one write.
+          this.uncorking = setImmediate(() => this.flush());
+        }
+        socket.send(frame);
+        if (this.uncorking !== undefined && (this.corkedBytes += frame.length) >= MAX_CORKED_BYTES) this.flush();
       },
     });
     socket.addEventListener("message", (event: { data: unknown }) => {
@@ -125,7 +156,18 @@ export class FrameSocket {
     };
   }
 
+  /** Lets the frames sent in this turn go now rather than at its end. */
+  flush(): void {
+    if (this.uncorking === undefined) return;
+    clearImmediate(this.uncorking);
+    this.uncorking = undefined;
+    this.corkedBytes = 0;
+    this.stream!.uncork();
+  }
+
   close(code = 1000): void {
+    // What was sent before the close goes first, even if the socket is cut right after (a terminate).
+    this.flush();
     if (this.socket.readyState === OPEN || this.socket.readyState === 0) this.socket.close(code);
   }
 }

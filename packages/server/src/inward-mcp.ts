@@ -44,8 +44,14 @@ const NO_TIMEOUT = 2_147_483_647;
 /** Waits before each attempt to make a new session for open subscriptions; after the last, they end. */
 export const RENEW_DELAYS_MS = [100, 400, 1000] as const;
 
-/** One notification subscription: a tag-7 channel. */
+/** One notification subscription: a tag-7 channel, or a `/tool/notifications` path. */
 export interface InwardListener {
+  /**
+   * Whose channel it is (the begin scope's connection; `/tool/*`'s one key). Progress of an exchange
+   * goes only to the subscriptions of the exchange's own `origin`: the provider on the begin scope and
+   * a provider on `/tool/*` each choose their tokens, and may choose the same ones.
+   */
+  readonly origin?: object;
   notify(notification: ServerNotification): void;
   /** The subscription ended because the server could not be reached again; nothing more comes. */
   ended?(error: ErrorData): void;
@@ -113,14 +119,15 @@ export class InwardMcp {
   /**
    * Relays one exchange; the container's error comes back as itself, anything else as -32603. A
    * progress token in `params._meta` is replaced on this hop by one the SDK makes unique per session;
-   * the server's progress comes back to every subscription with the provider's own token.
+   * the server's progress comes back with the provider's own token to the subscriptions of the
+   * exchange's `origin` (to every subscription when it has none).
    */
-  async exchange(exchange: InwardExchange): Promise<McpOutcome> {
+  async exchange(exchange: InwardExchange, origin?: object): Promise<McpOutcome> {
     const params = exchange.params as { _meta?: { progressToken?: unknown } } | null;
     const token = params?._meta?.progressToken;
     const onprogress =
       typeof token === "string" || typeof token === "number"
-        ? (progress: Record<string, unknown>) => this.deliver({ method: "notifications/progress", params: { ...progress, progressToken: token } } as ServerNotification)
+        ? (progress: Record<string, unknown>) => this.deliver({ method: "notifications/progress", params: { ...progress, progressToken: token } } as ServerNotification, origin)
         : undefined;
     const request = params === null ? { method: exchange.method } : { method: exchange.method, params: params as Record<string, unknown> };
     for (let attempt = 0; ; attempt++) {
@@ -175,8 +182,9 @@ export class InwardMcp {
     return this.listeners.size;
   }
 
-  private deliver(notification: ServerNotification): void {
-    for (const listener of this.listeners) listener.notify(notification);
+  /** To every subscription, or to those of `origin` only (progress). */
+  private deliver(notification: ServerNotification, origin?: object): void {
+    for (const listener of this.listeners) if (origin === undefined || listener.origin === origin) listener.notify(notification);
   }
 
   private current(): Promise<Session> {

@@ -23,8 +23,8 @@ export class SharedInwardMcp {
   }
 
   /** Relays one exchange (see InwardMcp.exchange). */
-  async exchange(exchange: InwardExchange): Promise<McpOutcome> {
-    return (await this.client()).exchange(exchange);
+  async exchange(exchange: InwardExchange, origin?: object): Promise<McpOutcome> {
+    return (await this.client()).exchange(exchange, origin);
   }
 
   /** Subscribes to the server's notifications (see InwardMcp.subscribe). */

@@ -1,18 +1,26 @@
 #!/usr/bin/env node
 // pnpm soak --exchanges 100000 --seed 7 [--concurrency 64] [--rss-bound-mib 512] [--watchdog-ms 30000]
-// pnpm soak --relay [--exchanges 1000000] [--concurrency 16] [--restarts 10]: relayed tools/call through
-// both MCP relays, the container's MCP server restarted now and then; heap and listeners sampled.
+// pnpm soak --relay [--exchanges 1000000] [--concurrency 16] [--restarts 10] [--relays inward,outward,tool,outward-scope]:
+// relayed tools/call through the MCP relays (all four by default), the container's MCP server restarted
+// now and then; heap and listeners sampled.
 import { parseArgs } from "node:util";
-import { runRelaySoak } from "./relay.js";
+import { runRelaySoak, SOAK_RELAYS, type SoakRelay } from "./relay.js";
 import { runSoak } from "./soak.js";
 
 if (process.argv.includes("--relay")) {
   const { values: relay } = parseArgs({
-    options: { relay: { type: "boolean" }, exchanges: { type: "string", default: "1000000" }, concurrency: { type: "string", default: "16" }, restarts: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
+    options: { relay: { type: "boolean" }, exchanges: { type: "string", default: "1000000" }, concurrency: { type: "string", default: "16" }, restarts: { type: "string", default: "10" }, relays: { type: "string", default: SOAK_RELAYS.join(",") }, json: { type: "boolean", default: false } },
     strict: true,
   });
+  const relays = relay.relays.split(",").filter((name) => name !== "");
+  const unknown = relays.filter((name) => !(SOAK_RELAYS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    process.stderr.write(`--relays: unknown ${unknown.join(", ")} (known: ${SOAK_RELAYS.join(", ")})\n`);
+    process.exit(2);
+  }
   const report = await runRelaySoak({
     calls: Number(relay.exchanges),
+    relays: relays as SoakRelay[],
     concurrency: Number(relay.concurrency),
     restarts: Number(relay.restarts),
     samples: 40,

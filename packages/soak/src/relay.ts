@@ -1,10 +1,15 @@
-// The relay soak: many relayed `tools/call` through both MCP relays at once, with the container's MCP
-// server restarted on the same port now and then, watching memory and listeners over the run.
+// The relay soak: many relayed `tools/call` through the project's MCP relays at once, with the
+// container's MCP server restarted on the same port now and then, watching memory and listeners over
+// the run. The calls go round the relays chosen (all by default):
 //
-// - Inward: the provider (openContainer) → the proxy's begin scope → the container's MCP server.
-// - Outward: a program (the MCP SDK's client) → the proxy's /mcp → /requests → relayToMcp → the same
-//   MCP server (the far server of `diverge answer`).
-// Every tenth call carries a progress token, so the per-hop token maps are exercised too.
+// - inward: the provider (openContainer) → the proxy's begin scope → the container's MCP server.
+// - tool: the provider on the paths transport (PathsTools) → `/tool/*` → the same proxy's one inward
+//   MCP session → the container's MCP server.
+// - outward: a program (the MCP SDK's client) → the proxy's /mcp → /requests → relayToMcp → the same
+//   MCP server (the far server of `diverge answer`), on a second proxy that nobody begins.
+// - outward-scope: a program → the begun proxy's /mcp → the begin scope's outward channels (tags
+//   7-11) → openContainer's handlers (mcpProviderHandlers over relayToMcp) → the same MCP server.
+// Every fifth call of each relay carries a progress token, so the per-hop token maps are exercised too.
 //
 // Checked: every call answers with its own result (calls made while a restart is under way may fail
 // with -32603, counted apart; none made after it may); heap after a full collection, the abort
@@ -20,13 +25,19 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, CallToolResultSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { connectProxy, openContainer, perRequestSignalFetch, relayToMcp } from "@diverge/client";
+import { connectProxy, mcpProviderHandlers, openContainer, PathsTools, perRequestSignalFetch, relayToMcp } from "@diverge/client";
 import { startProxy } from "@diverge/server";
 
+/** The relays a soak can go through (see the top of this file). */
+export const SOAK_RELAYS = ["inward", "outward", "tool", "outward-scope"] as const;
+export type SoakRelay = (typeof SOAK_RELAYS)[number];
+
 export interface RelaySoakOptions {
-  /** Relayed tools/call in all, half each way. */
+  /** Relayed tools/call in all, shared evenly by the relays. */
   readonly calls: number;
-  /** Calls in flight at once, each way. Default 16. */
+  /** The relays the calls go round. Default all of SOAK_RELAYS. */
+  readonly relays?: readonly SoakRelay[];
+  /** Calls in flight at once, per relay. Default 16. */
   readonly concurrency?: number;
   /** How many times the container's MCP server is stopped and started again on its port. Default 2. */
   readonly restarts?: number;
@@ -52,6 +63,11 @@ export interface RelaySample {
 
 export interface RelaySoakReport {
   readonly calls: number;
+  readonly relays: readonly SoakRelay[];
+  /** Calls answered per relay. */
+  readonly perRelay: Readonly<Record<string, number>>;
+  /** Progress notifications that reached their caller, per relay. */
+  readonly progressPerRelay: Readonly<Record<string, number>>;
   readonly seconds: number;
   readonly callsPerSecond: number;
   readonly restarts: number;
@@ -192,31 +208,62 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
   process.on("warning", onWarning);
   const listeners = countAbortListeners();
 
+  const relays = options.relays && options.relays.length > 0 ? [...options.relays] : [...SOAK_RELAYS];
+  const uses = (relay: SoakRelay) => relays.includes(relay);
   let far = await startFar();
+  const farUrl = () => `http://127.0.0.1:${far.port}/mcp`;
+  const closers: (() => Promise<unknown> | unknown)[] = [];
+  // The begun proxy: the inward relays (begin scope, /tool/*) and the begin scope's outward channels.
   const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: far.port, secretsGate: false });
-  const container = await openContainer(`ws://127.0.0.1:${proxy.port}/`);
+  closers.push(() => proxy.close());
+  const scopeRelay = relayToMcp({ url: farUrl() });
+  closers.unshift(() => scopeRelay.close());
+  const container = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { handlers: mcpProviderHandlers(scopeRelay) });
+  closers.unshift(() => container.close());
   await container.beginTools({ arguments: null });
+  const tools = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
   // Once a provider has begun tools on `/`, the program's asks go on the begin scope; the /requests
   // relay is soaked on a second proxy that nobody begins.
   const outward = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: far.port, secretsGate: false });
-  const relay = relayToMcp({ url: `http://127.0.0.1:${far.port}/mcp` });
+  closers.push(() => outward.close());
+  const relay = relayToMcp({ url: farUrl() });
+  closers.unshift(() => relay.close());
   const provider = connectProxy(`ws://127.0.0.1:${outward.port}`, relay, { minBackoffMs: 10 });
+  closers.unshift(() => provider.close());
   await provider.whenConnected();
-  const program = new Client({ name: "soak-program", version: "1.0.0" });
-  // The program's own client gets a signal per request too: what is counted is the relays'.
-  await program.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${outward.programPort}/mcp`), { fetch: perRequestSignalFetch() }));
+  // The programs' own clients get a signal per request too: what is counted is the relays'.
+  const programOf = async (port: number, name: string) => {
+    const client = new Client({ name, version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch: perRequestSignalFetch() }));
+    closers.unshift(() => client.close());
+    return client;
+  };
+  const program = uses("outward") ? await programOf(outward.programPort, "soak-program") : undefined;
+  const scopeProgram = uses("outward-scope") ? await programOf(proxy.programPort, "soak-scope-program") : undefined;
 
   let progressDelivered = 0;
   let progressAsked = 0;
-  // Inward progress arrives on the begin scope's notification channel with the provider's token.
-  const stream = container.mcp.notifications();
-  const reading = (async () => {
-    try {
-      for await (const notification of stream) if (notification.method === "notifications/progress") progressDelivered++;
-    } catch (error) {
-      failures.push(`the inward notification channel ended: ${String(error)}`);
-    }
-  })();
+  // Inward progress arrives on each relay's notification stream with the provider's token.
+  const progressPerRelay: Record<string, number> = {};
+  const progressed = (relay: SoakRelay) => {
+    progressDelivered++;
+    progressPerRelay[relay] = (progressPerRelay[relay] ?? 0) + 1;
+  };
+  const readProgress = (relay: SoakRelay, what: string, stream: AsyncIterable<{ method: string }> & { close(): void }) => {
+    const reading = (async () => {
+      try {
+        for await (const notification of stream) if (notification.method === "notifications/progress") progressed(relay);
+      } catch (error) {
+        failures.push(`the ${what} notification stream ended: ${String(error)}`);
+      }
+    })();
+    closers.unshift(async () => {
+      stream.close();
+      await reading;
+    });
+  };
+  if (uses("inward")) readProgress("inward", "begin scope's", container.mcp.notifications());
+  if (uses("tool")) readProgress("tool", "/tool/notifications", tools.notifications());
 
   const samples: RelaySample[] = [];
   const sample = (calls: number) => {
@@ -227,8 +274,8 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
       heapMiB: Math.round((memory.heapUsed / MiB) * 10) / 10,
       rssMiB: Math.round((memory.rss / MiB) * 10) / 10,
       abortListeners: listeners.take(),
-      programSessions: outward.paths.programMcp.sessionCount,
-      progressRoutes: outward.paths.programMcp.progressRoutes,
+      programSessions: Math.max(outward.paths.programMcp.sessionCount, proxy.paths.programMcp.sessionCount),
+      progressRoutes: outward.paths.programMcp.progressRoutes + proxy.paths.programMcp.progressRoutes,
       serverSessions: far.sessions(),
     };
     samples.push(figures);
@@ -237,22 +284,37 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
 
   let failedDuringRestart = 0;
   let restarting = false;
+  const perRelay: Record<string, number> = Object.fromEntries(relays.map((relay) => [relay, 0]));
+  const textOf = (result: { content: unknown[] }) => String((result.content[0] as { text: string }).text);
+  const viaProgram = async (relay: SoakRelay, client: Client, params: object, withProgress: boolean) =>
+    textOf(await client.request({ method: "tools/call", params: params as never }, CallToolResultSchema, withProgress ? { onprogress: () => progressed(relay), timeout: 60_000 } : { timeout: 60_000 }));
   const call = async (i: number): Promise<void> => {
     const id = `c${i}`;
-    const withProgress = i % 10 === 0;
+    const relay = relays[i % relays.length]!;
+    const withProgress = Math.floor(i / relays.length) % 5 === 0;
     if (withProgress) progressAsked++;
     const params = { name: "echo", arguments: { id }, ...(withProgress ? { _meta: { progressToken: `soak-${i}` } } : {}) };
     try {
       let text: string;
-      if (i % 2 === 0) text = String((((await container.mcp.callTool(params)).content[0]) as { text: string }).text);
-      else {
-        const result = await program.request({ method: "tools/call", params }, CallToolResultSchema, withProgress ? { onprogress: () => void progressDelivered++, timeout: 60_000 } : { timeout: 60_000 });
-        text = String((result.content[0] as { text: string }).text);
+      switch (relay) {
+        case "inward":
+          text = textOf(await container.mcp.callTool(params));
+          break;
+        case "tool":
+          text = textOf(await tools.callTool(params));
+          break;
+        case "outward":
+          text = await viaProgram(relay, program!, params, withProgress);
+          break;
+        case "outward-scope":
+          text = await viaProgram(relay, scopeProgram!, params, withProgress);
+          break;
       }
-      if (text !== id && failures.length < 20) failures.push(`call ${i} answered ${JSON.stringify(text)}`);
+      perRelay[relay]!++;
+      if (text !== id && failures.length < 20) failures.push(`call ${i} (${relay}) answered ${JSON.stringify(text)}`);
     } catch (error) {
       if (restarting) failedDuringRestart++;
-      else if (failures.length < 20) failures.push(`call ${i} (${i % 2 === 0 ? "inward" : "outward"}) failed: ${error instanceof Error ? error.message : String(error)}`);
+      else if (failures.length < 20) failures.push(`call ${i} (${relay}) failed: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
 
@@ -264,7 +326,7 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
   let sinceRestart = 0;
   sample(0);
   while (next < options.calls) {
-    const batch = Math.min(concurrency * 2, options.calls - next);
+    const batch = Math.min(concurrency * relays.length, options.calls - next);
     await Promise.all(Array.from({ length: batch }, (_, k) => call(next + k)));
     next += batch;
     sinceSample += batch;
@@ -276,9 +338,9 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
       const port = far.port;
       await far.stop();
       far = await startFar(port);
-      // One call each way as the restart settles: may fail (-32603) only if the relay had not yet noticed.
-      await Promise.all([call(next), call(next + 1)]);
-      next += 2;
+      // One call through each relay as the restart settles: may fail (-32603) only if the relay had not yet noticed.
+      await Promise.all(relays.map((_, k) => call(next + k)));
+      next += relays.length;
       restarting = false;
       log(`relay soak: container MCP server restarted after ${next} calls`);
     }
@@ -290,15 +352,14 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
   const seconds = (Date.now() - started) / 1000;
   if (samples[samples.length - 1]!.calls !== next) sample(next);
 
-  stream.close();
-  await program.close().catch(() => {});
-  await provider.close();
-  await relay.close();
-  container.close();
-  await proxy.close();
-  await outward.close();
+  for (const close of closers) {
+    try {
+      await close();
+    } catch {
+      // Closing what is already closed.
+    }
+  }
   await far.stop();
-  await reading;
   listeners.stop();
   process.off("warning", onWarning);
 
@@ -309,14 +370,17 @@ export async function runRelaySoak(options: RelaySoakOptions): Promise<RelaySoak
     const last = judged[judged.length - 1]!;
     if (last.heapMiB - first.heapMiB > heapGrowthMiB) failures.push(`heap grew ${(last.heapMiB - first.heapMiB).toFixed(1)} MiB after warm-up (${first.heapMiB} → ${last.heapMiB}), more than ${heapGrowthMiB}`);
     const mostListeners = Math.max(...judged.map((s) => s.abortListeners));
-    if (mostListeners > concurrency * 2 + 16) failures.push(`${mostListeners} abort listeners on one signal, more than the calls in flight allow`);
+    if (mostListeners > concurrency * relays.length + 16) failures.push(`${mostListeners} abort listeners on one signal, more than the calls in flight allow`);
     if (Math.max(...judged.map((s) => s.programSessions)) > 1) failures.push("program sessions piled up");
-    if (Math.max(...judged.map((s) => s.progressRoutes)) > concurrency) failures.push("progress routes piled up");
-    if (Math.max(...judged.map((s) => s.serverSessions)) > 4) failures.push("the container's MCP server holds sessions the relays left behind");
+    if (Math.max(...judged.map((s) => s.progressRoutes)) > concurrency * 2) failures.push("progress routes piled up");
+    if (Math.max(...judged.map((s) => s.serverSessions)) > 6) failures.push("the container's MCP server holds sessions the relays left behind");
   }
   for (const warning of warnings) if (warning.startsWith("MaxListenersExceededWarning")) failures.push(warning);
   return {
     calls: next,
+    relays,
+    perRelay,
+    progressPerRelay,
     seconds,
     callsPerSecond: Math.round(next / seconds),
     restarts,

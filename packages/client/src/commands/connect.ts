@@ -29,8 +29,8 @@ const help = `Usage:
     [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
-    [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]]
-    [--serve-tools-stdio]
+    [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]
+      [--allow-host <name>]... [--allow-origin <origin>]...] [--serve-tools-stdio]
 ${connectFsUsage}
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
@@ -68,6 +68,10 @@ Flags:
   --serve-tools-idle-seconds <s>
                             a session with no request in flight and no notification stream open is
                             closed after this long (default 300)
+  --allow-host <name>       a Host name --serve-tools accepts besides localhost, 127.0.0.1 and [::1]
+                            (repeatable; "*" accepts any); others get 403
+  --allow-origin <origin>   an Origin (scheme://host[:port]) --serve-tools accepts besides loopback
+                            ones (repeatable; "*" accepts any); others get 403
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
 ${connectFsHelp}
   --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
@@ -105,6 +109,8 @@ export async function runConnect(args: string[]): Promise<number> {
         ...connectFsOptions,
         "serve-tools-max-sessions": { type: "string" },
         "serve-tools-idle-seconds": { type: "string" },
+        "allow-host": { type: "string", multiple: true },
+        "allow-origin": { type: "string", multiple: true },
         timeout: { type: "string" },
         "max-message-bytes": { type: "string" },
         quiet: { type: "boolean", default: false },
@@ -170,6 +176,7 @@ export async function runConnect(args: string[]): Promise<number> {
   const idleSeconds = values["serve-tools-idle-seconds"] === undefined ? undefined : Number(values["serve-tools-idle-seconds"]);
   if (idleSeconds !== undefined && !(idleSeconds > 0)) return usage("--serve-tools-idle-seconds must be a number of seconds above 0");
   if (!serveAt && (maxSessions !== undefined || idleSeconds !== undefined)) return usage("--serve-tools-max-sessions and --serve-tools-idle-seconds bound the sessions of --serve-tools, which is not given");
+  if (!serveAt && (values["allow-host"] !== undefined || values["allow-origin"] !== undefined)) return usage("--allow-host and --allow-origin widen --serve-tools: give it too");
 
   const say = (line: string) => {
     if (!values.quiet) process.stderr.write(`${line}\n`);
@@ -344,7 +351,7 @@ export async function runConnect(args: string[]): Promise<number> {
   if (source && (serveAt || values["serve-tools-stdio"])) {
     try {
       if (serveAt) {
-        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, maxSessions, sessionIdleMs: idleSeconds === undefined ? undefined : idleSeconds * 1000 });
+        serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, maxSessions, sessionIdleMs: idleSeconds === undefined ? undefined : idleSeconds * 1000, guard: { hosts: values["allow-host"] ?? [], origins: values["allow-origin"] ?? [] } });
         // Said even with --quiet: with port 0 it is the only way to learn where.
         process.stderr.write(`serving the container's tools at ${serving.url}\n`);
       } else {

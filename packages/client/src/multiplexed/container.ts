@@ -21,7 +21,7 @@ import {
   type ToolsBeginServerChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, speakRevision, type Responder, type SpokenRevision, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, speakRevision, type Corkable, type Responder, type SpokenRevision, type WebSocketLike } from "@diverge/multiplexer";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
@@ -258,6 +258,7 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
   const what = "openContainer";
   const Implementation = options.WebSocket ?? (NodeWebSocket as unknown as WebSocketConstructor);
   let socket: WebSocketLike | undefined;
+  let stream: Corkable | undefined;
   await bounded<void>(options, failures(what, () => `the WebSocket to ${target} to open`), (resolve, reject) => {
     try {
       socket = new Implementation(target);
@@ -265,6 +266,8 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
       reject(new ContainerError({ variant: "Unreachable", what, url: target, status: undefined, reason: problem instanceof Error ? problem.message : String(problem) }));
       return;
     }
+    // With `ws`, the upgrade's socket under the WebSocket: the frames of one event-loop turn leave in one write.
+    (socket as { once?: (event: string, listener: (response: { socket?: Corkable }) => void) => void }).once?.("upgrade", (response) => (stream = response.socket));
     let lastError = "";
     socket.addEventListener("open", () => resolve());
     socket.addEventListener("error", (event: { message?: string; error?: Error }) => {
@@ -287,7 +290,7 @@ export async function openContainer(url: string | URL, options: OpenContainerOpt
       }
     };
   });
-  return new MultiplexedConnection(socket!, options);
+  return new MultiplexedConnection(socket!, options, stream);
 }
 
 function failures(what: string, waitingFor: () => string) {
@@ -325,13 +328,14 @@ export class MultiplexedConnection {
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
 
-  constructor(socket: WebSocketLike, private readonly options: OpenContainerOptions = {}) {
+  constructor(socket: WebSocketLike, private readonly options: OpenContainerOptions = {}, stream?: Corkable) {
     this.revision = speakRevision(options.revision);
     if (options.onEvent) this.listeners.add(options.onEvent);
     // Errors after the open end in a close, which ends every stream; the listener keeps them from being unhandled.
     socket.addEventListener("error", () => {});
     this.frames = new FrameSocket(socket, {
       role: "client",
+      stream,
       events: { channel: (responder, payload) => this.onProxyChannel(responder, payload) },
       closed: (code) => {
         this.hasEnded = true;

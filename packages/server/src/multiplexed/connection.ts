@@ -16,7 +16,7 @@ import {
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
-import { FrameSocket, MultiplexerError, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
+import { FrameSocket, MultiplexerError, type Corkable, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../gate.js";
 import type { ResolvedProxyOptions } from "../proxy.js";
 import { loadDivergeInfo } from "./info.js";
@@ -91,6 +91,8 @@ export class ProxyConnection {
     private readonly onEnd: (how: ConnectionEnd) => void,
     /** The proxy's one MCP client to the container's server, shared with the paths transport's `/tool/*`. */
     private readonly mcp: SharedInwardMcp,
+    /** The upgrade's socket under the WebSocket: the frames of one event-loop turn leave in one write. */
+    stream?: Corkable,
   ) {
     this.begunPromise = new Promise<void>((resolve, reject) => {
       this.markBegun = resolve;
@@ -104,6 +106,7 @@ export class ProxyConnection {
     });
     this.frames = new FrameSocket(socket, {
       role: "server",
+      stream,
       maxOpenScopes: options.maxOpenScopes,
       maxOpenChannels: options.maxOpenChannels,
       events: {
@@ -349,7 +352,7 @@ export class ProxyConnection {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await this.gate.pass();
     if (responder.finished) return;
-    const outcome = await this.mcp.exchange(exchange);
+    const outcome = await this.mcp.exchange(exchange, this);
     let answer: Uint8Array;
     try {
       answer = encode(outcome);
@@ -378,6 +381,7 @@ export class ProxyConnection {
       this.dropped[key] = (this.dropped[key] ?? 0) + 1;
     };
     const subscription = await this.mcp.subscribe({
+      origin: this,
       notify: (notification) => {
         if (responder.finished) {
           // The channel ended: its subscription to the shared client goes with it.

@@ -61,6 +61,7 @@ export async function attachMultiplexed(context: ProxyContext, overRequests?: Po
         return { refuse: 409 };
       }
       handshaking = request.socket;
+      const stream = request.socket;
       return {
         prepare: () => (connectionModule ? undefined : loadConnection()),
         accept(socket) {
@@ -75,7 +76,7 @@ export async function attachMultiplexed(context: ProxyContext, overRequests?: Po
               return;
             }
             log("the provider connection ended");
-          }, context.inward);
+          }, context.inward, stream);
           connection = current;
           // Program connections are held until the begin is answered Begun, then handed over.
           current.whenBegun.then(

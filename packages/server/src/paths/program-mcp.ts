@@ -205,6 +205,9 @@ export class ProgramMcpServer {
       let result: T;
       try {
         result = await ask(params);
+        // The provider's progress rides the notification stream (kind 4, tag 11), the answer its own
+        // path or channel: let the progress that arrived with the answer reach the program before it.
+        if (hop !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
       } catch (problem) {
         throw programErrorOf(problem);
       } finally {

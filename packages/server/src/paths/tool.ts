@@ -10,6 +10,9 @@ import type { SharedInwardMcp } from "../inward-shared.js";
 import type { PathContext, PathRequest } from "../exchanges/paths.js";
 import type { ProviderPathHandlers } from "../gen/exchanges.js";
 
+/** The origin of `/tool/*`'s exchanges and subscriptions: their progress reaches `/tool/notifications` only, not the begin scope's channels. */
+const TOOL_PATHS = Object.freeze({ origin: "/tool/*" });
+
 const INVALID_PARAMS = -32602;
 const INTERNAL_ERROR = -32603;
 
@@ -28,7 +31,7 @@ export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): Provi
   const answer = async (method: InwardExchange["method"], request: PathRequest<{ params: unknown }>, context: PathContext): Promise<McpAnswer> => {
     if (!request.ok) return { variant: "Error", error: { code: INVALID_PARAMS, message: request.reason } };
     await gate.pass();
-    const outcome: McpOutcome = await inward.exchange({ method, params: (request.value.params ?? null) as never } as InwardExchange);
+    const outcome: McpOutcome = await inward.exchange({ method, params: (request.value.params ?? null) as never } as InwardExchange, TOOL_PATHS);
     let reply: McpAnswer = "result" in outcome ? { variant: "Result", result: outcome.result as never } : { variant: "Error", error: outcome.error };
     let size: number;
     try {
@@ -65,6 +68,7 @@ async function* notifications(inward: SharedInwardMcp, gate: Gate, context: Path
     wake = undefined;
   };
   const subscription = await inward.subscribe({
+    origin: TOOL_PATHS,
     notify: (notification) => {
       if (done) return;
       queue.push({ variant: "Notification", notification });
