@@ -11,6 +11,8 @@ export type FilesystemErrorDetail =
   | { readonly variant: "Unreadable"; readonly what: string; readonly reason: string }
   /** The reader fell more than `limit` frames behind; the tree was stopped. */
   | { readonly variant: "Overflow"; readonly what: string; readonly limit: number }
+  /** The reader took nothing for `stallMs` while its read held the multiplexed connection paused; the read was stopped. */
+  | { readonly variant: "Stalled"; readonly what: string; readonly stallMs: number }
   /** The path could not be opened (paths transport). */
   | { readonly variant: "Unreachable"; readonly what: string; readonly url: string; readonly status: number | undefined; readonly reason: string };
 
@@ -36,6 +38,8 @@ function describe(detail: FilesystemErrorDetail): string {
       return `${detail.what}: unreadable answer: ${detail.reason}`;
     case "Overflow":
       return `${detail.what}: the reader fell more than ${detail.limit} frames behind; the tree was stopped`;
+    case "Stalled":
+      return `${detail.what}: the reader took nothing for ${detail.stallMs} ms while the read held the connection paused; the read was stopped`;
     case "Unreachable":
       return `${detail.what}: could not open ${detail.url}${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
   }

@@ -18,7 +18,30 @@ export interface FilesystemHost {
   readonly frames: FrameSocket;
   /** Hands the channels the proxy opens on `scope` to `handler` until the returned function is called. */
   routeScopeChannels(scope: number, handler: (responder: Responder, payload: Uint8Array) => void): () => void;
+  /** Counts the reads' flow control on this connection, when given. */
+  readonly readFlow?: ReadFlowStats;
 }
+
+/** How the reads of one multiplexed connection held it (the counters only grow, except the `…Now` ones). */
+export interface ReadFlowStats {
+  /** Bytes the reads' streams hold now for readers that have not taken them. */
+  heldNow: number;
+  /** The most bytes one read's stream held at once. */
+  maxHeld: number;
+  /** Times a read paused reading the connection because its reader lagged past READ_HIGH_WATER. */
+  pausedConnection: number;
+  /** Reads holding the connection paused now. */
+  holdingNow: number;
+  /** Reads stopped because their reader took nothing for `stallMs` while holding the connection paused. */
+  endedStalled: number;
+}
+
+export function emptyReadFlowStats(): ReadFlowStats {
+  return { heldNow: 0, maxHeld: 0, pausedConnection: 0, holdingNow: 0, endedStalled: 0 };
+}
+
+/** Default of `ReadOptions.stallMs`, as the proxy's `pairStallMs`. */
+export const DEFAULT_READ_STALL_MS = 10_000;
 
 export interface TreeOptions {
   /** Paths (component arrays from the root) left out; `/proc`, `/sys`, `/dev` always are. */
@@ -38,6 +61,14 @@ export interface TreeStream extends AsyncIterable<FiletreeFrame> {
 export interface TransferOptions {
   /** Aborting gives the exchange up (a write is then abandoned and leaves nothing). */
   readonly signal?: AbortSignal;
+}
+
+export interface ReadOptions extends TransferOptions {
+  /**
+   * How long the reader may take nothing while this read holds the connection paused (every other
+   * exchange on it waits) before the read is stopped and the stream fails with `Stalled`. Default 10 s.
+   */
+  readonly stallMs?: number;
 }
 
 /** Bytes queued on the socket past which a write waits before sending more content. */
@@ -90,8 +121,13 @@ export function treeOn(host: FilesystemHost, options: TreeOptions = {}): TreeStr
   return { stop, [Symbol.asyncIterator]: () => queue[Symbol.asyncIterator]() };
 }
 
-export function readOn(host: FilesystemHost, path: readonly string[], options: TransferOptions = {}): ReadableStream<Uint8Array> {
+export function readOn(host: FilesystemHost, path: readonly string[], options: ReadOptions = {}): ReadableStream<Uint8Array> {
   const what = "filesystem::read";
+  const stallMs = options.stallMs ?? DEFAULT_READ_STALL_MS;
+  const stats = host.readFlow ?? emptyReadFlowStats();
+  let fail: ((problem: unknown) => void) | undefined;
+  let stallTimer: ReturnType<typeof setTimeout> | undefined;
+  let held = 0;
   let given = false;
   let scope: number | undefined;
   let over = false;
@@ -114,6 +150,7 @@ export function readOn(host: FilesystemHost, path: readonly string[], options: T
     (sink) => {
       const lost = lostOr(host, what);
       if (lost) return sink.fail(lost);
+      fail = sink.fail;
       if (options.signal?.aborted) {
         given = true;
         return sink.fail(options.signal.reason);
@@ -152,6 +189,38 @@ export function readOn(host: FilesystemHost, path: readonly string[], options: T
       }).scope;
     },
     giveUp,
+    {
+      // A reader slower than the wire: the stream holds up to READ_HIGH_WATER for it, then pauses
+      // reading the whole connection (the scope has no flow control of its own) until the reader has
+      // taken most of it. A reader that takes nothing for `stallMs` meanwhile (or a stream dropped
+      // unread) would freeze every exchange: the read is stopped instead and the connection reads on.
+      pause: () => {
+        const resume = host.frames.pauseIncoming();
+        stats.pausedConnection++;
+        stats.holdingNow++;
+        const timer = setTimeout(() => {
+          stallTimer = undefined;
+          stats.endedStalled++;
+          giveUp();
+          fail?.(new FilesystemError({ variant: "Stalled", what, stallMs }));
+        }, stallMs);
+        timer.unref?.();
+        stallTimer = timer;
+        return () => {
+          clearTimeout(timer);
+          if (stallTimer === timer) stallTimer = undefined;
+          stats.holdingNow--;
+          resume();
+        };
+      },
+      queued: (bytes) => {
+        // The reader took some: the stall timer starts over.
+        if (bytes < held) stallTimer?.refresh();
+        stats.heldNow += bytes - held;
+        held = bytes;
+        if (bytes > stats.maxHeld) stats.maxHeld = bytes;
+      },
+    },
   );
 }
 

@@ -1,4 +1,5 @@
 // A bounded queue read as an async iterable: what a transport pushes, the caller pulls.
+import { BacklogHold } from "@diverge/multiplexer";
 
 export class PushQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
@@ -105,55 +106,65 @@ async function* readerIterable(stream: ReadableStream<Uint8Array>): AsyncGenerat
 
 /** Bytes a read stream holds for a reader that does not take them before it pauses its source. */
 export const READ_HIGH_WATER = 8 * 1024 * 1024;
+/** Bytes waiting for the reader at or below which a paused source reads on. */
+export const READ_LOW_WATER = READ_HIGH_WATER / 4;
 
 /** What a read stream pauses while its reader lags: `pause` stops the source and returns its resume. */
 export interface ByteFlow {
   pause(): () => void;
+  /** Told the bytes waiting for the reader after each piece and each time the reader asks for more. */
+  queued?(bytes: number): void;
 }
 
 /**
  * A WHATWG ReadableStream fed by `start`, which pushes pieces and ends or fails it; `cancel` runs when
  * the reader gives up. With `flow`, once more than READ_HIGH_WATER bytes wait for the reader the
- * source is paused, and resumed when the reader asks for more: a reader slower than the wire makes
- * the sender wait instead of this stream holding the whole file.
+ * source is paused (a BacklogHold), and resumed once the reader has taken all but READ_LOW_WATER of
+ * them: a reader slower than the wire makes the sender wait instead of this stream holding the whole file.
  */
 export function byteStream(start: (sink: { piece(bytes: Uint8Array): void; end(): void; fail(error: unknown): void }) => void, cancel: () => void, flow?: ByteFlow): ReadableStream<Uint8Array> {
   // Over once ended, failed or cancelled: the controller takes nothing after.
   let over = false;
-  let resume: (() => void) | undefined;
-  const release = () => {
-    const r = resume;
-    resume = undefined;
-    r?.();
+  const hold = flow ? new BacklogHold(() => flow.pause(), READ_HIGH_WATER, READ_LOW_WATER) : undefined;
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  // What waits for the reader: the queue's size is its high-water mark less the room left.
+  const measure = () => {
+    if (!flow || !controller || over) return;
+    const waiting = Math.max(0, READ_HIGH_WATER - (controller.desiredSize ?? READ_HIGH_WATER));
+    flow.queued?.(waiting);
+    hold!.update(waiting);
+  };
+  const finish = () => {
+    over = true;
+    flow?.queued?.(0);
+    hold?.dispose();
   };
   return new ReadableStream<Uint8Array>(
     {
-      start(controller) {
+      start(c) {
+        controller = c;
         start({
           piece: (bytes) => {
             if (over) return;
-            controller.enqueue(bytes);
-            if (flow && !resume && (controller.desiredSize ?? 1) <= 0) resume = flow.pause();
+            c.enqueue(bytes);
+            measure();
           },
           end: () => {
             if (over) return;
-            over = true;
-            release();
-            controller.close();
+            finish();
+            c.close();
           },
           fail: (error) => {
             if (over) return;
-            over = true;
-            release();
-            controller.error(error);
+            finish();
+            c.error(error);
           },
         });
       },
-      // The reader wants more: what was paused for it reads on.
-      pull: release,
+      // The reader took some: once little enough waits, what was paused for it reads on.
+      pull: measure,
       cancel: () => {
-        over = true;
-        release();
+        finish();
         cancel();
       },
     },

@@ -25,7 +25,7 @@ import { FrameSocket, speakRevision, type Corkable, type Responder, type SpokenR
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket as NodeWebSocket } from "ws";
 import { endpointUrl, proxyBase } from "../url.js";
-import { readOn, treeOn, writeOn, type FilesystemHost, type TransferOptions, type TreeOptions, type TreeStream } from "../filesystem/multiplexed.js";
+import { emptyReadFlowStats, readOn, treeOn, writeOn, type FilesystemHost, type ReadFlowStats, type ReadOptions, type TransferOptions, type TreeOptions, type TreeStream } from "../filesystem/multiplexed.js";
 import type { WriteSource } from "../filesystem/queue.js";
 import { mountOn, type MountOptions, type ProviderMount } from "../filesystem/mount.js";
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
@@ -327,6 +327,8 @@ export class MultiplexedConnection {
   private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
+  /** How `read`s held this connection for readers slower than the wire (bytes held, pauses, stalls). */
+  readonly readFlow: ReadFlowStats = emptyReadFlowStats();
 
   constructor(socket: WebSocketLike, private readonly options: OpenContainerOptions = {}, stream?: Corkable) {
     this.revision = speakRevision(options.revision);
@@ -436,8 +438,12 @@ export class MultiplexedConnection {
     return treeOn(this.filesystemHost, options);
   }
 
-  /** `filesystem::read`: the file at `path` (components from the proxy's root) as a byte stream. */
-  read(path: readonly string[], options?: TransferOptions): ReadableStream<Uint8Array> {
+  /**
+   * `filesystem::read`: the file at `path` (components from the proxy's root) as a byte stream. A
+   * reader slower than the wire makes the stream pause the connection past READ_HIGH_WATER; one that
+   * takes nothing for `stallMs` (10 s) meanwhile gets `Stalled` and the read is stopped.
+   */
+  read(path: readonly string[], options?: ReadOptions): ReadableStream<Uint8Array> {
     return readOn(this.filesystemHost, path, options);
   }
 
@@ -458,6 +464,7 @@ export class MultiplexedConnection {
   private get filesystemHost(): FilesystemHost {
     return {
       frames: this.frames,
+      readFlow: this.readFlow,
       routeScopeChannels: (scope, handler) => {
         this.scopeChannels.set(scope, handler);
         return () => this.scopeChannels.delete(scope);
