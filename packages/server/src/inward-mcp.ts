@@ -294,6 +294,11 @@ export function errorDataOf(error: unknown): ErrorData {
     return { code: ErrorCode.InternalError, message: `the container's MCP server answered with a result not of its type (${where}: ${first?.message ?? "invalid"})` };
   }
   if (error instanceof SyntaxError) return { code: ErrorCode.InternalError, message: `the container's MCP server's answer could not be read: ${error.message}` };
-  if (error instanceof TypeError && error.message === "fetch failed") return { code: ErrorCode.InternalError, message: "the connection to the container's MCP server was lost before it answered (fetch failed); the call is not sent again" };
+  if (error instanceof TypeError && error.message === "fetch failed") {
+    // undici's cause (ECONNRESET, UND_ERR_SOCKET, …) is what tells an operator which way it broke.
+    const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const why = typeof cause?.code === "string" ? cause.code : typeof cause?.message === "string" ? cause.message : undefined;
+    return { code: ErrorCode.InternalError, message: `the connection to the container's MCP server was lost before it answered (fetch failed${why ? `: ${why}` : ""}); the call is not sent again` };
+  }
   return { code: ErrorCode.InternalError, message: error instanceof Error ? error.message : String(error) };
 }
