@@ -103,6 +103,7 @@ export function markdownReport(results: Results, commentary: readonly string[] =
         ["date", m.date],
         ["load average at start (1, 5, 15 min)", m.loadAverage.join(", ")],
         ["mode", results.quick ? "quick (numbers not meaningful)" : "full"],
+        ...(results.reruns ?? []).map((r) => [`rerun of ${r.suites.join(", ")}`, `${r.date}, load average ${r.loadAverage.join(", ")}: ${r.reason}`]),
       ],
       false,
     ),

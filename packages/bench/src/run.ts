@@ -57,6 +57,8 @@ export interface Results {
   readonly startup?: unknown;
   readonly vault?: unknown;
   readonly filesystem?: unknown;
+  /** Suites run again after the main run, their numbers replacing its (why, when, the load then). */
+  readonly reruns?: readonly { readonly suites: readonly Suite[]; readonly date: string; readonly loadAverage: readonly number[]; readonly reason: string }[];
   /** Tables of the relay, memory and start-up suites. */
   readonly tables: readonly Table[];
   readonly targets: readonly Target[];
