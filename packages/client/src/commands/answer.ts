@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
+import { sayPathsEvents } from "./paths-events.js";
 
 export const answerUsage = "  answer     answer a proxy's asks (/requests): MCP relayed to an MCP server, commands run by an executable";
 
@@ -119,22 +120,7 @@ export async function runAnswer(args: string[]): Promise<number> {
   if (executable) say(`commands run ${executable}`);
   const connection = connectProxy(values.proxy!, handlers, {
     revision: values.revision,
-    onEvent: (event) => {
-      switch (event.type) {
-        case "requestsOpened":
-          return say(`connected to ${values.proxy}/requests`);
-        case "requestsClosed":
-          return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
-        case "ask":
-          return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
-        case "pathEnded":
-          return say(`${event.path}: ${event.outcome}`);
-        case "error":
-          // Once stopping, the paths being cut are not news.
-          if (stopping) return;
-          return process.stderr.write(`${event.error.message}\n`);
-      }
-    },
+    onEvent: sayPathsEvents(values.proxy!, say, () => stopping),
   });
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);

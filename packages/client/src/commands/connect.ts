@@ -17,6 +17,7 @@ import { openContainer, type MultiplexedConnection } from "../multiplexed/contai
 import { pipePostgres, type DatabaseAddress } from "../multiplexed/postgres.js";
 import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type ToolsSource } from "../serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
+import { sayPathsEvents } from "./paths-events.js";
 import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
 import { FilesystemError } from "../filesystem/errors.js";
 import { PathsMounts } from "../filesystem/paths-mount.js";
@@ -243,21 +244,7 @@ export async function runConnect(args: string[]): Promise<number> {
     const held: PathsConnection = connectProxy(values.proxy!, handlers, {
       revision: values.revision,
       maxMessageBytes,
-      onEvent: (event) => {
-        switch (event.type) {
-          case "requestsOpened":
-            return say(`connected to ${values.proxy}/requests`);
-          case "requestsClosed":
-            return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
-          case "ask":
-            return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
-          case "pathEnded":
-            return say(`${event.path}: ${event.outcome}`);
-          case "error":
-            if (stopping) return;
-            return process.stderr.write(`${event.error.message}\n`);
-        }
-      },
+      onEvent: sayPathsEvents(values.proxy!, say, () => stopping),
     });
     cleanups.push(() => held.close());
     paths = held;
