@@ -59,7 +59,8 @@ export interface ChannelStream<A> extends AsyncIterable<A> {
   readonly ended: Promise<ChannelStreamEnding>;
   /**
    * Delivers every event to `listener` as its frame arrives, instead of iterating (do not do both).
-   * Call it in the turn the stream was opened, before its first frame can arrive.
+   * Call it in the turn the stream was opened, before its first frame can arrive. An unreadable message
+   * settles `ended` but the listener goes on receiving what follows it, up to the channel's end.
    */
   listen(listener: ChannelStreamListener<A>): void;
 }

@@ -68,8 +68,9 @@ export function channelAskEngine<R>(options: ChannelEngineOptions<R>): ChannelAs
         settle(ending);
       };
       let over = false;
-      // Until `listen`, the events feed the iterator.
+      // Until `listen`, the events feed the iterator; once its loop has stopped, answers are not kept.
       const queue: A[] = [];
+      let stopped = false;
       let wake: (() => void) | undefined;
       const rouse = () => {
         wake?.();
@@ -77,7 +78,7 @@ export function channelAskEngine<R>(options: ChannelEngineOptions<R>): ChannelAs
       };
       let listener: ChannelStreamListener<A> = {
         answer: (answer) => {
-          if (outcome) return;
+          if (outcome || stopped) return;
           queue.push(answer);
           rouse();
         },
@@ -118,13 +119,18 @@ export function channelAskEngine<R>(options: ChannelEngineOptions<R>): ChannelAs
           listener = taker;
         },
         async *[Symbol.asyncIterator]() {
-          for (;;) {
-            if (queue.length > 0) {
-              yield queue.shift()!;
-              continue;
+          try {
+            for (;;) {
+              if (queue.length > 0) {
+                yield queue.shift()!;
+                continue;
+              }
+              if (outcome) return;
+              await new Promise<void>((resolve) => (wake = resolve));
             }
-            if (outcome) return;
-            await new Promise<void>((resolve) => (wake = resolve));
+          } finally {
+            stopped = true;
+            queue.length = 0;
           }
         },
       };
