@@ -27,7 +27,7 @@ export { proxyBase, ProxyUrlError, type ProxyUrlErrorDetail } from "./url.js";
 export { DEFAULT_TIMEOUT_MS, type RequestOptions } from "./waiting.js";
 export { SPOKEN_REVISIONS, RevisionError, type SpokenRevision } from "@diverge/multiplexer";
 export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProviderAsks, type ProviderHandlers, type ProviderAsks, type DispatchedAsk } from "./gen/exchanges.js";
-export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream } from "./exchanges/engine.js";
+export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream, type ChannelStreamEnding, type ChannelStreamListener } from "./exchanges/engine.js";
 export { commandExec, STDERR_TAIL_BYTES } from "./families/command-exec.js";
 export { PostgresVault, type SqlClient, type VaultOptions } from "./families/vault.js";
 export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools } from "./serve-tools.js";

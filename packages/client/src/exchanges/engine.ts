@@ -38,9 +38,31 @@ export type ChannelOutcome<A> =
   | { readonly type: "lost" }
   | { readonly type: "unreadable"; readonly reason: string };
 
-/** Every answer of a streamed channel, in order; `ended` says how it ended. */
+/** How a streamed channel ended: `done` after its finish (or its last variant), otherwise as a one-message channel. */
+export type ChannelStreamEnding = { readonly type: "done" } | Exclude<ChannelOutcome<never>, { readonly type: "answered" }>;
+
+/**
+ * A streamed channel's events, delivered in the turn their frame arrives (an iterator delivers them some
+ * microtasks later, after the answers of other channels read in the same turn).
+ */
+export interface ChannelStreamListener<A> {
+  /** One answer, in order. */
+  answer(answer: A): void;
+  /** A message that did not decode; the channel goes on. */
+  unreadable(reason: string): void;
+  /** The channel ended: `done` after its finish or its last variant, `bareFinish`, or `lost`. */
+  end(ending: Exclude<ChannelStreamEnding, { readonly type: "unreadable" }>): void;
+}
+
+/** Every answer of a streamed channel, in order; `ended` says how it ended (the first unreadable message ends it). */
 export interface ChannelStream<A> extends AsyncIterable<A> {
-  readonly ended: Promise<{ readonly type: "done" } | Exclude<ChannelOutcome<never>, { readonly type: "answered" }>>;
+  readonly ended: Promise<ChannelStreamEnding>;
+  /**
+   * Delivers every event to `listener` as its frame arrives, instead of iterating (do not do both).
+   * Call it in the turn the stream was opened, before its first frame can arrive. An unreadable message
+   * settles `ended` but the listener goes on receiving what follows it, up to the channel's end.
+   */
+  listen(listener: ChannelStreamListener<A>): void;
 }
 
 /** Opens a channel with `request` and reads its answers as the descriptor says. */

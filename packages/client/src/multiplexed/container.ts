@@ -2,13 +2,6 @@
 // scope, the asks the provider makes on it, and the connections the proxy announces.
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../limits.js";
 import {
-  decodeInfoAnswer,
-  decodeMcpCallToolAnswer,
-  decodeMcpListResourcesAnswer,
-  decodeMcpListToolsAnswer,
-  decodeMcpNotificationsAnswer,
-  decodeMcpReadResourceAnswer,
-  decodeSecretsAnswer,
   decodeToolsBeginResponse,
   decodeToolsBeginServerChannelRequest,
   encodeContainerProxyRequest,
@@ -31,7 +24,9 @@ import { mountOn, type MountOptions, type ProviderMount } from "../filesystem/mo
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { pipePostgres, type DatabaseAddress } from "./postgres.js";
-import { dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
+import { bindProviderAsks, dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderAsks, type ProviderHandlers } from "../gen/exchanges.js";
+import type { ChannelOutcome } from "../exchanges/engine.js";
+import { channelAskEngine } from "./channel-engine.js";
 
 /** A JSON-RPC error object as the container's MCP server sent it. */
 export interface ErrorData {
@@ -324,6 +319,8 @@ export class MultiplexedConnection {
   private hub: NotificationHub | undefined;
   private readonly listeners = new Set<(event: MultiplexedConnectionEvent) => void>();
   readonly mcp: ContainerMcp;
+  /** @internal The generated typed asks of the channels the provider opens on the begin scope, on this connection's channels. */
+  readonly asks: ProviderAsks;
   private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
@@ -346,6 +343,12 @@ export class MultiplexedConnection {
       },
     });
     this.mcp = new ContainerMcp(this);
+    this.asks = bindProviderAsks(
+      channelAskEngine<ToolsBeginChannelRequest>({
+        encode: encodeToolsBeginChannelRequest,
+        open: (payload, handlers) => void this.frames.mux.openChannel(this.channelScope("channel"), payload, handlers),
+      }),
+    );
   }
 
   /** Adds an event listener; returns its removal. */
@@ -418,14 +421,14 @@ export class MultiplexedConnection {
 
   /** The container's `DIVERGE.md`, parsed; undefined when the image has none. */
   async info(options?: RequestOptions): Promise<ContainerInfo | undefined> {
-    const answer = await this.askOnce("info", { variant: "Info" }, (bytes) => decodeInfoAnswer(bytes), options, () => "the proxy's reading of DIVERGE.md");
+    const answer = await this.askChannel("info", () => this.asks.info({}), options, () => "the proxy's reading of DIVERGE.md");
     if (answer.variant !== "Info") return undefined;
     return typedInfo(answer.info);
   }
 
   /** Feeds the secrets' values; resolves on `Fed`, rejects with `Refused` and the program's words. */
   async feedSecrets(values: Record<string, string>, options?: RequestOptions): Promise<void> {
-    const answer = await this.askOnce("secrets", { variant: "Secrets", values }, (bytes) => decodeSecretsAnswer(bytes), options, () => "the program's POST /secrets answer");
+    const answer = await this.askChannel("secrets", () => this.asks.secrets({ values }), options, () => "the program's POST /secrets answer");
     if (answer.variant === "Refused") throw new ContainerError({ variant: "Refused", what: "secrets", error: answer.refusal });
     this.secretsFed = true;
   }
@@ -492,24 +495,26 @@ export class MultiplexedConnection {
     this.emit({ type: "heldForSecrets", what });
   }
 
-  /** Opens one channel on the begin scope and decodes its one answer. */
-  askOnce<T>(what: string, request: ToolsBeginChannelRequest, decode: (bytes: Uint8Array) => T, options?: RequestOptions, waitingFor: () => string = () => `the answer to ${what}`): Promise<T> {
-    return bounded<T>(options, failures(what, waitingFor), (resolve, reject) => {
-      let first: Uint8Array | undefined;
-      this.openChannel(what, request, {
-        response: (payload) => {
-          first ??= payload.slice();
-        },
-        finish: (served) => {
-          if (!served || !first) return reject(new ContainerError({ variant: "NotServed", what }));
-          try {
-            resolve(decode(first));
-          } catch (error) {
-            reject(unreadable(what, error));
-          }
-        },
-        lost: () => reject(this.lostError(what)),
-      });
+  /**
+   * @internal Asks one channel of the begin scope (`ask`: a generated typed ask) and reads its outcome:
+   * the answer, or ContainerError `NotServed` (a bare finish), `Lost`, `Unreadable`; `NotBegun`/`Lost`
+   * at once when there is no begun scope to ask on.
+   */
+  askChannel<A>(what: string, ask: () => Promise<ChannelOutcome<A>>, options?: RequestOptions, waitingFor: () => string = () => `the answer to ${what}`): Promise<A> {
+    return bounded<A>(options, failures(what, waitingFor), (resolve, reject) => {
+      this.channelScope(what);
+      ask().then((outcome) => {
+        switch (outcome.type) {
+          case "answered":
+            return resolve(outcome.answer);
+          case "bareFinish":
+            return reject(new ContainerError({ variant: "NotServed", what }));
+          case "lost":
+            return reject(this.lostError(what));
+          case "unreadable":
+            return reject(new ContainerError({ variant: "Unreadable", what, reason: outcome.reason }));
+        }
+      }, reject);
     });
   }
 
@@ -517,12 +522,17 @@ export class MultiplexedConnection {
     return new ContainerError({ variant: "Lost", what });
   }
 
-  /** Opens a channel of the provider's on the begin scope. Throws ContainerError when it cannot. */
-  openChannel(what: string, request: ToolsBeginChannelRequest, handlers: { response(payload: Uint8Array): void; finish(served: boolean): void; lost(): void }): void {
+  /** @internal The begin scope to open a channel on. Throws ContainerError (`Lost`, `NotBegun`) when there is none. */
+  channelScope(what: string): number {
     if (this.frames.mux.ended) throw new ContainerError({ variant: "Lost", what });
     if (this.scopeEnded && this.beginScope === undefined) throw new ContainerError({ variant: "Lost", what });
     if (this.beginScope === undefined) throw new ContainerError({ variant: "NotBegun", what });
-    this.frames.mux.openChannel(this.beginScope, encodeToolsBeginChannelRequest(request), handlers);
+    return this.beginScope;
+  }
+
+  /** Opens a channel of the provider's on the begin scope. Throws ContainerError when it cannot. */
+  openChannel(what: string, request: ToolsBeginChannelRequest, handlers: { response(payload: Uint8Array): void; finish(served: boolean): void; lost(): void }): void {
+    this.frames.mux.openChannel(this.channelScope(what), encodeToolsBeginChannelRequest(request), handlers);
   }
 
   /** @internal Subscribes a sink to the connection's one notification channel, opening it when none is open. */
@@ -539,17 +549,10 @@ export class MultiplexedConnection {
         fresh.sinks.clear();
       };
       // Throws (NotBegun, Lost) before anything is kept.
-      this.openChannel(what, { variant: "McpNotifications" }, {
-        response: (payload) => {
+      this.channelScope(what);
+      this.asks.mcpNotifications({}).listen({
+        answer: (answer) => {
           if (fresh.ended) return;
-          let answer;
-          try {
-            answer = decodeMcpNotificationsAnswer(payload, { check: checkMcp });
-          } catch (error) {
-            const failure = unreadable(what, error);
-            for (const member of fresh.sinks) member.fail(failure);
-            return;
-          }
           if (answer.variant === "Notification") {
             for (const member of fresh.sinks) member.push(answer.notification as ServerNotification);
           } else {
@@ -558,15 +561,19 @@ export class MultiplexedConnection {
             finishAll((member) => member.fail(failure));
           }
         },
-        finish: (served) => {
-          if (!served && !errorSeen) {
+        unreadable: (reason) => {
+          if (fresh.ended) return;
+          const failure = new ContainerError({ variant: "Unreadable", what, reason });
+          for (const member of fresh.sinks) member.fail(failure);
+        },
+        end: (ending) => {
+          if (ending.type === "lost") {
+            const failure = this.lostError(what);
+            finishAll((member) => member.fail(failure));
+          } else if (ending.type === "bareFinish" && !errorSeen) {
             const failure = new ContainerError({ variant: "NotServed", what });
             finishAll((member) => member.fail(failure));
           } else finishAll((member) => member.end());
-        },
-        lost: () => {
-          const failure = this.lostError(what);
-          finishAll((member) => member.fail(failure));
         },
       });
       this.hub = hub = fresh;
@@ -725,25 +732,25 @@ export class MultiplexedConnection {
 export class ContainerMcp {
   constructor(private readonly connection: MultiplexedConnection) {}
 
-  private ask<T>(what: string, request: ToolsBeginChannelRequest, decode: (bytes: Uint8Array) => { variant: "Result"; result: unknown } | { variant: "Error"; error: unknown }, options: RequestOptions | undefined): Promise<T> {
+  private ask<T>(what: string, ask: () => Promise<ChannelOutcome<{ variant: "Result"; result: unknown } | { variant: "Error"; error: unknown }>>, options: RequestOptions | undefined): Promise<T> {
     this.connection.noteMcpAsk(what);
-    return this.connection.askOnce(what, request, (bytes) => resultOf(what, decode(bytes)) as T, options, () => this.connection.mcpWaitingFor(what));
+    return this.connection.askChannel(what, ask, options, () => this.connection.mcpWaitingFor(what)).then((answer) => resultOf(what, answer) as T);
   }
 
   listTools(params?: PaginatedRequestParams, options?: RequestOptions): Promise<ListToolsResult> {
-    return this.ask("tools/list", { variant: "McpListTools", params: params ?? null }, (bytes) => decodeMcpListToolsAnswer(bytes, { check: checkMcp }), options);
+    return this.ask("tools/list", () => this.connection.asks.mcpListTools({ params: params ?? null }), options);
   }
 
   listResources(params?: PaginatedRequestParams, options?: RequestOptions): Promise<ListResourcesResult> {
-    return this.ask("resources/list", { variant: "McpListResources", params: params ?? null }, (bytes) => decodeMcpListResourcesAnswer(bytes, { check: checkMcp }), options);
+    return this.ask("resources/list", () => this.connection.asks.mcpListResources({ params: params ?? null }), options);
   }
 
   callTool(params: CallToolRequestParams, options?: RequestOptions): Promise<CallToolResult> {
-    return this.ask("tools/call", { variant: "McpCallTool", params }, (bytes) => decodeMcpCallToolAnswer(bytes, { check: checkMcp }), options);
+    return this.ask("tools/call", () => this.connection.asks.mcpCallTool({ params }), options);
   }
 
   readResource(params: ReadResourceRequestParams, options?: RequestOptions): Promise<ReadResourceResult> {
-    return this.ask("resources/read", { variant: "McpReadResource", params }, (bytes) => decodeMcpReadResourceAnswer(bytes, { check: checkMcp }), options);
+    return this.ask("resources/read", () => this.connection.asks.mcpReadResource({ params }), options);
   }
 
   /**
