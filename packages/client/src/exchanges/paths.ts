@@ -56,7 +56,7 @@ export function pathAskEngine(url: string | URL, options: PathAskEngineOptions =
     try {
       return { answer: path.answer!.decode(bytes, { check: checkMcp }) };
     } catch (problem) {
-      return { reason: problem instanceof RangeError ? "the JSON is nested too deeply to read" : problem instanceof Error ? problem.message : String(problem) };
+      return { reason: problem instanceof Error ? problem.message : String(problem) };
     }
   };
 

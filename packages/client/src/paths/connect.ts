@@ -361,9 +361,8 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     let ask: RequestsAsk;
     try {
       ask = decodeRequestsAsk(bytes, { check: checkMcp });
-    } catch (caught) {
-      // JSON nested so deeply that checking its type overflows the stack is as unreadable as any.
-      const problem = caught instanceof RangeError ? new RequestsAskError({ variant: "Mcp", reason: "the JSON is nested too deeply to read" }) : caught;
+    } catch (problem) {
+      // The codec refuses JSON nested too deeply with its typed error too (test/typed-decode.test.ts).
       if (!(problem instanceof RequestsAskError)) throw problem;
       const readable = bytes.length >= 5;
       const channel = readable ? ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0 : undefined;
