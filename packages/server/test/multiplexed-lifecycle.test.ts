@@ -385,7 +385,10 @@ describe("daemon pairs", () => {
     const grown = (peak - before) / MiB;
     const rssAfter = process.memoryUsage().rss;
     process.stdout.write(`daemon, 400 MiB toward a program that does not read: heap+external grew at most ${grown.toFixed(1)} MiB; RSS ${(rssBefore / MiB).toFixed(0)} → ${(rssAfter / MiB).toFixed(0)} MiB\n`);
-    expect(grown).toBeLessThan(16 + 48);
+    // Far below the 400 MiB sent: the bounded buffers are asserted exactly by the counters below;
+    // this sample also counts the discarded 1 MiB frames not yet collected, which GC timing moves
+    // (57–73 MiB seen on two cores), so only an unbounded buffer (hundreds of MiB) fails it.
+    expect(grown).toBeLessThan(128);
     // Past its budget (2 MiB by default) the pair paused the connection; reading nothing, it ended.
     expect(running.stats().daemon.maxProgramBuffered).toBeLessThan(8 * MiB + 2 * MiB);
     expect(running.stats().daemon.endedStalled).toBe(1);
