@@ -30,7 +30,7 @@ export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProvid
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream, type ChannelStreamEnding, type ChannelStreamListener } from "./exchanges/engine.js";
 export { commandExec, STDERR_TAIL_BYTES } from "./families/command-exec.js";
 export { PostgresVault, type SqlClient, type VaultOptions } from "./families/vault.js";
-export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools } from "./serve-tools.js";
+export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./serve-tools.js";
 export { Exit, exitStatusOf, exitStatusHelp, BackendError, type ExitStatus } from "./commands/exit.js";
 export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths/tools.js";
 export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";

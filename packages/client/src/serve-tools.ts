@@ -36,11 +36,16 @@ import { guardRefusal, SessionBook, type HostGuard } from "@diverge/multiplexer"
  * or rejects; an error whose `detail` is `{ variant: "Mcp", error }` is the server's own MCP error and
  * passes through verbatim, any other is an internal error (-32603) with its message.
  */
+/** `signal`: the agent cancelled its request (or its session went): the relayed exchange is given up. */
+export interface SourceCallOptions {
+  readonly signal?: AbortSignal;
+}
+
 export interface ToolsSource {
-  listTools(params?: PaginatedRequest["params"]): Promise<ListToolsResult>;
-  listResources(params?: PaginatedRequest["params"]): Promise<ListResourcesResult>;
-  callTool(params: CallToolRequest["params"]): Promise<CallToolResult>;
-  readResource(params: ReadResourceRequest["params"]): Promise<ReadResourceResult>;
+  listTools(params?: PaginatedRequest["params"], options?: SourceCallOptions): Promise<ListToolsResult>;
+  listResources(params?: PaginatedRequest["params"], options?: SourceCallOptions): Promise<ListResourcesResult>;
+  callTool(params: CallToolRequest["params"], options?: SourceCallOptions): Promise<CallToolResult>;
+  readResource(params: ReadResourceRequest["params"], options?: SourceCallOptions): Promise<ReadResourceResult>;
   /** Every notification the container's server sends from now on; the loop ends or throws when the stream does. */
   notifications(): AsyncIterable<ServerNotification> & { close(): void };
 }
@@ -138,10 +143,10 @@ function toolsServer(source: ToolsSource, options: ServeToolsOptions, progress: 
   const server = new Server(options.serverInfo ?? { name: "diverge-serve-tools", version: "2.3.0" }, {
     capabilities: { tools: { listChanged: true }, resources: { listChanged: true } },
   });
-  server.setRequestHandler(ListToolsRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listTools(params)).catch(passThrough));
-  server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listResources(params)).catch(passThrough));
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.callTool(params)).catch(passThrough));
-  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.readResource(params)).catch(passThrough));
+  server.setRequestHandler(ListToolsRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listTools(params, { signal: extra.signal })).catch(passThrough));
+  server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listResources(params, { signal: extra.signal })).catch(passThrough));
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.callTool(params, { signal: extra.signal })).catch(passThrough));
+  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.readResource(params, { signal: extra.signal })).catch(passThrough));
   return server;
 }
 

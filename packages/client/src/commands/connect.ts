@@ -15,7 +15,7 @@ import { commandExec } from "../families/command-exec.js";
 import { PostgresVault } from "../families/vault.js";
 import { openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
 import { pipePostgres, type DatabaseAddress } from "../multiplexed/postgres.js";
-import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type ToolsSource } from "../serve-tools.js";
+import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type SourceCallOptions, type ToolsSource } from "../serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
 import { sayPathsEvents } from "./paths-events.js";
 import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
@@ -419,10 +419,10 @@ function announcing(handlers: ProviderHandlers, say: (line: string) => void): Pr
 /** The container's MCP server as the transport reaches it, with one line per exchange. */
 function loggedSource(source: ToolsSource, say: (line: string) => void): ToolsSource {
   const logged =
-    <P, R>(what: string, call: (params: P) => Promise<R>) =>
-    async (params: P) => {
+    <P, R>(what: string, call: (params: P, options?: SourceCallOptions) => Promise<R>) =>
+    async (params: P, options?: SourceCallOptions) => {
       try {
-        const result = await call(params);
+        const result = await call(params, options);
         say(`${what}: answered`);
         return result;
       } catch (problem) {
@@ -431,10 +431,10 @@ function loggedSource(source: ToolsSource, say: (line: string) => void): ToolsSo
       }
     };
   return {
-    listTools: logged("tools/list", (params) => source.listTools(params)),
-    listResources: logged("resources/list", (params) => source.listResources(params)),
-    callTool: logged("tools/call", (params) => source.callTool(params)),
-    readResource: logged("resources/read", (params) => source.readResource(params)),
+    listTools: logged("tools/list", (params, options) => source.listTools(params, options)),
+    listResources: logged("resources/list", (params, options) => source.listResources(params, options)),
+    callTool: logged("tools/call", (params, options) => source.callTool(params, options)),
+    readResource: logged("resources/read", (params, options) => source.readResource(params, options)),
     notifications: () => source.notifications(),
   };
 }
