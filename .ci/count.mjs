@@ -15,6 +15,20 @@ for (const name of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
   failed += (report.numFailedTests ?? 0) + (report.numRuntimeErrorTests ?? 0);
   skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
   if (report.success === false && (report.numFailedTests ?? 0) === 0) failed += 1;
+  // Name each failure: CI shows only the tail of the run, and a flaky test must be findable from it.
+  for (const file of report.testResults ?? []) {
+    for (const test of file.assertionResults ?? []) {
+      if (test.status !== "failed") continue;
+      const where = file.name.replace(/^.*?\/(packages|tools)\//, "$1/");
+      console.log(`FAILED ${where} > ${test.fullName}`);
+      for (const message of (test.failureMessages ?? []).slice(0, 1)) {
+        console.log(message.split("\n").slice(0, 6).map((line) => `    ${line}`).join("\n"));
+      }
+    }
+    if (file.status === "failed" && !(file.assertionResults ?? []).some((t) => t.status === "failed")) {
+      console.log(`FAILED ${file.name} (file): ${(file.message ?? "").split("\n")[0]}`);
+    }
+  }
 }
 for (const root of ["packages", "tools"]) {
   for (const name of readdirSync(root)) {

@@ -1,6 +1,6 @@
 // The JSON reader's failure reasons: serde_json's wording, positions only, never a quote of the input.
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { describeJsonError, findJsonProblem, JsonFailure, readJson } from "../src/runtime/index.js";
 
 const reason = (text: string) => describeJsonError(text);
@@ -213,5 +213,76 @@ describe("what readJson accepts is what findJsonProblem finds nothing in", () =>
       ),
       { numRuns: 5_000 },
     );
+  });
+});
+
+describe("payloads under 256 bytes: one pass over the bytes instead of a walk of the value", () => {
+  it("reads the same as the walk does, on both sides of the threshold", () => {
+    // Padding inside a string moves a text across 256 bytes without moving any complaint's column
+    // before the padding; the short and the long path must agree on everything.
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.json({ maxDepth: 3 }),
+          fc.string({ unit: fc.constantFrom("[", "]", "{", "}", '"', "\\", "u", "d", "8", "0", "e", "E", "1", "9", ",", ":", " ", "-", ".", "é") , maxLength: 40 }),
+        ),
+        fc.integer({ min: 0, max: 260 }),
+        (tail, pad) => {
+          const text = `["${"x".repeat(pad)}",${tail}]`;
+          const result = read(text);
+          const problem = findJsonProblem(text);
+          if (problem === undefined) expect(result).toEqual({ value: JSON.parse(text) });
+          else expect(result).toEqual({ reason: problem });
+        },
+      ),
+      { numRuns: 5_000 },
+    );
+  });
+
+  it.each([
+    ["[1e999]", "number out of range at line 1 column 6"],
+    ["[-1E400]", "number out of range at line 1 column 7"],
+    ["[0.5e+999]", "number out of range at line 1 column 9"],
+    ['{"a":"\\ud800"}', "unexpected end of hex escape at line 1 column 13"],
+  ])("still refuses %s: %s", (text, expected) => {
+    expect(read(text)).toEqual({ reason: expected });
+  });
+
+  it("keeps exponent-looking and escaped text that is fine", () => {
+    expect(read('{"a":"1e999","b":"\\n","c":2e3}')).toEqual({ value: { a: "1e999", b: "\n", c: 2000 } });
+    expect(read('["é", "ü\\u00fc", 1]')).toEqual({ value: ["é", "üü", 1] });
+  });
+
+  it("reads the bytes of a view at an offset, a Node Buffer from a pool among them", () => {
+    const text = '{"name":"query","arguments":{"limit":10}}';
+    const framed = new TextEncoder().encode(`xx${text}yy`);
+    const view = framed.subarray(1, framed.length - 1);
+    expect(readJson(view, 1, view.length - 1)).toEqual(JSON.parse(text));
+    const pooled = Buffer.from(`xx${text}`);
+    expect(readJson(pooled, 2, pooled.length)).toEqual(JSON.parse(text));
+    const bad = Buffer.from([0x22, 0xc3, 0x28, 0x22]);
+    expect(() => readJson(bad, 0, bad.length)).toThrow(JsonFailure);
+  });
+
+  it("reads the same where the host has no Buffer (a browser)", async () => {
+    vi.stubGlobal("Buffer", undefined);
+    vi.resetModules();
+    try {
+      const bare = await import("../src/runtime/json.js");
+      for (const text of ['{"name":"query","arguments":{"sql":"select 1","limit":10}}', "[1e999]", '"\\udc00"', '["é"]', "tru"]) {
+        const bytes = new TextEncoder().encode(text);
+        const outcome = (read: typeof readJson) => {
+          try {
+            return { value: read(bytes, 0, bytes.length) };
+          } catch (error) {
+            return { reason: (error as JsonFailure).reason };
+          }
+        };
+        expect(outcome(bare.readJson)).toEqual(outcome(readJson));
+      }
+    } finally {
+      vi.unstubAllGlobals();
+      vi.resetModules();
+    }
   });
 });
