@@ -3,7 +3,7 @@
 // of its own in the container with FUSE, where a program of the container reads and writes files
 // that live with the provider. First on the multiplexed connection, then on the paths transport.
 import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectProxy, filesystemPaths, LiveTree, openContainer, PathsMounts, type FiletreeFrame, type TreeStream } from "@diverge/client";
@@ -77,7 +77,11 @@ async function walkThrough(side: Side, root: string, provider: string): Promise<
   live.apply(snapshot);
   show(`tree (${t})`, `${describe(snapshot)}: ${live.paths().join(", ")}`);
   const note = `notes-${t}.txt`;
-  await writeFile(join(root, note), `written in the container\n`);
+  // Written beside the tree and moved in whole, as a program saves a file: the one delta is the
+  // file complete (a plain write can be seen between its creation and its bytes, a second delta).
+  const draft = join(root, "..", note);
+  await writeFile(draft, `written in the container\n`);
+  await rename(draft, join(root, note));
   let delta: FiletreeFrame;
   do delta = await nextFrame(frames);
   while (delta.kind !== "Snapshot" && delta.path.join("/") !== note);
