@@ -76,11 +76,17 @@ function median(values: readonly number[]): number {
 }
 
 /**
- * The loop that runs one case's operation `batch` times. Each case gets a loop compiled from its own
- * source text, so V8 keeps separate type feedback for it: one shared loop would see every case's
- * operation at its call site, go megamorphic, and stop inlining the operation into the loop for some
- * cases and not others, depending on the order they ran in (measured: the same decoder at 0.65× or
- * 0.91× of its baseline from one run to the next).
+ * The loop that runs one case's operation `batch` times, one closure per case: one loop function
+ * shared by every case would see every operation at its call site, go megamorphic, and stop inlining
+ * the operation into the loop for some cases and not others, depending on the order they ran in
+ * (measured: the same decoder at 0.65× or 0.91× of its baseline from one run to the next).
+ *
+ * The closures are not fully separate: V8 caches `new Function` by its source text, so loops made
+ * from this one text share their function (case 1's 18 loops are 4 functions in `--trace-opt`).
+ * Giving each loop a text of its own (a serial number in a comment), alone or with new loops every
+ * round, was measured and not kept: the /requests ask header decode stayed as unsteady from process
+ * to process (0.61–0.97 of the shift code, median 0.71 over 18 processes, against 0.66–0.95, median
+ * 0.90 over 12 with the shared text) and the 1 MB JSON decode missed its target in three runs of three.
  */
 function batchLoop(run: () => unknown, batch: number): () => void {
   // eslint-disable-next-line @typescript-eslint/no-implied-eval
