@@ -156,7 +156,7 @@ export class Beneath {
 
   /** Runs `use` on the place the components name, releasing it afterwards. */
   async at<T>(components: readonly string[], use: (place: Place) => Promise<T>, options: ResolveOptions & { readonly last?: "resolve" | "keep" } = {}): Promise<T> {
-    const where = options.last === "keep" ? await this.parent(components, options) : await this.resolve(components, options);
+    const where = options.last === "keep" && components.length > 0 ? await this.parent(components, options) : await this.resolve(components, options);
     try {
       return await use(where);
     } finally {
@@ -228,6 +228,17 @@ export class Beneath {
     while (chain.length > 1) await closeFd(chain.pop()!);
     return target.slice(this.real.length).split("/").filter((part) => part !== "");
   }
+}
+
+/**
+ * The place an absolute path names, resolved by the OS with every link followed: for a path the
+ * caller chose (a provider's own directory or file), never for one a program controls.
+ */
+export async function placeOf(path: string): Promise<Place> {
+  const real = await fs.promises.realpath(path);
+  if (real === "/") return place(await openFd("/", O_PATH | O_DIRECTORY), ".");
+  const slash = real.lastIndexOf("/");
+  return place(await openFd(real.slice(0, slash) || "/", O_PATH | O_DIRECTORY), real.slice(slash + 1));
 }
 
 function checkComponents(components: readonly string[]): void {

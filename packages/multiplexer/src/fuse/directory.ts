@@ -1,8 +1,18 @@
 // A real backend for FUSE handlers: a directory on this machine serves every ask, optionally
 // read-only. Used by tests here and meant as the provider's default (`--mount path=dir[:ro]`).
+//
+// Confinement: the program on the other side of the mount controls every name under `dir`, and
+// may make any of them a symbolic link, or swap a directory for one while an ask is served. So no
+// ask ever follows a link: every path is resolved beneath `dir` one component at a time by
+// descriptor (`../beneath.ts`), a link met on the way fails the ask (the FUSE family has no link
+// ask to serve it otherwise), and a link in the last component is served as a link: it stats as a
+// file whose content is its target (what `readlink` gives), reads as that text, and is renamed or
+// removed itself; a write, truncate or chmod of it is refused. Nothing outside `dir` is ever opened,
+// stat'ed or changed.
 import { constants } from "node:fs";
-import { chmod, chown, lstat, mkdir, open, readdir, rename, rmdir, truncate, unlink, utimes } from "node:fs/promises";
-import { join } from "node:path";
+import * as fs from "node:fs";
+import { promisify } from "node:util";
+import { Beneath, chmodAt, openAt, placeOf, readdirAt, type Place } from "../beneath.js";
 import type { FuseAckResult, FuseHandlers, FuseTime } from "./handlers.js";
 
 export interface DirectoryHandlersOptions {
@@ -10,20 +20,42 @@ export interface DirectoryHandlersOptions {
   readonly readonly?: boolean;
 }
 
+const lstat = promisify(fs.lstat) as (path: string, options: { bigint: true }) => Promise<fs.BigIntStats>;
+const closeFd = promisify(fs.close);
+const readFd = promisify(fs.read);
+const writeFd = promisify(fs.write);
+const ftruncate = promisify(fs.ftruncate);
+
 const message = (error: unknown) => (error as NodeJS.ErrnoException).code ?? (error as Error).message;
 const missing = (error: unknown) => ["ENOENT", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "");
 const time = (ns: bigint): FuseTime => ({ secs: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) });
 const seconds = (t: FuseTime) => Number(t.secs) + t.nanos / 1e9;
+const linkThere = () => Object.assign(new Error("a symbolic link is there"), { code: "ELOOP" });
 
 /**
  * Handlers serving `dir`: each ask's path (relative, `/`-separated) is a path under it. A path
- * with an empty, `.` or `..` component is refused (the proxy never sends one).
+ * with an empty, `.` or `..` component is refused (the proxy never sends one). `dir` itself is
+ * opened afresh for every ask (links in `dir` are the provider's own choice and followed).
  */
 export function directoryHandlers(dir: string, options: DirectoryHandlersOptions = {}): FuseHandlers {
-  const at = (path: string) => {
-    const parts = path === "" ? [] : path.split("/");
-    if (parts.some((p) => p === "" || p === "." || p === "..")) throw new Error(`not a path: ${path}`);
-    return join(dir, ...parts);
+  const parts = (path: string) => (path === "" ? [] : path.split("/"));
+  /** Runs `use` on the place `path` names: its directory held, its last component unresolved. */
+  const at = async <T>(path: string, use: (place: Place) => Promise<T>): Promise<T> => {
+    if (path === "") {
+      // The mount itself: `dir` (a directory, or the file of a file mount).
+      const top = await placeOf(dir);
+      try {
+        return await use(top);
+      } finally {
+        await top.release();
+      }
+    }
+    const root = await Beneath.open(dir);
+    try {
+      return await root.at(parts(path), use, { last: "keep" });
+    } finally {
+      await root.close();
+    }
   };
   const mutate = async (run: () => Promise<unknown>): Promise<FuseAckResult> => {
     if (options.readonly) return { kind: "readOnly" };
@@ -34,68 +66,78 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
       return { kind: "error", message: message(error) };
     }
   };
+  /** Runs `use` on a descriptor of the file at `place`, opened with `flags` (a link there fails). */
+  const withFile = async <T>(place: Place, flags: number, use: (fd: number) => Promise<T>): Promise<T> => {
+    const fd = await openAt(place, flags, 0o644).catch((error: NodeJS.ErrnoException) => {
+      throw error.code === "ELOOP" ? linkThere() : error;
+    });
+    try {
+      return await use(fd);
+    } finally {
+      await closeFd(fd);
+    }
+  };
   return {
-    async read(path, offset, length) {
-      let handle;
-      try {
-        handle = await open(at(path), constants.O_RDONLY);
-      } catch (error) {
-        return missing(error) ? { kind: "missing" } : { kind: "error", message: message(error) };
-      }
-      try {
-        const bytes = new Uint8Array(length);
-        let filled = 0;
-        while (filled < length) {
-          const { bytesRead } = await handle.read(bytes, filled, length - filled, Number(offset) + filled);
-          if (bytesRead === 0) break;
-          filled += bytesRead;
+    read: (path, offset, length) =>
+      at(path, async (place) => {
+        const stat = await lstat(place.path, { bigint: true });
+        if (stat.isSymbolicLink()) {
+          const target = Buffer.from(await fs.promises.readlink(place.path));
+          return { kind: "data" as const, bytes: new Uint8Array(target.subarray(Math.min(Number(offset), target.length), Math.min(Number(offset) + length, target.length))) };
         }
-        return { kind: "data", bytes: bytes.subarray(0, filled) };
-      } catch (error) {
-        return { kind: "error", message: message(error) };
-      } finally {
-        await handle.close();
-      }
-    },
+        return withFile(place, constants.O_RDONLY | constants.O_NONBLOCK, async (fd) => {
+          const bytes = new Uint8Array(length);
+          let filled = 0;
+          while (filled < length) {
+            const { bytesRead: read } = await readFd(fd, bytes, filled, length - filled, Number(offset) + filled);
+            if (read === 0) break;
+            filled += read;
+          }
+          return { kind: "data" as const, bytes: bytes.subarray(0, filled) };
+        });
+      }).catch((error) => (missing(error) ? { kind: "missing" as const } : { kind: "error" as const, message: message(error) })),
     write: (path, offset, bytes) =>
-      mutate(async () => {
-        const handle = await open(at(path), constants.O_WRONLY | constants.O_CREAT, 0o644);
-        try {
-          let written = 0;
-          while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written, Number(offset) + written)).bytesWritten;
-        } finally {
-          await handle.close();
-        }
-      }),
-    async list(path) {
-      try {
-        const entries = await readdir(at(path), { withFileTypes: true });
-        return { kind: "entries", entries: entries.map((e) => ({ name: e.name, kind: e.isDirectory() ? ("directory" as const) : ("file" as const) })) };
-      } catch (error) {
-        return missing(error) ? { kind: "missing" } : { kind: "error", message: message(error) };
-      }
-    },
+      mutate(() =>
+        at(path, (place) =>
+          withFile(place, constants.O_WRONLY | constants.O_CREAT, async (fd) => {
+            let written = 0;
+            while (written < bytes.length) written += (await writeFd(fd, bytes, written, bytes.length - written, Number(offset) + written)).bytesWritten;
+          }),
+        ),
+      ),
+    list: (path) =>
+      at(path, async (place) => {
+        const entries = await readdirAt(place);
+        return { kind: "entries" as const, entries: entries.map((e) => ({ name: e.name, kind: e.isDirectory() ? ("directory" as const) : ("file" as const) })) };
+      }).catch((error) => (missing(error) || (error as NodeJS.ErrnoException).code === "ELOOP" ? { kind: "missing" as const } : { kind: "error" as const, message: message(error) })),
     remove: (path) =>
-      mutate(async () => {
-        if ((await lstat(at(path))).isDirectory()) await rmdir(at(path));
-        else await unlink(at(path));
-      }),
+      mutate(() =>
+        at(path, async (place) => {
+          if ((await lstat(place.path, { bigint: true })).isDirectory()) await fs.promises.rmdir(place.path);
+          else await fs.promises.unlink(place.path);
+        }),
+      ),
     rename: (from, to) =>
-      mutate(async () => {
-        const target = await lstat(at(to)).catch(() => undefined);
-        if (target?.isDirectory() && !(await lstat(at(from))).isDirectory()) throw Object.assign(new Error("a directory is there"), { code: "EISDIR" });
-        await rename(at(from), at(to));
-      }),
-    mkdir: (path) => mutate(() => mkdir(at(path))),
-    async stat(path) {
-      try {
-        const s = await lstat(at(path), { bigint: true });
+      mutate(() =>
+        at(from, (source) =>
+          at(to, async (target) => {
+            const there = await lstat(target.path, { bigint: true }).catch(() => undefined);
+            if (there?.isDirectory() && !(await lstat(source.path, { bigint: true })).isDirectory()) throw Object.assign(new Error("a directory is there"), { code: "EISDIR" });
+            await fs.promises.rename(source.path, target.path);
+          }),
+        ),
+      ),
+    mkdir: (path) => mutate(() => at(path, (place) => fs.promises.mkdir(place.path))),
+    stat: (path) =>
+      at(path, async (place) => {
+        const s = await lstat(place.path, { bigint: true });
         const directory = s.isDirectory();
+        const size = directory ? 0n : s.isSymbolicLink() ? BigInt(Buffer.byteLength(await fs.promises.readlink(place.path))) : s.size;
         return {
-          kind: "stat",
+          kind: "stat" as const,
           stat: {
-            kind: directory ? "directory" : "file",
-            size: directory ? 0n : s.size,
+            kind: directory ? ("directory" as const) : ("file" as const),
+            size,
             mode: Number(s.mode & 0o7777n),
             uid: Number(s.uid),
             gid: Number(s.gid),
@@ -104,23 +146,21 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
             ctime: time(s.ctimeNs),
           },
         };
-      } catch (error) {
-        return missing(error) ? { kind: "missing" } : { kind: "error", message: message(error) };
-      }
-    },
-    truncate: (path, size) =>
-      mutate(async () => {
-        await (await open(at(path), constants.O_WRONLY | constants.O_CREAT, 0o644)).close();
-        await truncate(at(path), Number(size));
-      }),
+      }).catch((error) => (missing(error) ? { kind: "missing" as const } : { kind: "error" as const, message: message(error) })),
+    truncate: (path, size) => mutate(() => at(path, (place) => withFile(place, constants.O_WRONLY | constants.O_CREAT, (fd) => ftruncate(fd, Number(size))))),
     setattr: (path, attrs) =>
-      mutate(async () => {
-        if (attrs.mode !== undefined) await chmod(at(path), attrs.mode);
-        if (attrs.uid !== undefined || attrs.gid !== undefined) await chown(at(path), attrs.uid ?? -1, attrs.gid ?? -1);
-        if (attrs.atime || attrs.mtime) {
-          const now = await lstat(at(path));
-          await utimes(at(path), attrs.atime ? seconds(attrs.atime) : now.atime, attrs.mtime ? seconds(attrs.mtime) : now.mtime);
-        }
-      }),
+      mutate(() =>
+        at(path, async (place) => {
+          if (attrs.mode !== undefined) await chmodAt(place, attrs.mode).catch((error: NodeJS.ErrnoException) => {
+            throw error.code === "ELOOP" ? linkThere() : error;
+          });
+          // lchown and lutimes act on a link itself, never on its target.
+          if (attrs.uid !== undefined || attrs.gid !== undefined) await fs.promises.lchown(place.path, attrs.uid ?? -1, attrs.gid ?? -1);
+          if (attrs.atime || attrs.mtime) {
+            const now = await fs.promises.lstat(place.path);
+            await fs.promises.lutimes(place.path, attrs.atime ? seconds(attrs.atime) : now.atime, attrs.mtime ? seconds(attrs.mtime) : now.mtime);
+          }
+        }),
+      ),
   };
 }

@@ -1,0 +1,106 @@
+// The directory backend confines every ask to its directory: links inside it are served as links,
+// never entered or followed, even while a program swaps a directory for a link in a loop.
+import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { directoryHandlers } from "../src/fuse/index.js";
+import { startSwapLoop } from "./swap-loop.js";
+
+let base: string;
+let served: string;
+let outside: string;
+const text = (bytes: Uint8Array) => Buffer.from(bytes).toString();
+const zero = { secs: 0n, nanos: 0 };
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "directory-backend-"));
+  served = join(base, "served");
+  outside = join(base, "outside");
+  await mkdir(join(served, "d"), { recursive: true });
+  await mkdir(outside);
+  await writeFile(join(served, "d", "f"), "inside");
+  await writeFile(join(outside, "f"), "outside");
+  await chmod(join(outside, "f"), 0o644);
+  await symlink(outside, join(served, "esc"));
+  await symlink(join(outside, "f"), join(served, "esc-file"));
+});
+
+afterAll(() => rm(base, { recursive: true, force: true }));
+
+describe("directoryHandlers confinement", () => {
+  const handlers = () => directoryHandlers(served);
+
+  it("serves a link in the last component as a link: its target as content, never the target's", async () => {
+    const h = handlers();
+    const target = await readlink(join(served, "esc-file"));
+    expect(await h.stat("esc-file")).toMatchObject({ kind: "stat", stat: { kind: "file", size: BigInt(target.length) } });
+    const read = await h.read("esc-file", 0n, 4096);
+    expect(read.kind === "data" && text(read.bytes)).toBe(target);
+    expect(await h.list("esc")).toEqual({ kind: "missing" });
+  });
+
+  it("never enters a link on the way", async () => {
+    const h = handlers();
+    expect(await h.read("esc/f", 0n, 100)).toMatchObject({ kind: "error", message: "ELOOP" });
+    expect(await h.stat("esc/f")).toMatchObject({ kind: "error", message: "ELOOP" });
+    expect(await h.write("esc/new", 0n, Buffer.from("x"))).toMatchObject({ kind: "error" });
+    expect(await h.mkdir("esc/new-dir")).toMatchObject({ kind: "error" });
+    expect(await h.setattr("esc/f", { mode: 0o777 })).toMatchObject({ kind: "error" });
+    expect(await h.truncate("esc/f", 0n)).toMatchObject({ kind: "error" });
+    expect(await h.remove("esc/f")).toMatchObject({ kind: "error" });
+    expect(await h.rename("esc/f", "stolen")).toMatchObject({ kind: "error" });
+    expect(await h.rename("d/f", "esc/planted")).toMatchObject({ kind: "error" });
+  });
+
+  it("refuses to write, truncate or chmod through a link in the last component, and changes the link itself otherwise", async () => {
+    const h = handlers();
+    expect(await h.write("esc-file", 0n, Buffer.from("overwritten"))).toMatchObject({ kind: "error", message: "ELOOP" });
+    expect(await h.truncate("esc-file", 0n)).toMatchObject({ kind: "error", message: "ELOOP" });
+    expect(await h.setattr("esc-file", { mode: 0o777 })).toMatchObject({ kind: "error", message: "ELOOP" });
+    expect(await h.setattr("esc-file", { mtime: { secs: 1000n, nanos: 0 }, atime: zero })).toEqual({ kind: "ok" });
+    expect((await lstat(join(served, "esc-file"))).mtimeMs).toBe(1_000_000);
+    expect(await readFile(join(outside, "f"), "utf8")).toBe("outside");
+    const outsideStat = await stat(join(outside, "f"));
+    expect(outsideStat.mode & 0o777).toBe(0o644);
+    expect(outsideStat.mtimeMs).not.toBe(1_000_000);
+    expect(await h.rename("esc-file", "moved-link")).toEqual({ kind: "ok" });
+    expect((await lstat(join(served, "moved-link"))).isSymbolicLink()).toBe(true);
+    expect(await h.remove("moved-link")).toEqual({ kind: "ok" });
+    expect(await readFile(join(outside, "f"), "utf8")).toBe("outside");
+  });
+
+  it("serves a file mount's file and a directory mount's root at the empty path", async () => {
+    const file = directoryHandlers(join(served, "d", "f"));
+    const read = await file.read("", 0n, 100);
+    expect(read.kind === "data" && text(read.bytes)).toBe("inside");
+    expect(await handlers().stat("")).toMatchObject({ kind: "stat", stat: { kind: "directory" } });
+    expect(await handlers().list("")).toMatchObject({ kind: "entries" });
+  });
+
+  it("never reads or changes anything outside while a directory on the path is swapped for a link, over thousands of asks", async () => {
+    await mkdir(join(served, "race", "d"), { recursive: true });
+    await writeFile(join(served, "race", "d", "f"), "inside");
+    await chmod(join(served, "race", "d", "f"), 0o600);
+    await symlink(outside, join(served, "race", "swap"));
+    const h = handlers();
+    const loop = await startSwapLoop(join(served, "race", "d"), join(served, "race", "swap"));
+    const seen: Record<string, number> = {};
+    try {
+      for (let i = 0; i < 3000; i++) {
+        const read = await h.read("race/d/f", 0n, 100);
+        const what = read.kind === "data" ? text(read.bytes) : read.kind === "error" ? read.message : read.kind;
+        seen[what] = (seen[what] ?? 0) + 1;
+        await h.setattr("race/d/f", { mode: 0o600 });
+        await h.write("race/d/g", 0n, Buffer.from("planted"));
+      }
+    } finally {
+      loop.kill("SIGKILL");
+    }
+    expect(seen.outside).toBeUndefined();
+    expect(seen.inside).toBeGreaterThan(0);
+    expect(seen.ELOOP).toBeGreaterThan(0);
+    expect((await stat(join(outside, "f"))).mode & 0o777).toBe(0o644);
+    await expect(lstat(join(outside, "g"))).rejects.toMatchObject({ code: "ENOENT" });
+  });
+});
