@@ -184,6 +184,8 @@ interface Run {
   readonly work: Message[];
   calls: number;
   ended: boolean;
+  /** The stream was broken on purpose (die-mid-stream): it is not ended cleanly. */
+  broken: boolean;
   mcp: Client | undefined;
 }
 
@@ -241,6 +243,7 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
     log(`exiting after ${l.events} events (exit-after)`);
     if (typeof options.onExit === "function") {
       options.onExit();
+      changed();
       return;
     }
     void restart(l);
@@ -337,17 +340,19 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
 
   const turn = async (l: Life, run: Run, message: Message, name: string) => {
     let completion = 0;
-    const say = async (type: "assistant_reasoning" | "assistant_text_content" | "assistant_refusal", text: string) => {
+    const say = async (type: "assistant_reasoning" | "assistant_text_content" | "assistant_refusal", text: string, parent?: string) => {
       for (const delta of deltas(text)) {
-        await emit(l, run, { type, text: delta });
+        await emit(l, run, parent === undefined ? { type, text: delta } : { type, parent_tool_call_id: parent, text: delta });
         completion += 1;
       }
     };
     const steps = message.steps.length;
     await say("assistant_reasoning", `${name} reads the message under ${JSON.stringify(message.key)}: ${steps} step${steps === 1 ? "" : "s"}.`);
     if (has(l, "die-mid-stream")) {
-      log("die-mid-stream: destroying the stream");
-      run.response.destroy();
+      log("die-mid-stream: breaking the stream");
+      // What was written goes out, then the connection ends with the chunked body unfinished.
+      run.broken = true;
+      run.response.socket?.end();
       throw new LoopOver("died");
     }
     for (const step of message.steps) await perform(l, run, step, say, () => (completion += 1));
@@ -360,7 +365,7 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
     l: Life,
     run: Run,
     step: Step,
-    say: (type: "assistant_reasoning" | "assistant_text_content" | "assistant_refusal", text: string) => Promise<void>,
+    say: (type: "assistant_reasoning" | "assistant_text_content" | "assistant_refusal", text: string, parent?: string) => Promise<void>,
     count: () => void,
   ) => {
     switch (step.kind) {
@@ -385,6 +390,19 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
           ...(result._meta !== undefined ? { _meta: result._meta } : {}),
         });
         await say("assistant_text_content", `${step.name} ${result.isError ? "failed" : "answered"}: ${textOf(result.content ?? [])}`);
+        return seam(l, run);
+      }
+      case "spawn": {
+        // A sub-agent of its own (no MCP): its chunks carry the spawning call's id.
+        run.calls += 1;
+        const id = `call_${run.index}_${run.calls}`;
+        for (const fragment of fragments(JSON.stringify({ task: step.task }))) {
+          await emit(l, run, { type: "assistant_tool_call", id, name: "subagent", arguments: fragment });
+          count();
+        }
+        await say("assistant_reasoning", `The sub-agent works on ${step.task}.`, id);
+        await say("assistant_text_content", `Done: ${step.task}.`, id);
+        await emit(l, run, { type: "tool_response", id, content: [{ type: "text", text: `Done: ${step.task}.` }] });
         return seam(l, run);
       }
       case "tools": {
@@ -475,7 +493,7 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
     if (l.run === run) l.run = undefined;
     if (!l.exiting) {
       for (const entry of l.held.slice()) entry.answer("missed");
-      if (!run.response.destroyed) run.response.end();
+      if (!run.response.destroyed && !run.broken) run.response.end();
     }
     const mcp = run.mcp;
     run.mcp = undefined;
@@ -552,7 +570,7 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
     if (has(l, "run-5xx")) return sendText(response, 500, "the example agent could not start a loop (run-5xx)");
     if (has(l, "run-not-sse")) return sendJson(response, 200, { started: true });
     l.runs += 1;
-    const current: Run = { index: l.runs, response, abort: new AbortController(), work: [], calls: 0, ended: false, mcp: undefined };
+    const current: Run = { index: l.runs, response, abort: new AbortController(), work: [], calls: 0, ended: false, broken: false, mcp: undefined };
     l.run = current;
     response.on("close", () => {
       if (!current.ended) {

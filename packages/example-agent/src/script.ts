@@ -8,6 +8,7 @@ export type Step =
   | { readonly kind: "describe"; readonly text: string }
   | { readonly kind: "tool"; readonly name: string; readonly arguments: Record<string, unknown> }
   | { readonly kind: "tools" }
+  | { readonly kind: "spawn"; readonly task: string }
   | { readonly kind: "pause"; readonly label: string }
   | { readonly kind: "sleep"; readonly ms: number }
   | { readonly kind: "seam" }
@@ -82,6 +83,8 @@ function stepOf(line: string): Step {
     case "tools":
       if (rest === undefined) return { kind: "tools" };
       break;
+    case "spawn":
+      return { kind: "spawn", task: rest || "a task" };
     case "pause":
       return { kind: "pause", label: rest || "pause" };
     case "sleep": {

@@ -207,6 +207,22 @@ describe("POST /run", () => {
     }
   });
 
+  it("runs a sub-agent whose chunks carry the spawning call's id as parent_tool_call_id", async () => {
+    const agent = await agentWith({});
+    const { stream } = await startRun(agent.url, [message("k1", "spawn:the sums", "after")]);
+    const chunks = await stream.rest();
+    expect(chunks.every(isChunk)).toBe(true);
+    const call = chunks.find((chunk) => chunk.type === "assistant_tool_call")!;
+    expect(call).toMatchObject({ id: "call_1_1", name: "subagent" });
+    const children = chunks.filter((chunk) => "parent_tool_call_id" in chunk);
+    expect(new Set(children.map((chunk) => chunk.type))).toEqual(new Set(["assistant_reasoning", "assistant_text_content"]));
+    expect(children.every((chunk) => (chunk as { parent_tool_call_id: string }).parent_tool_call_id === "call_1_1")).toBe(true);
+    expect(joined(children, "assistant_text_content")).toBe("Done: the sums.");
+    expect(chunks.find((chunk) => chunk.type === "tool_response")).toEqual({ type: "tool_response", id: "call_1_1", content: [{ type: "text", text: "Done: the sums." }] });
+    const main = chunks.filter((chunk) => !("parent_tool_call_id" in chunk));
+    expect(joined(main, "assistant_text_content")).toBe("You said: after");
+  });
+
   it("describes non-text blocks in its text, and sleeps and seams on request", async () => {
     const agent = await agentWith({});
     const { stream } = await startRun(agent.url, [{ key: "k1", content: [text("sleep:1\nseam"), { type: "resource_link", uri: "file:///b", name: "b" }] }]);
