@@ -308,12 +308,21 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
     sendJson(response, 200, { type: fate });
   };
 
-  /** A seam: the loop takes every held message, in arrival order; each lands as its user parts. */
+  /**
+   * A seam: the loop takes every held message, in arrival order. Each lands as its user parts, then
+   * its `/enqueue` answers delivered; one the stream ended before it landed misses the loop.
+   */
   const seam = async (l: Life, run: Run) => {
-    const taken = l.held.slice();
-    for (const entry of taken) entry.answer("delivered");
-    for (const entry of taken) {
-      for (const block of entry.message.content) await emit(l, run, userPart(entry.message.key, block));
+    const taken = l.held.splice(0);
+    if (taken.length > 0) changed();
+    for (const [at, entry] of taken.entries()) {
+      try {
+        for (const block of entry.message.content) await emit(l, run, userPart(entry.message.key, block));
+      } catch (error) {
+        if (!l.exiting) for (const missed of taken.slice(at)) missed.answer("missed");
+        throw error;
+      }
+      entry.answer("delivered");
       run.work.push(entry.message);
     }
   };
