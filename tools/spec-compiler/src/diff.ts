@@ -131,6 +131,15 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     else if (ta.doc !== tb.doc) add({ class: "editorial", area: "mcp", subject: name, sentence: `the description of MCP type ${name} changed.` });
   }
 
+  // Named JSON types: a new one is additive; a changed shape reads the same JSON another way.
+  for (const [name, ta, tb] of pair(a.jsonTypes ?? [], b.jsonTypes ?? [], (t) => t.name)) {
+    const shape = (t: NonNullable<typeof ta>) => JSON.stringify(t.shape, (k, v) => (k === "doc" ? undefined : v));
+    if (!tb) add({ class: "breaking", area: "mcp", subject: name, sentence: `JSON type ${name} is declared in ${A} and gone in ${B}.` });
+    else if (!ta) add({ class: "additive", area: "mcp", subject: name, sentence: `new JSON type ${name}.` });
+    else if (shape(ta) !== shape(tb)) add({ class: "breaking", area: "mcp", subject: name, sentence: `JSON type ${name} has another shape in ${B} than in ${A}.` });
+    else if (JSON.stringify(ta) !== JSON.stringify(tb)) add({ class: "editorial", area: "mcp", subject: name, sentence: `the description of JSON type ${name} changed.` });
+  }
+
   // Named postcard types.
   for (const [id, ta, tb] of pair(a.postcardTypes ?? [], b.postcardTypes ?? [], (t) => t.id)) {
     if (!tb) add({ class: "breaking", area: "frame", subject: id, sentence: `postcard type ${id} (${ta!.name}) is declared in ${A} and gone in ${B}.` });
@@ -358,7 +367,7 @@ function compareFrame(fa: IrFrame, fb: IrFrame, A: string, B: string, add: (c: C
 }
 
 function fieldShape(f: IrField): string {
-  const schema = f.schema ? ` ${f.schema.kind === "mcp" ? `mcp ${f.schema.name}` : f.schema.kind}` : "";
+  const schema = f.schema ? ` ${f.schema.kind === "mcp" ? `mcp ${f.schema.name}` : f.schema.kind === "json" ? `json ${f.schema.name}` : f.schema.kind}` : "";
   const length = f.length === "fixed" ? "" : f.length === "rest" ? " to the end" : f.length === "count" ? " after a u32 count" : " after a u16 length";
   const extra = `${f.max !== undefined ? ` at most ${f.max}` : ""}${f.postcard ? ` ${f.postcard}` : ""}${f.entry ? ` of [${f.entry.map(fieldShape).join("][")}]` : ""}`;
   return `${f.type}${length}${schema}${extra}`;

@@ -6,6 +6,8 @@ import { createRequire } from "node:module";
 import type { ErrorObject } from "ajv";
 import { placeOf, SpecError, SpecErrors, type LoadedSpec, type PathKey, type SourceFile } from "./load.js";
 import { buildPostcardShape, buildPostcardTypes, checkPostcardErrorType, type IrPostcardShape, type IrPostcardType } from "./postcard-ir.js";
+import { buildJsonTypes, type IrJsonType } from "./json-ir.js";
+export type { IrJsonMember, IrJsonRef, IrJsonShape, IrJsonType, IrJsonUnionVariant } from "./json-ir.js";
 
 export type IntType = "u8" | "u16" | "u32" | "u64";
 export const INT_SIZE: Record<IntType, number> = { u8: 1, u16: 2, u32: 4, u64: 8 };
@@ -20,7 +22,9 @@ export type IrJsonSchema =
   | { readonly kind: "mcp"; readonly name: string; readonly nullable: boolean }
   | { readonly kind: "mapOfString" }
   | { readonly kind: "any" }
-  | { readonly kind: "object" };
+  | { readonly kind: "object" }
+  /** A named JSON type of the revision (`jsonTypes:`). */
+  | { readonly kind: "json"; readonly name: string };
 
 export interface IrField {
   readonly name: string;
@@ -94,7 +98,17 @@ export interface IrFrame {
   /** For a frame declared once for both directions: which direction this one is. */
   readonly direction?: "client" | "server";
   readonly family?: { readonly id: string; readonly name: string; readonly title: string; readonly doc: string };
+  /** Where the frame's tag table differs from a published one the project does not follow tag for tag. */
+  readonly published?: IrPublished;
   readonly file: string;
+}
+
+export interface IrPublished {
+  /** Which published table, in words (e.g. "the published A4d table"). */
+  readonly source: string;
+  readonly doc: string;
+  /** Every tag whose meaning differs: what the published table gives it (or that it has none). */
+  readonly tags: readonly { readonly tag: number; readonly published: string; readonly doc: string }[];
 }
 
 export interface IrErrorField {
@@ -169,8 +183,10 @@ export interface IrExchange {
    * asked again when its path ends (`ended`). Undefined for an exchange asked per request.
    */
   readonly standing?: { readonly afterIds: readonly string[]; readonly ended: "nextConnection" };
-  /** The begin-scope channel that carries the same exchange, when there is one. */
+  /** The begin-scope channel that carries the same exchange, when there is one (the first table's; every carrier has the same opener, tag and variant). */
   readonly channel?: { readonly tableId: string; readonly opener: "provider" | "proxy"; readonly tag: number; readonly variantName: string };
+  /** Every begin-scope channel that carries the exchange, one per channel table, in table order. */
+  readonly channels?: readonly { readonly tableId: string; readonly opener: "provider" | "proxy"; readonly tag: number; readonly variantName: string }[];
 }
 
 export interface IrChannel {
@@ -215,6 +231,8 @@ export interface IrChannelTable {
   readonly id: string;
   readonly title: string;
   readonly doc: string;
+  /** The provider's typed interface of the channels it opens on the table; `bind<name>` binds it. */
+  readonly providerAsks: string;
   readonly tables: readonly { readonly opener: "provider" | "proxy"; readonly frameId: string; readonly channels: readonly IrChannel[] }[];
 }
 
@@ -233,6 +251,8 @@ export interface IrRevision {
   readonly openedPaths: readonly IrOpenedPath[];
   readonly openedPathGroups: readonly IrOpenedPathGroup[];
   readonly postcardTypes: readonly IrPostcardType[];
+  /** Named JSON types json fields carry (`schema: { json: … }`). */
+  readonly jsonTypes: readonly IrJsonType[];
   /** sha256 over every spec file of the revision, in name order; stamped into generated headers. */
   readonly sourceHash: string;
 }
@@ -336,6 +356,8 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     doc: t.doc,
   }));
   const mcpNames = new Set(mcpTypes.map((t) => t.name));
+  const jsonRaw = gather("jsonTypes");
+  const jsonNames = new Set(jsonRaw.map((e) => e.value.name as string));
 
   // Error types first: frames point at them.
   const errorRaw = gather("errorTypes");
@@ -392,6 +414,15 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     if (errorNames.has(name) || frameNames.has(name)) fail(entry.file, [...entry.path, "name"], `error type name \`${name}\` is already the name of \`${errorNames.get(name) ?? frameNames.get(name)}\`.`);
     errorNames.set(name, id);
   }
+  const jsonTypes = buildJsonTypes(
+    jsonRaw,
+    new Map<string, string>([
+      ...[...frameNames].map(([n, id]) => [n, `frame \`${id}\``] as [string, string]),
+      ...[...errorNames].map(([n, id]) => [n, `error type \`${id}\``] as [string, string]),
+      ...mcpTypes.map((m) => [m.name, `MCP type ${m.name}`] as [string, string]),
+    ]),
+    fail,
+  );
 
   const errorVariant = (errorTypeId: string, variant: string) =>
     (errorById.get(errorTypeId)?.value.variants as Raw[] | undefined)?.find((v) => v.name === variant);
@@ -492,11 +523,15 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       let schema: IrJsonSchema | undefined;
       if (f.schema) {
         const s = f.schema as Raw;
-        const forms = ["mcp", "mapOf", "any", "object"].filter((k) => k in s);
-        if (forms.length !== 1) fail(file, [...at, "schema"], `a json schema names exactly one of \`mcp\`, \`mapOf\`, \`any\`, \`object\`; this one names ${forms.length}.`);
+        const forms = ["mcp", "mapOf", "any", "object", "json"].filter((k) => k in s);
+        if (forms.length !== 1) fail(file, [...at, "schema"], `a json schema names exactly one of \`mcp\`, \`mapOf\`, \`any\`, \`object\`, \`json\`; this one names ${forms.length}.`);
+        if (s.nullable !== undefined && !s.mcp) fail(file, [...at, "schema", "nullable"], "only an MCP schema takes `nullable`; a JSON type says null where it allows it.");
         if (s.mcp) {
           if (!mcpNames.has(s.mcp)) fail(file, [...at, "schema", "mcp"], `MCP type \`${s.mcp}\` is not declared under \`mcpTypes\` of the revision.`);
           schema = { kind: "mcp", name: s.mcp, nullable: s.nullable === true };
+        } else if (s.json) {
+          if (!jsonNames.has(s.json)) fail(file, [...at, "schema", "json"], `JSON type \`${s.json}\` is not declared under \`jsonTypes\` of the revision.`);
+          schema = { kind: "json", name: s.json };
         } else if (s.mapOf) schema = { kind: "mapOfString" };
         else if (s.object) schema = { kind: "object" };
         else schema = { kind: "any" };
@@ -597,7 +632,21 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       }
       examples.push({ name: e.name, bytes, value: e.value, roundTrip: e.roundTrip !== false, error: e.error });
     }
+    let published: IrPublished | undefined;
+    if (f.published) {
+      if (!sw) fail(file, [...path, "published"], "only a tagged frame has a tag table to compare with a published one.");
+      const seen = new Set<number>();
+      for (const [i, p] of (f.published.tags as Raw[]).entries()) {
+        const at = [...path, "published", "tags", i];
+        if (seen.has(p.tag)) fail(file, [...at, "tag"], `tag ${p.tag} is listed twice under \`published\`.`);
+        seen.add(p.tag);
+        const ours = sw?.variants.find((v) => v.tag === p.tag);
+        if (ours && ours.name === p.published) fail(file, [...at, "published"], `tag ${p.tag} is \`${ours.name}\` in both tables; list only the tags whose meaning differs.`);
+      }
+      published = { source: f.published.source, doc: f.published.doc, tags: [...(f.published.tags as Raw[])].sort((a, b) => a.tag - b.tag).map((p) => ({ tag: p.tag, published: p.published, doc: p.doc })) };
+    }
     frames.push({
+      ...(published ? { published } : {}),
       id: f.id,
       name: f.name,
       title: f.title,
@@ -762,8 +811,18 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
           else {
             if ((x.answerFrameId ?? x.pendingAnswerFrameId) !== (answer.frameId ?? answer.pendingFrameId)) fail(c.file, [...c.path, "answer"], `${who} carries exchange \`${x.id}\`, so it is answered with the exchange's frame \`${x.answerFrameId ?? x.pendingAnswerFrameId}\`.`);
             if (x.messages !== answer.messages) fail(c.file, [...c.path, "answer", "messages"], `${who} carries exchange \`${x.id}\`, so its messages come as the exchange's do (\`${x.messages}\`).`);
-            if (x.channel) fail(c.file, [...c.path, "exchange"], `exchange \`${x.id}\` is carried by two channels.`);
-            if (variant) (x as { channel?: IrExchange["channel"] }).channel = { tableId: t.id, opener: table.opener, tag: v.tag, variantName: variant.name };
+            // One exchange may ride several begin scopes (tools and agents), one channel on each, and
+            // then under the same opener, tag and variant name, so its descriptor's channel fits all.
+            const carriers = ((x as { channels?: NonNullable<IrExchange["channel"]>[] }).channels ??= []);
+            if (carriers.some((o) => o.tableId === t.id)) fail(c.file, [...c.path, "exchange"], `exchange \`${x.id}\` is carried by two channels of \`${t.id}\`.`);
+            else if (variant && carriers.length > 0 && (carriers[0]!.opener !== table.opener || carriers[0]!.tag !== v.tag || carriers[0]!.variantName !== variant.name)) {
+              fail(c.file, [...c.path, "exchange"], `exchange \`${x.id}\` is carried as tag ${carriers[0]!.tag} (\`${carriers[0]!.variantName}\`, opened by the ${carriers[0]!.opener}) on \`${carriers[0]!.tableId}\`, so on \`${t.id}\` it must be carried the same way.`);
+            }
+            if (variant) {
+              const carrier = { tableId: t.id, opener: table.opener, tag: v.tag, variantName: variant.name };
+              carriers.push(carrier);
+              (x as { channel?: IrExchange["channel"] }).channel ??= carrier;
+            }
           }
         }
         channels.push({ tag: v.tag, variantName: variant?.name ?? "", bareFinish: v.bareFinish, ...(v.exchange !== undefined ? { exchangeId: v.exchange } : {}), answer, ...(v.doc ? { doc: v.doc } : {}) });
@@ -776,8 +835,14 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       }
       return { opener: table.opener, frameId: table.frame, channels: channels.sort((a, b) => a.tag - b.tag) };
     });
-    return { id: t.id, title: t.title, doc: t.doc, tables };
+    return { id: t.id, title: t.title, doc: t.doc, providerAsks: t.providerAsks ?? `${pascalOf(t.id)}ProviderAsks`, tables };
   });
+  for (const [i, t] of channelTables.entries()) {
+    const first = channelTables.findIndex((o) => o.providerAsks === t.providerAsks);
+    const entry = gather("channelTables")[i]!;
+    if (first !== i) fail(entry.file, [...entry.path, "providerAsks"], `channel tables \`${channelTables[first]!.id}\` and \`${t.id}\` would both generate \`${t.providerAsks}\`; give one of them its own \`providerAsks\`.`);
+    else if (takenNames.has(t.providerAsks) || jsonNames.has(t.providerAsks)) fail(entry.file, [...entry.path, "providerAsks"], `\`${t.providerAsks}\` is already the name of a frame, error or JSON type.`);
+  }
   for (const c of channelRaw) {
     const table = channelTables.find((t) => t.id === c.value.table);
     if (!table) fail(c.file, [...c.path, "table"], `channel names table \`${c.value.table}\`, which no file of the revision declares.`);
@@ -833,6 +898,7 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
     openedPaths,
     openedPathGroups,
     postcardTypes,
+    jsonTypes,
     sourceHash: hash.digest("hex"),
   };
 }
@@ -907,4 +973,13 @@ function describeSchemaError(problem: ErrorObject, path: readonly PathKey[]): st
     default:
       return `${where} ${problem.message ?? "is not valid"}.`;
   }
+}
+
+/** `tools-begin/channels` → `ToolsBeginChannels`. */
+function pascalOf(id: string): string {
+  return id
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .map((p) => p[0]!.toUpperCase() + p.slice(1))
+    .join("");
 }

@@ -7,6 +7,7 @@ import { decodeName, describeName, detailName, encodeName, errorModule, frameMod
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
 import { mcpTypeSource } from "./mcp-types.js";
+import { checkName, emitJsonTypes } from "./json-types.js";
 import { emitListDecode, emitListPrepare, emitListWrite, entryType, intCheck, intReader, intWriter } from "./list.js";
 import { emitPostcardFieldDecode, emitPostcardFrame, emitPostcardTypeModule, postcardFieldEncode, postcardFieldType, type PostcardPlaces } from "./postcard.js";
 
@@ -120,6 +121,8 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
   for (const [path, text] of [...printed.entries()].sort(([a], [b]) => a.localeCompare(b))) {
     out.push({ path: `${root}/${path}`, text });
   }
+  const jsonTypes = emitJsonTypes(ir, compilerVersion);
+  if (jsonTypes) out.push(jsonTypes);
   return out;
 
   // -------------------------------------------------------------------------------------------
@@ -435,6 +438,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
         if (s.kind === "mcp") return imports.type(`${rev}/mcp-types.ts`, s.name) + (s.nullable ? " | null" : "");
         if (s.kind === "mapOfString") return "Record<string, string>";
         if (s.kind === "object") return "Record<string, unknown>";
+        if (s.kind === "json") return imports.type(`${rev}/json-types.ts`, s.name);
         return "unknown";
       }
     }
@@ -498,6 +502,10 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
             w.writeLine(`const $problem = ${imports.value(RUNTIME, "checkObject")}(${f.name}) ?? options?.check?.(${lit(s.name)}, ${f.name});`);
             w.writeLine(`if ($problem !== undefined) throw ${raise(f.invalid!, "reason: $problem")};`);
           });
+        } else if (s.kind === "json") {
+          const check = imports.value(`${rev}/json-types.ts`, checkName(s.name));
+          w.writeLine(`const $${f.name}Problem = ${check}(${f.name});`);
+          w.writeLine(`if ($${f.name}Problem !== undefined) throw ${raise(f.invalid!, `reason: $${f.name}Problem`)};`);
         } else if (s.kind === "mapOfString" || s.kind === "object") {
           const check = imports.value(RUNTIME, s.kind === "mapOfString" ? "checkStringMap" : "checkObject");
           w.writeLine(`const $${f.name}Problem = ${check}(${f.name});`);
@@ -640,6 +648,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
     for (const e of ir.errorTypes) paths.add(errorPathOf(e.id));
     for (const t of ir.postcardTypes) paths.add(`${rev}/${t.id}.ts`);
     paths.add(`${rev}/mcp-types.ts`);
+    if (ir.jsonTypes.length > 0) paths.add(`${rev}/json-types.ts`);
     // One insertion for all of them: ts-morph parses the file again after every insertion.
     file.addExportDeclarations([...paths].sort().map((p) => ({ moduleSpecifier: importPath(`${rev}/index.ts`, p) })));
     void StructureKind;

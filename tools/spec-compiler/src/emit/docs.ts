@@ -3,7 +3,7 @@
 // per exchange, the Frames-layer types table with directions, and the MCP types. The Markdown lives
 // in docs/<revision>/…/index.md (relative links, readable in the repository); emit/site.ts renders
 // the same Markdown into docs/site/ (see docs-url.ts for the paths both share).
-import { bytesToHex, carriersOf, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { bytesToHex, carriersOf, type IrJsonMember, type IrJsonRef, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
 import { decodeName, encodeName, variantTypeName } from "../names.js";
 import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
@@ -208,6 +208,82 @@ function mcpTypeLink(cx: Context, from: string, name: string): string {
   return `[${code(name)}](${href(from, docsUrl({ kind: "mcpTypes", revision: cx.rev }), slug(name))})`;
 }
 
+function jsonTypeLink(cx: Context, from: string, name: string): string {
+  return `[${code(name)}](${href(from, docsUrl({ kind: "mcpTypes", revision: cx.rev }), slug(name))})`;
+}
+
+/** A JSON type reference in words, linking named types. */
+function jsonRefDoc(cx: Context, from: string, r: IrJsonRef): string {
+  switch (r.kind) {
+    case "scalar":
+      return {
+        string: "a string",
+        bool: "a boolean",
+        u8: "an integer 0–255",
+        u64: "a non-negative integer",
+        number: "a number",
+        decimal: "a number (or a string of one)",
+        any: "any JSON value",
+        object: "an object",
+      }[r.scalar];
+    case "named":
+      return jsonTypeLink(cx, from, r.name);
+    case "array":
+      return `an array of ${jsonRefDoc(cx, from, r.of)}`;
+    case "nullable":
+      return `${jsonRefDoc(cx, from, r.of)} or ${code("null")}`;
+  }
+}
+
+function jsonMembersTable(cx: Context, from: string, members: readonly IrJsonMember[], on?: { name: string; value: string }): string {
+  const rows = [
+    ...(on ? [[code(on.name), `${code(JSON.stringify(on.value))}`, "required", "Names this variant."]] : []),
+    ...members.map((m) => [code(m.name), jsonRefDoc(cx, from, m.type), m.optional ? "optional (absent or null)" : "required", m.doc]),
+  ];
+  return rows.length > 0 ? table(["Member", "Type", "", "What it is"], rows) : "No members.";
+}
+
+/** The JSON types section of the types page: one heading per type, its members, the frames that carry it. */
+function jsonTypesParts(cx: Context, url: string): string[] {
+  if (cx.ir.jsonTypes.length === 0) return [];
+  const users = (name: string) => {
+    const out: string[] = [];
+    for (const f of cx.ir.frames) {
+      const fields = [...(f.body?.fields ?? []), ...(f.switch?.variants.flatMap((v) => v.body.fields) ?? [])];
+      if (fields.some((x) => x.schema?.kind === "json" && x.schema.name === name)) out.push(frameLink(cx, url, f));
+    }
+    return out;
+  };
+  const parts = [
+    `## JSON types\n\nThe project's own JSON shapes of revision ${cx.rev}, read as serde_json reads a plain struct: unknown members are ignored, a required member must be there, an optional one may be absent or ${code("null")}. A payload that is JSON but not of its type fails to decode with the frame's own error; the reason names members and positions, never a value. In TypeScript each type and its ${code("check<Name>")} come from ${code(`@diverge/codec/${cx.rev}`)}.`,
+  ];
+  for (const t of cx.ir.jsonTypes) {
+    const used = users(t.name);
+    const head = `### ${t.name}\n\n${t.doc}${used.length > 0 ? `\n\nCarried by: ${used.join(", ")}.` : ""}`;
+    if (t.shape.kind === "array") parts.push(`${head}\n\n${capital(jsonRefDoc(cx, url, { kind: "array", of: t.shape.of }))}.`);
+    else if (t.shape.kind === "object") parts.push(`${head}\n\n${jsonMembersTable(cx, url, t.shape.members)}`);
+    else {
+      const on = t.shape.on;
+      const index = table(
+        [code(on), "Variant", "What it is"],
+        t.shape.variants.map((v) => [code(JSON.stringify(v.value)), `[${code(v.name)}](#${slug(v.name)})`, firstSentence(v.doc)]),
+      );
+      parts.push(`${head}\n\nA union of ${t.shape.variants.length} objects; the ${code(on)} member decides which, and a value whose ${code(on)} names none of them does not parse.\n\n${index}`);
+      for (const v of t.shape.variants) parts.push(`#### ${v.name}\n\n${v.doc}\n\n${jsonMembersTable(cx, url, v.members, { name: on, value: v.value })}`);
+    }
+  }
+  return parts;
+}
+
+/** Where a frame's tag table differs from a published one: a section, or undefined. */
+function publishedText(frame: IrFrame): string | undefined {
+  const p = frame.published;
+  if (!p) return undefined;
+  const ours = (tag: number) => frame.switch?.variants.find((v) => v.tag === tag);
+  const rows = p.tags.map((d) => [code(String(d.tag)), ours(d.tag) ? code(ours(d.tag)!.name) : "—", d.published, d.doc]);
+  return `**Differs from ${p.source}.** ${p.doc}\n\n${table(["Tag", "Here", `In ${p.source}`, "Why"], rows)}`;
+}
+
 /** What a field's bytes are, in words. */
 function fieldTypeText(cx: Context, from: string, f: IrField): string {
   if (f.length === "fixed") return code(intText(f.type));
@@ -221,6 +297,7 @@ function fieldTypeText(cx: Context, from: string, f: IrField): string {
     if (s.kind === "mcp") text += `: ${mcpTypeLink(cx, from, s.name)}${s.nullable ? ` or ${code("null")}` : ""}`;
     else if (s.kind === "mapOfString") text += ": an object whose every member is a string";
     else if (s.kind === "object") text += ": an object";
+    else if (s.kind === "json") text += `: ${jsonTypeLink(cx, from, s.name)}`;
     else text += ": any JSON value";
   }
   return text;
@@ -513,6 +590,7 @@ function mcpTypesPage(cx: Context): SitePage {
     cx.rev,
     breadcrumbs(cx, url, [["MCP types", url]]),
     ...parts,
+    ...jsonTypesParts(cx, url),
   );
   return { url, revision: cx.rev, title: "MCP types", nav: { section: "types" }, markdown };
 }
@@ -538,7 +616,7 @@ function framePage(cx: Context, frame: IrFrame): SitePage {
   if (frame.switch) {
     parts.push(section("Layout", block(headerLayout(frame)), fieldList(cx, url, [], frame.header!.fields)));
     const sw = frame.switch;
-    parts.push(section(`${capital(sw.on)}s`, `The ${code(sw.on)} says which variant the rest of the bytes are. Any other value is the error ${code(sw.unknown)}.`, tagTable(cx, url, frame)));
+    parts.push(section(`${capital(sw.on)}s`, `The ${code(sw.on)} says which variant the rest of the bytes are. Any other value is the error ${code(sw.unknown)}.`, tagTable(cx, url, frame), publishedText(frame)));
     parts.push(
       section(
         "Variants",
@@ -704,7 +782,7 @@ function channelTablePage(cx: Context, t: IrRevision["channelTables"][number]): 
             }),
           )
         : undefined;
-    parts.push(section(`Opened by the ${entry.opener}`, `${frameLink(cx, url, frame)}: ${frame.doc}`, frame.switch ? tagTable(cx, url, frame) : block(layoutOf(frame)), channels ? `How each channel is answered:\n\n${channels}` : undefined, frame.malformed ? `**Malformed.** ${frame.malformed}` : undefined));
+    parts.push(section(`Opened by the ${entry.opener}`, `${frameLink(cx, url, frame)}: ${frame.doc}`, frame.switch ? tagTable(cx, url, frame) : block(layoutOf(frame)), publishedText(frame), channels ? `How each channel is answered:\n\n${channels}` : undefined, frame.malformed ? `**Malformed.** ${frame.malformed}` : undefined));
   }
   const markdown = page(capital(t.title), firstSentence(t.doc), url, cx.rev, ...parts);
   return { url, revision: cx.rev, title: capital(t.title), nav: { section: "channels" }, markdown };

@@ -5,6 +5,7 @@ import { decodeName, encodeName, frameModule, importPath, lit } from "../names.j
 import { banner, type GeneratedFile } from "./project.js";
 import { frameViewFields, hasPostcard, normalizeView, postcardArbitraries, postcardFieldArbitrary, postcardLiteral } from "./postcard.js";
 import { listArbitrary } from "./list.js";
+import { jsonTypeArbitraries } from "./json-types.js";
 
 /** The fields of the frame's value that hold bytes (hex in a view), for the variant a value names. */
 export function bytesFieldsOf(frame: IrFrame, value: Record<string, unknown>): readonly IrField[] {
@@ -119,6 +120,11 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   lines.push(`/** A JSON value as JSON.parse would give it back (no -0, no undefined). */`);
   lines.push(`const json = <T>(arbitrary: fc.Arbitrary<T>): fc.Arbitrary<T> => arbitrary.map((v) => JSON.parse(JSON.stringify(v)) as T);`);
   lines.push(`const jsonObject = json(fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 4 }));`);
+  if (ir.jsonTypes.length > 0) {
+    lines.push(`/** Values of every named JSON type of the revision, by name. */`);
+    lines.push(`const jsonTypes: Record<string, fc.Arbitrary<unknown>> = {};`);
+    lines.push(...jsonTypeArbitraries(ir.jsonTypes));
+  }
   if (ir.postcardTypes.length > 0 || ir.frames.some((f) => f.postcard)) {
     lines.push(`/** Every postcard shape of the revision, by id. */`);
     lines.push(`const postcard: Record<string, fc.Arbitrary<unknown>> = ${postcardArbitraries(ir)};`);
@@ -147,6 +153,7 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
         if (s.kind === "mcp") return s.nullable ? "fc.option(jsonObject, { nil: null })" : "jsonObject";
         if (s.kind === "mapOfString") return "json(fc.dictionary(fc.string(), fc.string(), { maxKeys: 4 }))";
         if (s.kind === "object") return "jsonObject";
+        if (s.kind === "json") return `jsonTypes[${lit(s.name)}]!`;
         return "json(fc.jsonValue())";
       }
     }

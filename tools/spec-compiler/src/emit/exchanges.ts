@@ -396,7 +396,7 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
       const name = lowerCamel(p.id);
       const stream = STREAMS.has(p.answer.messages);
       const withRequest = p.request.messages === "one";
-      const member = stream && !withRequest ? `(_request, context) => handler(context)` : `handler as BoundPath[${lit(stream ? "stream" : "one")}]`;
+      const member = !withRequest ? `(_request, context) => handler(context)` : `handler as BoundPath[${lit(stream ? "stream" : "one")}]`;
       lines.push(`  const ${name} = handlers.${name};`);
       lines.push(`  if (${name}) {`);
       lines.push(`    const handler = ${name};`);
@@ -527,7 +527,7 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
         ...(skipped.length > 0 ? [`Not here (raw bytes, hand-written): ${skipped.map((c) => c.variantName).join(", ")}.`] : []),
       ]),
     );
-    lines.push(`export interface ProviderAsks {`);
+    lines.push(`export interface ${t.providerAsks} {`);
     for (const c of chans) {
       const answer = frameById.get(c.answer.frameId!)!;
       codecNames.add(`type ${answer.name}`);
@@ -537,8 +537,8 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     }
     lines.push(`}`);
     lines.push("");
-    lines.push(...doc(["Binds every method of {@link ProviderAsks} to `engine`."]));
-    lines.push(`export function bindProviderAsks(engine: ChannelAskEngine<${frame.name}>): ProviderAsks {`);
+    lines.push(...doc([`Binds every method of {@link ${t.providerAsks}} to \`engine\`.`]));
+    lines.push(`export function bind${t.providerAsks}(engine: ChannelAskEngine<${frame.name}>): ${t.providerAsks} {`);
     lines.push(`  const c = ${descriptors};`);
     lines.push(`  return {`);
     for (const c of chans) {
