@@ -4,10 +4,10 @@ import { createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import type { WebSocket } from "ws";
-import type { ProxyContext, ProxyPart } from "../proxy.js";
+import type { ProxyContext, ProxyPart } from "../context.js";
 import type { ProxyConnection } from "./connection.js";
 import { emptyPairStats, type PairStats } from "./pairs.js";
-import type { PostgresOverRequests } from "../paths/postgres.js";
+import type { PostgresOverRequests } from "../families/postgres/paths.js";
 
 // The connection's code (with the MCP schema checks, the MCP SDK's client and YAML) is loaded when
 // the provider first connects on `/`, not at start; ProxyConnection and the DIVERGE.md reader are

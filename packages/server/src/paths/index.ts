@@ -1,27 +1,27 @@
 // The many-paths transport on the proxy: `/requests` and the MCP answer paths on the provider-facing
 // listener (seed 000), and the MCP endpoint `/mcp` on the program-facing one.
-import type { ProxyContext, ProxyPart } from "../proxy.js";
+import type { ProxyContext, ProxyPart } from "../context.js";
 import { AskBoard } from "./board.js";
-import { McpAsks } from "./mcp.js";
-import type { ProgramMcpServer } from "./program-mcp.js";
-import { ProgramApi } from "./program-api.js";
-import { FilesystemPaths } from "./filesystem.js";
-import { FuseMountPaths } from "./fuse.js";
+import { McpAsks } from "../families/mcp-outward/asks.js";
+import type { ProgramMcpServer } from "../families/mcp-outward/program-mcp.js";
+import { ProgramApi } from "../families/vault/paths.js";
+import { FilesystemPaths } from "../families/filesystem/paths.js";
+import { FuseMountPaths } from "../families/fuse/paths.js";
 import { RequestsEngine } from "../exchanges/engine.js";
 import { bindProviderPaths, bindProxyAsks, type ProxyAsks } from "../gen/exchanges.js";
 import { PathsEngine } from "../exchanges/paths.js";
-import { toolPathHandlers } from "./tool.js";
-import { PostgresOverRequests } from "./postgres.js";
+import { toolPathHandlers } from "../families/mcp-inward/paths.js";
+import { PostgresOverRequests } from "../families/postgres/paths.js";
 import { TransportChoice, type BeginScopeLink } from "../exchanges/begin-scope.js";
 
 export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type BoardEvent, type AnswerPath, type AskOwner } from "./board.js";
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "./mcp.js";
-export { McpExchangeError, type McpExchangeErrorDetail } from "./errors.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "../families/mcp-outward/asks.js";
+export { McpExchangeError, type McpExchangeErrorDetail } from "../families/mcp-outward/errors.js";
 // ProgramMcpServer, PROGRAM_MCP_SERVER_INFO and programErrorOf are exported from the package's index:
 // re-exporting them here would load the MCP SDK's server with this module.
-export { ProgramApi } from "./program-api.js";
-export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./tool.js";
-export { PostgresOverRequests, type PostgresOverRequestsStats } from "./postgres.js";
+export { ProgramApi } from "../families/vault/paths.js";
+export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "../families/mcp-inward/paths.js";
+export { PostgresOverRequests, type PostgresOverRequestsStats } from "../families/postgres/paths.js";
 
 export interface PathsPart extends ProxyPart {
   /** The MCP exchanges the proxy asks of its provider: `mcp.listTools(params?)`, …, notifications. */
@@ -60,7 +60,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   let closed = false;
   // Made on the program's first request to /mcp; requests made while it loads wait for it.
   const programServer = () =>
-    (making ??= import("./program-mcp.js").then(
+    (making ??= import("../families/mcp-outward/program-mcp.js").then(
       ({ ProgramMcpServer }) => (programMcp = new ProgramMcpServer(mcp, options.maxMessageBytes, { log: options.log, sessionIdleMs: options.programSessionIdleMs, maxSessions: options.maxProgramSessions })),
     ));
   provider.addUpgradeRoute(board);

@@ -13,9 +13,9 @@
 // `<key>` is one percent-encoded path segment of UTF-8. The asks go through the generated typed
 // asks; which transport carries them is the engine's business.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { RequestRoute } from "../listener.js";
-import type { AskOutcome } from "../exchanges/engine.js";
-import type { ProxyAsks } from "../gen/exchanges.js";
+import type { RequestRoute } from "../../listener.js";
+import type { AskOutcome } from "../../exchanges/engine.js";
+import type { ProxyAsks } from "../../gen/exchanges.js";
 
 /** The longest key a vault set can carry: its length is a u16. */
 const MAX_SET_KEY_BYTES = 0xffff;

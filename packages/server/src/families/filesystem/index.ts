@@ -3,4 +3,4 @@
 export { watchTree, leftOut, lexical, ALWAYS_LEFT_OUT, type TreeOptions } from "./tree.js";
 export { readPieces, CHUNK_SIZE, type ReadOptions } from "./read.js";
 export { prepareWrite, writeFile, ContentError, type PreparedWrite, type WriteOptions } from "./write.js";
-export { checkPath, isName, realRoot, inside, FsError, PATH_NAMES_NO_FILE } from "./paths.js";
+export { checkPath, isName, realRoot, inside, FsError, PATH_NAMES_NO_FILE } from "./path-checks.js";

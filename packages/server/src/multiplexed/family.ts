@@ -1,0 +1,43 @@
+// What a family's adapter on the multiplexed connection is given by the connection, and the shape of
+// what it gives back: handlers for the begin-scope channels and the scopes it serves. The connection
+// is the engine (Frames server, begin scope); the registry (families/multiplexed.ts) assembles the
+// families' pieces into the tables the connection dispatches on.
+import type { ContainerProxyRequest } from "@diverge/codec";
+import type { FrameSocket, Responder } from "@diverge/multiplexer";
+import type { ResolvedProxyOptions } from "../context.js";
+import type { Gate } from "../families/secrets/gate.js";
+import type { SharedInwardMcp } from "../families/mcp-inward/shared.js";
+import type { PairLink, PairOptions } from "./pairs.js";
+
+/** The Frames-layer header in front of every payload. */
+export const FRAME_HEADER = 9;
+
+/** A handler for every endpoint a scope can be opened for; which tag is which is the codec's business. */
+export type ScopeRoutes = { readonly [E in ContainerProxyRequest["endpoint"]]: (request: Extract<ContainerProxyRequest, { endpoint: E }>, responder: Responder) => Promise<void> };
+
+/** What the families count for the connection's `stats()`. */
+export interface ConnectionCounters {
+  /** Answers larger than the message limit: replaced by an error, or not served. */
+  oversizedAnswers: number;
+  /** Notifications dropped per stream, keyed `"/ channel <n>"`; kept after the stream ends. */
+  readonly dropped: Record<string, number>;
+}
+
+/** What every family's multiplexed adapter is given: one per connection. */
+export interface ConnectionServices {
+  readonly frames: FrameSocket;
+  readonly options: ResolvedProxyOptions;
+  readonly gate: Gate;
+  /** The proxy's one MCP client to the container's server, shared with the paths transport's `/tool/*`. */
+  readonly inward: SharedInwardMcp;
+  /** The connection itself: the origin of its exchanges with the shared inward client. */
+  readonly origin: object;
+  /** Aborted when the connection ends (calls to the program's HTTP server, filesystem work). */
+  readonly signal: AbortSignal;
+  /** The begin scope as the pairs see it. */
+  readonly pairLink: PairLink;
+  readonly pairOptions: PairOptions;
+  readonly counters: ConnectionCounters;
+  /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
+  guard(responder: Responder, what: string, work: Promise<void>): void;
+}
