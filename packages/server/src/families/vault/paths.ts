@@ -1,14 +1,13 @@
-// The vault and command HTTP API the program inside the container calls, on the program port beside
-// `/mcp` (loopback only). It is a contract (issue 15 §3–§4): tests outside this repository drive it.
+// The vault on the paths transport's program side: the HTTP API the program inside the container
+// calls on the program port beside `/mcp` (loopback only), each request one vault ask (kinds 5-9, or
+// proxy-opened tags 2-6 on the begin scope). It is a contract (issue 15 §3): tests outside this
+// repository drive it.
 //
 //   GET /vault/<key>                    200 value · 404 no value · 502 provider's message · 503 not served or lost
 //   PUT /vault/<key>  (body = value)    204 done · 502 · 503 · 400 cannot be asked
 //   DELETE /vault/<key>                 204 · 502 · 503 · 400
 //   POST /vault/<key>/lock?ttl=<s>      204 once held · 502 · 503 · 400
 //   POST /vault/<key>/unlock            204 · 502 · 503 · 400
-//   POST /command (body = the command)  200 application/x-ndjson: {"item":"<base64>"} per item, then
-//                                       exactly one of {"end":"done"} · {"end":"error","error":…} ·
-//                                       {"end":"notServed"} · {"end":"lost"}
 //
 // `<key>` is one percent-encoded path segment of UTF-8. The asks go through the generated typed
 // asks; which transport carries them is the engine's business.
@@ -16,31 +15,26 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RequestRoute } from "../../listener.js";
 import type { AskOutcome } from "../../exchanges/engine.js";
 import type { ProxyAsks } from "../../gen/exchanges.js";
+import { drain, failed, InFlight, readBody, reply } from "../../paths/program-http.js";
 
 /** The longest key a vault set can carry: its length is a u16. */
 const MAX_SET_KEY_BYTES = 0xffff;
 
-export class ProgramApi {
-  private readonly inFlight = new Set<AbortController>();
+export class VaultApi {
+  private readonly inFlight = new InFlight();
 
   constructor(
     private readonly asks: ProxyAsks,
     /** The largest body the API reads: one message of the wire, less the ask's header. */
     private readonly maxBodyBytes: number,
-    private readonly log: (line: string) => void = () => {},
   ) {}
 
-  /** Gives up every exchange still waiting; their programs get 503 (vault) or `lost` (command). */
+  /** Gives up every exchange still waiting; their programs get 503. */
   close(): void {
-    for (const controller of [...this.inFlight]) controller.abort();
+    this.inFlight.abortAll();
   }
 
   readonly route: RequestRoute = (request, response, pathname) => {
-    if (pathname === "/command") {
-      if (request.method !== "POST") return reply(response, 405, "use POST\n"), true;
-      void this.command(request, response);
-      return true;
-    }
     const match = /^\/vault\/([^/]*)(\/lock|\/unlock)?$/.exec(pathname);
     if (!match) return false;
     let key: string;
@@ -56,7 +50,7 @@ export class ProgramApi {
 
   private async vault(request: IncomingMessage, response: ServerResponse, key: string, action: string | undefined, ttlText: string | null): Promise<void> {
     const method = request.method;
-    const controller = this.track(request, response);
+    const controller = this.inFlight.track(request, response);
     try {
       if (action === undefined && method === "GET") {
         drain(request);
@@ -91,95 +85,7 @@ export class ProgramApi {
       if (outcome.answer.variant === "Done") return void response.writeHead(204).end();
       return reply(response, 502, outcome.answer.message);
     } finally {
-      this.inFlight.delete(controller);
+      this.inFlight.done(controller);
     }
   }
-
-  private async command(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const controller = this.track(request, response);
-    try {
-      const command = await readBody(request, this.maxBodyBytes);
-      if (!command) return reply(response, 400, `the command is larger than ${this.maxBodyBytes} bytes\n`);
-      const stream = this.asks.command({ command }, { signal: controller.signal });
-      response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-      let ended = false;
-      for await (const message of stream) {
-        if (message.variant === "Item") response.write(`${JSON.stringify({ item: Buffer.from(message.item).toString("base64") })}\n`);
-        else {
-          // The error is the last message: it is the end.
-          ended = true;
-          response.write(`${JSON.stringify({ end: "error", error: message.error })}\n`);
-        }
-      }
-      if (!ended) {
-        const ending = await stream.ended;
-        const end = ending.type === "done" ? "done" : ending.type === "notServed" ? "notServed" : "lost";
-        // Outcome unknown: the program reads lost; the proxy's log says why, with the decoder's exact text.
-        if (ending.type !== "done" && ending.type !== "notServed") this.log(`/command ended ${ending.type}${ending.type === "unreadable" ? `: ${ending.error.message}` : ending.type === "answerTooLarge" ? `: an answer over ${ending.limit} bytes` : ""}`);
-        response.write(`${JSON.stringify({ end })}\n`);
-      }
-      response.end();
-    } finally {
-      this.inFlight.delete(controller);
-    }
-  }
-
-  /** One controller per request: a program that goes away gives its exchange up. */
-  private track(request: IncomingMessage, response: ServerResponse): AbortController {
-    const controller = new AbortController();
-    this.inFlight.add(controller);
-    response.once("close", () => {
-      if (!response.writableFinished) controller.abort();
-    });
-    request.once("error", () => controller.abort());
-    return controller;
-  }
-}
-
-/** Not answered with a value: not served or lost is 503, an answer that could not be read 502, an ask too large to send 400. */
-function failed(response: ServerResponse, outcome: Exclude<AskOutcome<unknown>, { type: "answered" }>): void {
-  switch (outcome.type) {
-    case "notServed":
-      return reply(response, 503, "the provider did not serve the ask\n");
-    case "lost":
-      return reply(response, 503, "the exchange was lost; it is not asked again\n");
-    case "aborted":
-      return reply(response, 503, "the proxy is closing\n");
-    case "unreadable":
-      return reply(response, 502, `the provider's answer could not be read: ${outcome.error.message}\n`);
-    case "answerTooLarge":
-      return reply(response, 502, `the provider's answer is larger than ${outcome.limit} bytes\n`);
-    case "askTooLarge":
-      return reply(response, 400, `the ask is ${outcome.bytes} bytes, more than one message may carry (${outcome.limit})\n`);
-  }
-}
-
-function reply(response: ServerResponse, status: number, text: string): void {
-  if (response.headersSent) return void response.end();
-  response.writeHead(status, { "content-type": "text/plain; charset=utf-8" }).end(text);
-}
-
-/** The whole body, or undefined once it passes `limit` bytes (the rest is discarded unread). */
-function readBody(request: IncomingMessage, limit: number): Promise<Uint8Array | undefined> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    request.on("data", (chunk: Buffer) => {
-      if (over) return;
-      size += chunk.length;
-      if (size > limit) {
-        over = true;
-        chunks.length = 0;
-        return;
-      }
-      chunks.push(chunk);
-    });
-    request.once("end", () => resolve(over ? undefined : new Uint8Array(Buffer.concat(chunks))));
-    request.once("error", () => resolve(undefined));
-  });
-}
-
-function drain(request: IncomingMessage): void {
-  request.resume();
 }
