@@ -88,7 +88,7 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
     inward = new SharedInwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
     const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg, inward };
     paths = attachPaths(context);
-    multiplexed = await attachMultiplexed(context, paths.postgres);
+    multiplexed = await attachMultiplexed(context, paths);
     const beginScopeOf = multiplexed;
     // Exchanges with a begin-scope channel go on it once the provider's connection has begun.
     paths.useBeginScope(() => {

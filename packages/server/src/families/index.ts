@@ -13,12 +13,17 @@
 //   filesystem    filesystem::tree/read/write (endpoints 3-5)       /filesystem/*
 //   fuse          fuse::mount (endpoint 2)                          /fuse/mount + /requests kinds 12-18
 //
-// This file holds the paths half, attached at start. The multiplexed half is multiplexed.ts beside
-// it, imported by the connection only: what its adapters load (YAML for DIVERGE.md) loads with the
-// connection, when the provider first connects on `/`, not at start.
+// This file holds what is attached at start: every family's paths adapters, and the program-facing
+// side of the multiplexed transport (the postgres listener, `/daemon`). The per-connection half is
+// multiplexed.ts beside it, imported by the connection only: what its adapters load (YAML for
+// DIVERGE.md) loads with the connection, when the provider first connects on `/`, not at start.
 import { PathsEngine } from "../exchanges/paths.js";
 import { bindProviderPaths } from "../gen/exchanges.js";
 import type { PathsServices } from "../paths/family.js";
+import type { ProgramSideServices } from "../multiplexed/family.js";
+import type { ProxyConnection } from "../multiplexed/connection.js";
+import { attachDaemonEndpoint } from "./daemon/endpoint.js";
+import { attachPostgresListener } from "./postgres/listener.js";
 import { CommandApi } from "./command/paths.js";
 import { FilesystemPaths } from "./filesystem/paths.js";
 import { FuseMountPaths } from "./fuse/paths.js";
@@ -91,5 +96,23 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
       closeBoard();
       await outward.closeServer();
     },
+  };
+}
+
+/**
+ * The program-facing side of the multiplexed transport: `/daemon`, then the postgres listener (a
+ * driver is carried on `/requests` by the paths' postgres while no provider has begun on `/`).
+ */
+export async function attachProgramSides(services: ProgramSideServices<ProxyConnection>, paths?: Pick<PathsFamilies, "postgres">) {
+  const daemon = attachDaemonEndpoint(services);
+  const postgres = await attachPostgresListener(services, paths?.postgres);
+  return {
+    pgPort: postgres.pgPort,
+    postgresStats: postgres.stats,
+    daemonStats: daemon.stats,
+    /** No more program connections are carried elsewhere: the proxy is closing. */
+    stopCarrying: postgres.stopCarrying,
+    /** The program connections and listeners go, once the held ones are closed. */
+    close: postgres.close,
   };
 }

@@ -1,10 +1,12 @@
 // What a family's adapter on the multiplexed connection is given by the connection, and the shape of
 // what it gives back: handlers for the begin-scope channels and the scopes it serves. The connection
 // is the engine (Frames server, begin scope); the registry (families/multiplexed.ts) assembles the
-// families' pieces into the tables the connection dispatches on.
+// families' pieces into the tables the connection dispatches on. Also what a family's program-facing
+// side (the postgres listener, `/daemon`) is given at start: the connection once made, and the
+// program connections held until it has begun.
 import type { ContainerProxyRequest } from "@diverge/codec";
 import type { FrameSocket, Responder } from "@diverge/multiplexer";
-import type { ResolvedProxyOptions } from "../context.js";
+import type { ProxyContext, ResolvedProxyOptions } from "../context.js";
 import type { Gate } from "../families/secrets/gate.js";
 import type { SharedInwardMcp } from "../families/mcp-inward/shared.js";
 import type { PairLink, PairOptions } from "./pairs.js";
@@ -40,4 +42,27 @@ export interface ConnectionServices {
   readonly counters: ConnectionCounters;
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
   guard(responder: Responder, what: string, work: Promise<void>): void;
+}
+
+/** A program connection that came before the begin, held (unread) until the connection has begun. */
+export interface HeldConnection<Connection> {
+  /** The connection has begun: it takes this program connection. */
+  handOver(connection: Connection): void;
+  /** The connection ended before it began, or the proxy closes: this program connection goes. */
+  close(): void;
+}
+
+/**
+ * What a family's program-facing side of the multiplexed transport (a listener, an endpoint) is
+ * given: attached at start. `Connection` is the proxy's connection (multiplexed/connection.ts), named
+ * by the families so that this engine file need not import it.
+ */
+export interface ProgramSideServices<Connection> {
+  readonly context: ProxyContext;
+  /** The connection, once the provider has made it (there is only ever one). */
+  connection(): Connection | undefined;
+  /** Whether the proxy is closing. */
+  closed(): boolean;
+  /** Program connections held now until the provider's connection has begun (bounded by `maxHeldConnections`), every family's. */
+  readonly held: Set<HeldConnection<Connection>>;
 }
