@@ -1,5 +1,7 @@
-// The many-paths transport on the proxy: `/requests` and the MCP answer paths on the provider-facing
-// listener (seed 000), and the MCP endpoint `/mcp` on the program-facing one.
+// The many-paths transport on the proxy: `/requests` and the answer paths on the provider-facing
+// listener (seed 000), through the ask board and the exchange engine. Every family's paths (the
+// program-facing `/mcp`, `/vault/*`, `/command`; the provider-opened `/tool/*`, `/filesystem/*`,
+// `/fuse/mount`, `/postgres/{channel}`) are attached from the registry (families/index.ts).
 import type { ProxyContext, ProxyPart } from "../context.js";
 import { AskBoard } from "./board.js";
 import { RequestsEngine } from "../exchanges/engine.js";
