@@ -7,6 +7,7 @@ import {
   decodeContainerProxyRequest,
   decodeToolsBeginChannelRequest,
   encodeToolsBeginResponse,
+  type ContainerProxyRequest,
   type ToolsBeginChannelRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
@@ -18,7 +19,6 @@ import type { PairLink } from "./pairs.js";
 import { postToProgram } from "./program.js";
 import { openMultiplexedFamilies, type MultiplexedFamilies } from "../families/multiplexed.js";
 import type { ConnectionCounters, ConnectionServices, ScopeRoutes } from "./family.js";
-import type { ContainerProxyRequest } from "@diverge/codec";
 
 const DISREGARDED_KEPT = 1000;
 
@@ -195,7 +195,6 @@ export class ProxyConnection {
     }
     await (this.scopeRoutes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
   }
-
 
   private async onBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
     if (!isBeginObject(begin)) {
