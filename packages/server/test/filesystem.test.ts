@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { checkPath, ContentError, FsError, lexical, prepareWrite, readPieces, watchTree, writeFile } from "../src/filesystem/index.js";
+import { checkPath, ContentError, FsError, lexical, prepareWrite, readPieces, watchTree, writeFile } from "../src/families/filesystem/index.js";
 
 let base: string;
 let root: string;

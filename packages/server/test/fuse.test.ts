@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { FiletreeNode } from "@diverge/codec";
-import { watchTree } from "../src/filesystem/index.js";
-import { askThrough, directoryHandlers, fuseUnavailable, isMountPoint, mountFuse, MountError, serveAsk, type FuseHandlers, type FuseMount } from "../src/fuse/index.js";
+import { watchTree } from "../src/families/filesystem/index.js";
+import { askThrough, directoryHandlers, fuseUnavailable, isMountPoint, mountFuse, MountError, serveAsk, type FuseHandlers, type FuseMount } from "../src/families/fuse/index.js";
 
 /** The provider's directory served directly, or through the generated ask and answer frames (bytes both ways). */
 const backends: [string, (dir: string) => FuseHandlers][] = [
@@ -230,7 +230,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
 
   it("leaves no mount behind when the process serving it exits without closing", async () => {
     const at = join(base, "exiting");
-    const dist = new URL("../dist/fuse/index.js", import.meta.url).href;
+    const dist = new URL("../dist/families/fuse/index.js", import.meta.url).href;
     const child = await program(`
       const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});
       await mountFuse({ path: ${JSON.stringify(at)}, kind: "directory", handlers: directoryHandlers(${JSON.stringify(provider)}) });
@@ -244,7 +244,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
 
   it("leaves no mount behind when the process serving it is killed (SIGKILL: no exit handler runs)", async () => {
     const at = join(base, "killed");
-    const dist = new URL("../dist/fuse/index.js", import.meta.url).href;
+    const dist = new URL("../dist/families/fuse/index.js", import.meta.url).href;
     const { spawn } = await import("node:child_process");
     const child = spawn(process.execPath, ["--input-type=module", "-e", `
       const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});

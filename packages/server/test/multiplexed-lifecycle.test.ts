@@ -22,7 +22,7 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { startExampleContainer } from "@diverge/example-container";
 import { WebSocket } from "ws";
 import { startProxy, type ProxyOptions, type RunningProxy } from "../src/index.js";
-import { parseDivergeMarkdown } from "../src/multiplexed/info.js";
+import { parseDivergeMarkdown } from "../src/families/info/diverge-md.js";
 import { onChannel, onScope, rawConnect, upgradeStatus, type RawConnection } from "./multiplexed-support.js";
 import { openWs } from "./paths-helpers.js";
 import { MiB, rawUpgrade, settledMemory, startTestProgram, waitUntil, type TestProgram } from "./hostile-support.js";

@@ -28,7 +28,7 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { WebSocket } from "ws";
 import { startProxy, type ProxyOptions, type RunningProxy } from "../src/index.js";
-import { parseDivergeMarkdown, readDivergeInfo } from "../src/multiplexed/info.js";
+import { parseDivergeMarkdown, readDivergeInfo } from "../src/families/info/diverge-md.js";
 import { concat, json, onChannel, onScope, rawConnect, text, upgradeStatus, type RawConnection } from "./multiplexed-support.js";
 
 let app: ExampleContainer;

@@ -66,7 +66,7 @@ const HEAVY = {
   sdkServer: /@modelcontextprotocol\/sdk\/dist\/esm\/server\/(index|streamableHttp)\.js$/,
   sdkClient: /@modelcontextprotocol\/sdk\/dist\/esm\/client\//,
   connection: /\/server\/dist\/multiplexed\/connection\.js$/,
-  programMcp: /\/server\/dist\/paths\/program-mcp\.js$/,
+  programMcp: /\/server\/dist\/families\/mcp-outward\/program-mcp\.js$/,
 } as const;
 type Heavy = keyof typeof HEAVY;
 

@@ -7,12 +7,12 @@ import type { IncomingMessage } from "node:http";
 import type { RawData, WebSocket } from "ws";
 import { FuseMountPathsRequestError, decodeFuseMountPathsRequest, encodeFuseAck } from "@diverge/codec";
 import type { FuseAckResult, FuseHandlers, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
-import { checkPath, realRoot } from "../filesystem/paths.js";
-import { NOT_A_MOUNT_PATH, placeInside } from "../multiplexed/fuse.js";
-import type { FuseMount } from "../fuse/index.js";
-import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
-import type { AskOutcome } from "../exchanges/engine.js";
-import type { ProxyAsks } from "../gen/exchanges.js";
+import { checkPath, realRoot } from "../filesystem/path-checks.js";
+import { NOT_A_MOUNT_PATH, placeInside } from "./place.js";
+import type { FuseMount } from "./index.js";
+import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
+import type { AskOutcome } from "../../exchanges/engine.js";
+import type { ProxyAsks } from "../../gen/exchanges.js";
 
 export interface FuseMountPathsOptions {
   readonly root: string;
@@ -162,7 +162,7 @@ export class FuseMountPaths implements UpgradeRoute {
     if (!components) return refuse(NOT_A_MOUNT_PATH);
     const where = await placeInside(await (this.root ??= realRoot(this.options.root)), components);
     if (!where) return refuse("mount: the path leads outside the root");
-    const { mountFuse, MountError } = await import("../fuse/mount.js");
+    const { mountFuse, MountError } = await import("./mount.js");
     let mounted: FuseMount;
     try {
       mounted = await mountFuse({ path: where, kind: members.kind, handlers: wholeFileHandlers(this.options.asks, members.id, members.readonly) });

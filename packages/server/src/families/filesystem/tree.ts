@@ -10,7 +10,7 @@
 import { lstat, readdir, readlink } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
-import { FsError, isName, osText } from "./paths.js";
+import { FsError, isName, osText } from "./path-checks.js";
 
 /** The container's own filesystems, always left out (fs-fuse.md §5.1). */
 export const ALWAYS_LEFT_OUT: readonly (readonly string[])[] = [["proc"], ["sys"], ["dev"]];

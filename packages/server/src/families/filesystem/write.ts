@@ -3,7 +3,7 @@
 // abandoned leaves the destination unchanged and no temporary behind.
 import { constants } from "node:fs";
 import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
-import { checkPath, FsError, inside, osText, parentInside, PATH_NAMES_NO_FILE, whereOpen } from "./paths.js";
+import { checkPath, FsError, inside, osText, parentInside, PATH_NAMES_NO_FILE, whereOpen } from "./path-checks.js";
 
 let counter = 0;
 

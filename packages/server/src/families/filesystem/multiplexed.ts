@@ -2,9 +2,11 @@
 // scopes the provider opens, served from the filesystem service under the proxy's root. A failure is
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
-import { BacklogHold, MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
-import { ContentError, FsError, prepareWrite, readPieces, watchTree } from "../filesystem/index.js";
-import { pathMembers, treeMembers } from "../filesystem/requests.js";
+import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
+import { ContentError, FsError, prepareWrite, readPieces, watchTree } from "./index.js";
+import { pathMembers, treeMembers } from "./requests.js";
+import { ContentQueue, type Flow } from "./content-queue.js";
+import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
 
 /** Bytes queued on the socket past which a tree or read waits for the provider to take them. */
 const LOW_WATER = 4 * 1024 * 1024;
@@ -165,80 +167,25 @@ export class FilesystemScopes {
   }
 }
 
-/** Pauses reading the sender's socket; the returned function resumes it. */
-export type Flow = () => () => void;
-
-/** Content bytes waiting for the disk past which the sender's socket is paused (at most a quarter of the bound); resumed below half. */
-const HIGH_WATER = 8 * 1024 * 1024;
-
-/**
- * The content pieces as they arrive, taken by the write at its own pace. The queue is this write's
- * budget: up to HIGH_WATER bytes waiting the sender's socket is read on (other streams on it flow);
- * past it the socket is paused (a provider that sends faster than the disk takes it waits) until the
- * queue is below half of it; past `maxBytes` (what arrives while paused) the write fails rather than
- * holding more.
- */
-export class ContentQueue implements AsyncIterable<Uint8Array> {
-  private readonly pieces: Uint8Array[] = [];
-  private bytes = 0;
-  private done = false;
-  private failure: unknown;
-  private wake: (() => void) | undefined;
-  private readonly hold: BacklogHold | undefined;
-
-  constructor(
-    private readonly maxBytes: number,
-    flow?: Flow,
-  ) {
-    const highWater = Math.max(2, Math.min(HIGH_WATER, Math.floor(maxBytes / 4)));
-    this.hold = flow ? new BacklogHold(flow, highWater, Math.floor(highWater / 2)) : undefined;
-  }
-
-  push(piece: Uint8Array): void {
-    if (this.done || this.failure !== undefined) return;
-    this.bytes += piece.length;
-    if (this.bytes > this.maxBytes) return this.fail(new FsError("content", `more than ${this.maxBytes} bytes of content arrived before they could be written`));
-    this.pieces.push(piece);
-    this.hold?.update(this.bytes);
-    this.poke();
-  }
-
-  end(): void {
-    this.done = true;
-    this.poke();
-  }
-
-  fail(problem: unknown): void {
-    if (this.failure !== undefined) return;
-    this.failure = problem;
-    this.pieces.length = 0;
-    this.bytes = 0;
-    this.hold?.dispose();
-    this.poke();
-  }
-
-  private poke(): void {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
-    try {
-      for (;;) {
-        if (this.failure !== undefined) throw this.failure;
-        const piece = this.pieces.shift();
-        if (piece) {
-          this.bytes -= piece.length;
-          this.hold?.update(this.bytes);
-          yield piece;
-          continue;
-        }
-        if (this.done) return;
-        await new Promise<void>((resolve) => (this.wake = resolve));
-      }
-    } finally {
-      this.hold?.dispose();
-    }
-  }
+/** The family's scopes on one connection: what each of its endpoints does, and its channels' claim. */
+export function filesystemScopes(services: ConnectionServices, root: () => Promise<string>) {
+  const { frames, options } = services;
+  const filesystem = new FilesystemScopes({
+    frames,
+    // Resolved once, on first use; a root that cannot be resolved fails each request that needs it.
+    root,
+    signal: services.signal,
+    maxWriteBacklogBytes: options.maxPairBacklogBytes,
+    // The same counted pause as the pairs': the socket reads again only once no stream holds it.
+    flow: () => frames.pauseIncoming(),
+    log: options.log,
+  });
+  const routes: Pick<ScopeRoutes, "FilesystemTree" | "FilesystemRead" | "FilesystemWrite"> = {
+    FilesystemTree: (request, responder) => filesystem.serve(responder.scope, () => filesystem.tree(responder, request.request)),
+    FilesystemRead: (request, responder) => filesystem.serve(responder.scope, () => filesystem.read(responder, request.request)),
+    FilesystemWrite: (request, responder) => filesystem.serve(responder.scope, () => filesystem.write(responder, request.request)),
+  };
+  /** A channel on a filesystem scope: a tree's stop, or one nobody opens (ignored, never answered). */
+  const claimsChannel = (responder: Responder) => filesystem.channel(responder);
+  return { routes, claimsChannel };
 }

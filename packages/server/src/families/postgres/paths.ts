@@ -6,7 +6,7 @@
 import type { Socket } from "node:net";
 import { encodeRequestsAsk } from "@diverge/codec";
 import { BacklogHold } from "@diverge/multiplexer";
-import type { AnswerPath, AskBoard, PathEnding } from "./board.js";
+import type { AnswerPath, AskBoard, PathEnding } from "../../paths/board.js";
 
 /**
  * Bytes in flight toward the provider above which the driver is no longer read; and bytes from the

@@ -14,13 +14,13 @@ import {
   type RequestsAsk,
   type ServerNotification,
 } from "@diverge/codec";
-import { loadMcpChecks } from "../mcp-checks.js";
-import type { Gate } from "../gate.js";
-import { RequestsEngine, type AskEngine, type AskOptions, type AskOutcome } from "../exchanges/engine.js";
-import type { BeginScopeLink } from "../exchanges/begin-scope.js";
-import { StandingEngine } from "../exchanges/standing.js";
-import { bindProxyAsks, bindProxyStandingAsks, type ProxyAsks } from "../gen/exchanges.js";
-import type { AskBoard, PathEnding } from "./board.js";
+import { loadMcpChecks } from "../../mcp-checks.js";
+import type { Gate } from "../secrets/gate.js";
+import { RequestsEngine, type AskEngine, type AskOptions, type AskOutcome } from "../../exchanges/engine.js";
+import type { BeginScopeLink } from "../../exchanges/begin-scope.js";
+import { StandingEngine } from "../../exchanges/standing.js";
+import { bindProxyAsks, bindProxyStandingAsks, type ProxyAsks } from "../../gen/exchanges.js";
+import type { AskBoard, PathEnding } from "../../paths/board.js";
 import { McpExchangeError } from "./errors.js";
 
 /** The MCP kinds of `/requests`, by the names the codec gives them. */

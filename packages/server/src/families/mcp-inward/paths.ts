@@ -4,11 +4,11 @@
 // with -32603 and the reason, the server's own error verbatim; an answer larger than the message
 // limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange.
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
-import type { Gate } from "../gate.js";
-import type { ErrorData, InwardExchange, McpOutcome } from "../inward-mcp.js";
-import type { SharedInwardMcp } from "../inward-shared.js";
-import type { PathContext, PathRequest } from "../exchanges/paths.js";
-import type { ProviderPathHandlers } from "../gen/exchanges.js";
+import type { Gate } from "../secrets/gate.js";
+import type { ErrorData, InwardExchange, McpOutcome } from "./inward-mcp.js";
+import type { SharedInwardMcp } from "./shared.js";
+import type { PathContext, PathRequest } from "../../exchanges/paths.js";
+import type { ProviderPathHandlers } from "../../gen/exchanges.js";
 
 /** The origin of `/tool/*`'s exchanges and subscriptions: their progress reaches `/tool/notifications` only, not the begin scope's channels. */
 const TOOL_PATHS = Object.freeze({ origin: "/tool/*" });

@@ -2,48 +2,19 @@
 // proxy mounts a real kernel FUSE filesystem inside its root and turns every operation the kernel
 // asks into one channel on the mount scope carrying the FUSE ask. The scope answered `[00]` is never
 // finished; the mounts go when the connection (or the proxy) ends, leaving no stale mount.
-import { lstat, realpath } from "node:fs/promises";
-import { join } from "node:path";
 import { encodeFuseAck } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
 import { askThrough } from "@diverge/multiplexer/fuse";
-import { checkPath, inside } from "../filesystem/paths.js";
-import type { FuseMount } from "../fuse/index.js";
-
-/** The reason sent for an empty path or a component that is not a name (fs-fuse.md §3.3). */
-export const NOT_A_MOUNT_PATH = "the path names the root, or has a component that is not a name";
+import { checkPath } from "../filesystem/path-checks.js";
+import type { FuseMount } from "./mount.js";
+import { mountMembers, NOT_A_MOUNT_PATH, placeInside } from "./place.js";
+import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
 
 export interface FuseScopeOptions {
   readonly frames: FrameSocket;
   /** The proxy's root, resolved. */
   readonly root: () => Promise<string>;
   readonly log: (line: string) => void;
-}
-
-/** `{"path": [string, …], "kind": "file" | "directory"}`, or undefined when a member is missing or mistyped. */
-export function mountMembers(request: Record<string, unknown>): { path: string[]; kind: "file" | "directory" } | undefined {
-  const { path, kind } = request;
-  if (!Array.isArray(path) || !path.every((c) => typeof c === "string")) return undefined;
-  if (kind !== "file" && kind !== "directory") return undefined;
-  return { path: path as string[], kind };
-}
-
-/**
- * Where `components` lead under `root`, with every existing component's links resolved and checked
- * to stay inside the root; what does not exist yet is made (inside) by the mount. Undefined when a
- * link leads out.
- */
-export async function placeInside(root: string, components: readonly string[]): Promise<string | undefined> {
-  let at = root;
-  for (let i = 0; i < components.length; i++) {
-    const next = join(at, components[i]!);
-    const stats = await lstat(next).catch(() => undefined);
-    if (!stats) return join(next, ...components.slice(i + 1));
-    const real = stats.isSymbolicLink() ? await realpath(next).catch(() => undefined) : next;
-    if (!real || !inside(root, real)) return undefined;
-    at = real;
-  }
-  return at;
 }
 
 export class FuseScopes {
@@ -65,7 +36,7 @@ export class FuseScopes {
     const root = await this.options.root();
     const where = await placeInside(root, components);
     if (!where) return refuse("mount: the path leads outside the root");
-    const { mountFuse, MountError } = await import("../fuse/mount.js");
+    const { mountFuse, MountError } = await import("./mount.js");
     const scope = responder.scope;
     const frames = this.options.frames;
     // Each kernel operation: one channel on the scope, its ask the payload, its one answer the result.
@@ -111,4 +82,13 @@ export class FuseScopes {
     this.mounts.clear();
     await Promise.allSettled(mounts.map((m) => m.close()));
   }
+}
+
+/** The family's scope on one connection, and the end of its mounts when the connection ends. */
+export function fuseScopes(services: ConnectionServices, root: () => Promise<string>) {
+  const fuse = new FuseScopes({ frames: services.frames, root, log: services.options.log });
+  const routes: Pick<ScopeRoutes, "FuseMount"> = {
+    FuseMount: (request, responder) => fuse.mount(responder, request.request),
+  };
+  return { routes, closeAll: () => fuse.closeAll() };
 }

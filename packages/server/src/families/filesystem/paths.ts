@@ -4,10 +4,10 @@
 import type { IncomingMessage } from "node:http";
 import type { RawData, WebSocket } from "ws";
 import { FilesystemPathsRequestError, decodeFilesystemPathsRequest, encodeReadAnswer, encodeTreeMessage, encodeWriteAnswer } from "@diverge/codec";
-import { FsError, prepareWrite, readPieces, realRoot, watchTree } from "../filesystem/index.js";
-import { pathMembers, treeMembers } from "../filesystem/requests.js";
-import { ContentQueue } from "../multiplexed/filesystem.js";
-import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
+import { FsError, prepareWrite, readPieces, realRoot, watchTree } from "./index.js";
+import { pathMembers, treeMembers } from "./requests.js";
+import { ContentQueue } from "./content-queue.js";
+import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
 
 const LOW_WATER = 4 * 1024 * 1024;
 

@@ -1,6 +1,6 @@
 // filesystem::read and /filesystem/read: one file's bytes in pieces of at most 2,097,152 bytes,
 // pulled one at a time so the caller's pace is the read's pace (a 1 GiB file never sits in memory).
-import { checkPath, FsError, openInside, osText, PATH_NAMES_NO_FILE } from "./paths.js";
+import { checkPath, FsError, openInside, osText, PATH_NAMES_NO_FILE } from "./path-checks.js";
 
 /** The most file bytes one piece carries (fs-fuse.md §7.2). */
 export const CHUNK_SIZE = 2 * 1024 * 1024;

@@ -19,9 +19,9 @@ import {
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
 import { SessionBook, STREAM_GRACE_MS, type SessionEntry } from "@diverge/multiplexer";
-import type { RequestRoute } from "../listener.js";
+import type { RequestRoute } from "../../listener.js";
 import { McpExchangeError } from "./errors.js";
-import type { McpAsks } from "./mcp.js";
+import type { McpAsks } from "./asks.js";
 
 type RequestExtra = RequestHandlerExtra<never, never>;
 

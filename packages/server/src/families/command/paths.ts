@@ -1,0 +1,65 @@
+// The command family on the paths transport's program side: `POST /command` on the program port
+// beside `/mcp` (loopback only), one command ask (kind 10) streamed back. It is a contract (issue 15
+// §4): tests outside this repository drive it.
+//
+//   POST /command (body = the command)  200 application/x-ndjson: {"item":"<base64>"} per item, then
+//                                       exactly one of {"end":"done"} · {"end":"error","error":…} ·
+//                                       {"end":"notServed"} · {"end":"lost"}
+//
+// The ask goes through the generated typed asks; which transport carries it is the engine's business.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { RequestRoute } from "../../listener.js";
+import type { ProxyAsks } from "../../gen/exchanges.js";
+import { InFlight, readBody, reply } from "../../paths/program-http.js";
+
+export class CommandApi {
+  private readonly inFlight = new InFlight();
+
+  constructor(
+    private readonly asks: ProxyAsks,
+    /** The largest body the API reads: one message of the wire, less the ask's header. */
+    private readonly maxBodyBytes: number,
+    private readonly log: (line: string) => void = () => {},
+  ) {}
+
+  /** Gives up every exchange still waiting; their programs read `lost`. */
+  close(): void {
+    this.inFlight.abortAll();
+  }
+
+  readonly route: RequestRoute = (request, response, pathname) => {
+    if (pathname !== "/command") return false;
+    if (request.method !== "POST") return reply(response, 405, "use POST\n"), true;
+    void this.command(request, response);
+    return true;
+  };
+
+  private async command(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const controller = this.inFlight.track(request, response);
+    try {
+      const command = await readBody(request, this.maxBodyBytes);
+      if (!command) return reply(response, 400, `the command is larger than ${this.maxBodyBytes} bytes\n`);
+      const stream = this.asks.command({ command }, { signal: controller.signal });
+      response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+      let ended = false;
+      for await (const message of stream) {
+        if (message.variant === "Item") response.write(`${JSON.stringify({ item: Buffer.from(message.item).toString("base64") })}\n`);
+        else {
+          // The error is the last message: it is the end.
+          ended = true;
+          response.write(`${JSON.stringify({ end: "error", error: message.error })}\n`);
+        }
+      }
+      if (!ended) {
+        const ending = await stream.ended;
+        const end = ending.type === "done" ? "done" : ending.type === "notServed" ? "notServed" : "lost";
+        // Outcome unknown: the program reads lost; the proxy's log says why, with the decoder's exact text.
+        if (ending.type !== "done" && ending.type !== "notServed") this.log(`/command ended ${ending.type}${ending.type === "unreadable" ? `: ${ending.error.message}` : ending.type === "answerTooLarge" ? `: an answer over ${ending.limit} bytes` : ""}`);
+        response.write(`${JSON.stringify({ end })}\n`);
+      }
+      response.end();
+    } finally {
+      this.inFlight.done(controller);
+    }
+  }
+}
