@@ -1,9 +1,9 @@
 // `diverge answer`: relay a proxy's MCP asks to an MCP server until interrupted.
 import { parseArgs } from "node:util";
 import { connectProxy, type ProxyHandlers } from "../paths/connect.js";
-import { relayToMcp, type McpRelay, type McpTarget } from "../paths/relay.js";
-import { commandExec } from "../families/command-exec.js";
-import { PostgresVault } from "../families/vault.js";
+import { relayToMcp, type McpRelay, type McpTarget } from "../families/mcp-outward/relay.js";
+import { commandExec } from "../families/command/exec.js";
+import { PostgresVault } from "../families/vault/store.js";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -4,12 +4,12 @@
 // spec orders it); the tree's frames go to stdout as JSON lines until the command stops.
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
-import { FilesystemError } from "../filesystem/errors.js";
-import { filesystemPaths } from "../filesystem/paths.js";
-import type { PathsMounts } from "../filesystem/paths-mount.js";
-import type { TreeStream } from "../filesystem/multiplexed.js";
+import { FilesystemError } from "../families/filesystem/errors.js";
+import { filesystemPaths } from "../families/filesystem/paths.js";
+import type { PathsMounts } from "../families/fuse/paths.js";
+import type { TreeStream } from "../families/filesystem/multiplexed.js";
 import type { MultiplexedConnection } from "../multiplexed/container.js";
-import { LiveTree, type FiletreeFrame } from "../filesystem/tree.js";
+import { LiveTree, type FiletreeFrame } from "../families/filesystem/tree.js";
 import { Exit, type ExitStatus } from "./exit.js";
 import { components, frameJson } from "./fs.js";
 

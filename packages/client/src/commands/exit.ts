@@ -1,7 +1,7 @@
 // The exit statuses of every `diverge` command, one per cause, and the one sentence said for each.
 import { ContainerError } from "../multiplexed/container.js";
 import { ProviderError } from "../paths/errors.js";
-import { FilesystemError } from "../filesystem/errors.js";
+import { FilesystemError } from "../families/filesystem/errors.js";
 import { ProxyUrlError } from "../url.js";
 import { RevisionError } from "@diverge/multiplexer";
 

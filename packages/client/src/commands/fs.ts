@@ -4,8 +4,8 @@ import { createReadStream, createWriteStream } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { parseArgs } from "node:util";
-import { filesystemPaths } from "../filesystem/paths.js";
-import { FilesystemError } from "../filesystem/errors.js";
+import { filesystemPaths } from "../families/filesystem/paths.js";
+import { FilesystemError } from "../families/filesystem/errors.js";
 import { exitStatusHelp, fail } from "./exit.js";
 
 export const fsUsage = "  fs         the container's filesystem through its proxy's paths: tree, read or write a file";

@@ -1,57 +1,29 @@
 // The provider side of the many-paths transport (seed 000): hold `/requests`, read each ask, open
-// its answer path, answer with one frame (kinds 0 to 3) or a stream of them (kind 4), close cleanly.
+// its answer path, answer with one message or a stream of them as the exchange's descriptor says,
+// close cleanly. Each ask goes to a family's paths adapter (families/index.ts) when one takes it,
+// else to the generated dispatch.
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../limits.js";
 import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
-import {
-  decodeRequestsAsk,
-  encodeMcpNotificationsAnswer,
-  EncodeError,
-  RequestsAskError,
-  RequestsAskTag,
-  type CallToolRequestParams,
-  type CallToolResult,
-  type ErrorData,
-  type ListResourcesResult,
-  type ListToolsResult,
-  type PaginatedRequestParams,
-  type ReadResourceRequestParams,
-  type ReadResourceResult,
-  type RequestsAsk,
-  type ServerNotification,
-} from "@diverge/codec";
+import { decodeRequestsAsk, EncodeError, RequestsAskError, RequestsAskTag, type RequestsAsk } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
-import type { AnswerContext } from "../exchanges/engine.js";
 import { requestsAskExchangesByKind } from "@diverge/codec/exchanges";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
+import { pathsFamilies, type FamilyPathsHandlers } from "../families/index.js";
+import type { PathsAnswerHost, PathsConnectionEvent } from "./answering.js";
 
-/** One answer of kinds 0 to 3: the MCP result, or the MCP error with its code. */
-export type McpAnswer<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
-
-/** What a handler knows of the ask it answers. */
-export interface AskInfo {
-  readonly channel: number;
-  /** The answer path, e.g. `/mcp/call-tool/7`. */
-  readonly path: string;
-}
-
-type Answering<P, R> = (params: P, ask: AskInfo) => McpAnswer<R> | undefined | Promise<McpAnswer<R> | undefined>;
+export type { PathsConnectionEvent };
 
 /**
- * How the provider answers. A missing handler, or one that returns `undefined`, declines: the path
- * is opened and closed cleanly with no message, which the proxy reads as "not served". A handler
- * that throws answers with an MCP internal error (-32603) carrying the thrown message.
+ * How the provider answers: the generated handlers, and the families' own handler shapes (the MCP
+ * relay's). A missing handler, or one that returns `undefined`, declines: the path is opened and
+ * closed cleanly with no message, which the proxy reads as "not served". A handler that throws
+ * answers with an MCP internal error (-32603) carrying the thrown message.
  */
-export interface ProxyHandlers extends ProviderHandlers {
-  readonly listTools?: Answering<PaginatedRequestParams | null, ListToolsResult>;
-  readonly listResources?: Answering<PaginatedRequestParams | null, ListResourcesResult>;
-  readonly callTool?: Answering<CallToolRequestParams, CallToolResult>;
-  readonly readResource?: Answering<ReadResourceRequestParams, ReadResourceResult>;
-  /** Called once per notification ask with the stream's sink; push notifications until it ends. */
-  readonly notifications?: (sink: NotificationSink, ask: AskInfo) => void | Promise<void>;
+export interface ProxyHandlers extends ProviderHandlers, FamilyPathsHandlers {
   /**
    * Answers an exchange whose answer path carries raw bytes both ways (the program's database
    * connection, kind 11): called once the path is open; the path is the connection. Closing it before
@@ -81,27 +53,6 @@ export interface RawPath {
   /** Resolves when the path has ended, whoever ended it. */
   readonly ended: Promise<SocketEnding>;
 }
-
-/** The open notification path. */
-export interface NotificationSink {
-  /** Sends one notification; `false` when the path has already ended (nothing is sent). */
-  send(notification: ServerNotification): boolean;
-  /** Sends the error that ends the stream (its last message), then closes cleanly. */
-  fail(error: ErrorData): void;
-  /** Closes cleanly. With no notification sent before, that says "not served". */
-  end(): void;
-  /** Aborted when the path has ended, whoever ended it. */
-  readonly signal: AbortSignal;
-}
-
-export type PathsConnectionEvent =
-  | { readonly type: "requestsOpened" }
-  /** `/requests` ended; `redial` says whether it is dialled again (false once `close()` was called). */
-  | { readonly type: "requestsClosed"; readonly ending: SocketEnding; readonly redial: boolean }
-  | { readonly type: "ask"; readonly ask: RequestsAsk }
-  /** An answer path ended: `answered` (one message sent), `declined` (none), or a stream's end. */
-  | { readonly type: "pathEnded"; readonly path: string; readonly outcome: "answered" | "declined" | "streamEnded"; readonly ending: SocketEnding }
-  | { readonly type: "error"; readonly error: ProviderError };
 
 export interface ConnectOptions {
   /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
@@ -145,8 +96,6 @@ export interface PathsConnection {
 
 /** The answer path of every kind of the `/requests` table, by kind number, from the generated exchange table. */
 const PATH_OF_KIND: readonly (string | undefined)[] = Array.from({ length: 256 }, (_, kind) => requestsAskExchangesByKind.get(kind)?.pathPrefix.replace(/\/$/, ""));
-
-const INTERNAL_ERROR = -32603;
 
 /**
  * Holds `/requests` on the proxy at `url` and answers with `handlers`. `url` is the proxy's base URL
@@ -243,71 +192,9 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     emit({ type: "pathEnded", path, outcome: sent === 0 ? "declined" : single ? "answered" : "streamEnded", ending });
   };
 
-  const streamNotifications = async (path: string, channel: number) => {
-    const socket = await openPath(path);
-    if (!socket) return;
-    const handler = handlers.notifications;
-    let sent = 0;
-    let finished = false;
-    const controller = new AbortController();
-    void socket.ended.then((ending) => {
-      controller.abort();
-      emit({ type: "pathEnded", path, outcome: sent > 0 ? "streamEnded" : "declined", ending });
-    });
-    const sink: NotificationSink = {
-      send: (notification) => {
-        if (finished || !socket.isOpen) return false;
-        socket.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification }));
-        sent++;
-        return true;
-      },
-      fail: (error) => {
-        if (finished) return;
-        finished = true;
-        if (socket.isOpen) {
-          socket.send(encodeMcpNotificationsAnswer({ variant: "Error", error }));
-          sent++;
-        }
-        socket.close();
-      },
-      end: () => {
-        finished = true;
-        socket.close();
-      },
-      signal: controller.signal,
-    };
-    if (!handler) return sink.end();
-    try {
-      await handler(sink, { channel, path });
-    } catch (problem) {
-      const reason = problem instanceof Error ? problem.message : String(problem);
-      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path, reason }) });
-      sink.fail({ code: INTERNAL_ERROR, message: reason });
-    }
-  };
-
-  /**
-   * The MCP handlers of kinds 0 to 3 in the generated shape: a handler that throws answers with an MCP
-   * internal error (-32603) carrying the thrown message. A generated member given directly wins.
-   */
-  const mcpAnswering =
-    <P, R>(handler: Answering<P, R> | undefined) =>
-    handler &&
-    (async (ask: { readonly params: P }, context: AnswerContext): Promise<McpAnswer<R> | undefined> => {
-      try {
-        return await handler(ask.params, { channel: context.channel, path: context.path });
-      } catch (problem) {
-        const reason = problem instanceof Error ? problem.message : String(problem);
-        emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: context.path, reason }) });
-        return { variant: "Error", error: { code: INTERNAL_ERROR, message: reason } };
-      }
-    });
-  const generated: ProviderHandlers = {
-    mcpListTools: mcpAnswering(handlers.listTools) as ProviderHandlers["mcpListTools"],
-    mcpListResources: mcpAnswering(handlers.listResources) as ProviderHandlers["mcpListResources"],
-    mcpCallTool: mcpAnswering(handlers.callTool) as ProviderHandlers["mcpCallTool"],
-    mcpReadResource: mcpAnswering(handlers.readResource) as ProviderHandlers["mcpReadResource"],
-  };
+  const host: PathsAnswerHost = { openPath, emit };
+  // The families' handlers in the generated shape; a generated member given directly wins.
+  const generated: ProviderHandlers = Object.assign({}, ...pathsFamilies.map((family) => family.generated?.(handlers, host)));
   const provider: ProviderHandlers = new Proxy(handlers, {
     get: (target, key) => (target as Record<PropertyKey, unknown>)[key] ?? (generated as Record<PropertyKey, unknown>)[key],
   });
@@ -349,10 +236,13 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
     // Raw bytes both ways (the descriptor says so): the raw handler takes the open path.
     if (requestsAskExchangesByKind.get(kindNumber(ask.kind))?.pattern === "raw" && handlers.raw) return answerRaw(path, ask, handlers.raw);
-    // The notification stream keeps its sink-shaped handler (the relay pushes into it).
-    if (ask.kind === "McpNotifications" && !handlers.mcpNotifications) return streamNotifications(path, ask.channel);
-    // Every other exchange goes to its generated handler; one with none (postgres, FUSE, or a
-    // handler not given) is declined, so the proxy reports it failed inside the container.
+    // A family whose own handler shape needs the open path answers it itself.
+    for (const family of pathsFamilies) {
+      const answering = family.answer?.(ask, handlers, path, host);
+      if (answering) return answering;
+    }
+    // Every other exchange goes to its generated handler; one with none (raw bytes without a raw
+    // handler, or a handler not given) is declined, so the proxy reports it failed inside the container.
     const dispatched = dispatchRequestsAsk(ask, provider);
     return dispatched ? answerDispatched(path, ask.channel, dispatched) : answerOnce(path, async () => undefined);
   };

@@ -14,7 +14,8 @@ import {
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ErrorData } from "@diverge/codec";
-import type { McpAnswer, NotificationSink, ProxyHandlers } from "./connect.js";
+import type { ProxyHandlers } from "../../paths/connect.js";
+import type { McpAnswer, NotificationSink } from "./answering.js";
 import { perRequestSignalFetch } from "@diverge/multiplexer";
 
 /** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */

@@ -3,11 +3,11 @@
 // (whole files each way) are answered from offset-based FuseHandlers, or a directory of this machine.
 import { decodeFuseAck, encodeFuseMountPathsRequest, type FuseAck, type FuseListAnswer, type FusePathsStatAnswer, type FuseReadAnswer } from "@diverge/codec";
 import { directoryHandlers, FUSE_CHUNK_SIZE, type FuseAckResult, type FuseHandlers } from "@diverge/multiplexer/fuse";
-import type { ProviderHandlers } from "../gen/exchanges.js";
-import { openSocket, defaultWebSocket, type OpenFailure, type WebSocketConstructor } from "../paths/socket.js";
-import { endpointUrl, proxyBase } from "../url.js";
-import { FilesystemError } from "./errors.js";
-import { readOnlyHandlers, type MountOptions } from "./mount.js";
+import type { ProviderHandlers } from "../../gen/exchanges.js";
+import { openSocket, defaultWebSocket, type OpenFailure, type WebSocketConstructor } from "../../paths/socket.js";
+import { endpointUrl, proxyBase } from "../../url.js";
+import { FilesystemError } from "../filesystem/errors.js";
+import { readOnlyHandlers, type MountOptions } from "./multiplexed.js";
 
 export interface PathsMountOptions extends MountOptions {
   /** The mount's id, echoed on every ask. Default a fresh one. */

@@ -7,7 +7,7 @@ import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { CommandResponse } from "@diverge/codec";
 import type { RequestsAskBody } from "@diverge/codec/exchanges";
-import type { AnswerContext } from "../exchanges/engine.js";
+import type { AnswerContext } from "../../exchanges/engine.js";
 
 /** How much of the end of stderr the error carries. */
 export const STDERR_TAIL_BYTES = 4096;

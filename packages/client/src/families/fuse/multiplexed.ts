@@ -4,8 +4,8 @@
 import { decodeFuseAck, encodeContainerProxyRequest } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
 import { directoryHandlers, serveAsk, type FuseHandlers } from "@diverge/multiplexer/fuse";
-import { FilesystemError } from "./errors.js";
-import type { FilesystemHost } from "./multiplexed.js";
+import { FilesystemError } from "../filesystem/errors.js";
+import type { FilesystemHost } from "../filesystem/multiplexed.js";
 
 export interface MountOptions {
   /** One regular file, or a directory tree. Default "directory". */

@@ -2,9 +2,10 @@
 // mcpNotifications), from handlers in the relay's shape (`listTools(params)`, a notification sink):
 // one answerer for `/requests` kinds 0-4 and for the begin scope's proxy-opened channels 7-11 alike.
 import type { ServerNotification } from "@diverge/codec";
-import type { ProviderHandlers } from "../gen/exchanges.js";
-import type { AnswerContext } from "../exchanges/engine.js";
-import type { McpAnswer, NotificationSink, ProxyHandlers } from "../paths/connect.js";
+import type { ProviderHandlers } from "../../gen/exchanges.js";
+import type { AnswerContext } from "../../exchanges/engine.js";
+import type { ProxyHandlers } from "../../paths/connect.js";
+import type { McpAnswer, NotificationSink } from "./answering.js";
 
 const INTERNAL_ERROR = -32603;
 

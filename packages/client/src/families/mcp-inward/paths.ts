@@ -3,9 +3,9 @@
 // nothing is asked again.
 import type { CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams } from "@diverge/codec";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
-import { bindProviderPathAsks, type ProviderPathAsks } from "../gen/exchanges.js";
-import { pathAskEngine, type PathAskEngineOptions, type PathOutcome } from "../exchanges/paths.js";
-import type { ErrorData } from "../multiplexed/container.js";
+import { bindProviderPathAsks, type ProviderPathAsks } from "../../gen/exchanges.js";
+import { pathAskEngine, type PathAskEngineOptions, type PathOutcome } from "../../exchanges/paths.js";
+import type { ErrorData } from "../../multiplexed/errors.js";
 
 export type ToolPathErrorDetail =
   /** The container's MCP server answered with an error (relayed verbatim by the proxy). */

@@ -4,8 +4,8 @@
 import { connect, type Socket } from "node:net";
 import type { RequestsAsk } from "@diverge/codec";
 import { BacklogHold } from "@diverge/multiplexer";
-import type { RawPath } from "../paths/connect.js";
-import { databaseAddress, type DatabaseAddress } from "../multiplexed/postgres.js";
+import type { RawPath } from "../../paths/connect.js";
+import { databaseAddress, type DatabaseAddress } from "./address.js";
 
 /**
  * Bytes queued toward the proxy above which the database is no longer read; and bytes from the

@@ -12,7 +12,7 @@
 // the latest after `recheckMs` (a lost notification, or a listener that could not connect).
 import type { VaultAck, VaultGetAnswer } from "@diverge/codec";
 import type { RequestsAskBody } from "@diverge/codec/exchanges";
-import type { AnswerContext } from "../exchanges/engine.js";
+import type { AnswerContext } from "../../exchanges/engine.js";
 
 /** What the vault needs of a database: one parameterised statement at a time. */
 export interface SqlClient {

@@ -1,8 +1,11 @@
-// The ready helper for the postgres pair: the provider's half of an announced database connection
-// joined to a real database over TCP, bytes straight through both ways, with bounded buffering.
+// The postgres pair on the multiplexed connection: the proxy announces a program's database
+// connection (proxy-opened tag 0), the provider opens its half with the same id (provider-opened tag 0).
+// `pipePostgres` is the ready helper: the provider's half joined to a real database over TCP, bytes
+// straight through both ways, with bounded buffering.
 import { connect, type Socket } from "node:net";
 import { BacklogHold } from "@diverge/multiplexer";
-import type { AnnouncedConnection } from "./container.js";
+import type { AnnouncedConnection, PairFamily } from "../../multiplexed/pairs.js";
+import { databaseAddress, type DatabaseAddress } from "./address.js";
 
 /** Send-buffer level of the proxy connection above which the database socket is paused. */
 const HIGH_WATER = 1024 * 1024;
@@ -13,18 +16,6 @@ const LOW_WATER = 256 * 1024;
  * reads slowly stalls no other channel.
  */
 export const DATABASE_BUDGET = 8 * 1024 * 1024;
-
-export interface DatabaseAddress {
-  readonly host: string;
-  readonly port: number;
-}
-
-/** `postgres://user:pass@host:port/db` or `{host, port}`: only where to dial; the bytes carry the rest. */
-export function databaseAddress(target: string | DatabaseAddress): DatabaseAddress {
-  if (typeof target !== "string") return target;
-  const url = new URL(target);
-  return { host: url.hostname || "127.0.0.1", port: url.port ? Number(url.port) : 5432 };
-}
 
 /**
  * Accepts `connection` and pipes it to the database at `target`. Resolves once both directions have
@@ -80,4 +71,33 @@ export async function pipePostgres(connection: AnnouncedConnection, target: stri
     half.end();
   });
   await finished;
+}
+
+/** Where the program's database connections go on the multiplexed connection (part of `OpenContainerOptions`). */
+export interface PostgresPairOptions {
+  /**
+   * Where the program's database connections go: a `postgres://` URL or `{host, port}` (e.g. an
+   * embedded PGlite behind `@electric-sql/pglite-socket`). Every announced database connection is
+   * piped there; a failure is a `pairFailed` event. Ignored when `onPostgres` is given.
+   */
+  readonly database?: string | DatabaseAddress;
+  /**
+   * Called for every database connection the proxy announces; without it (and without `database`)
+   * each is declined. What it throws or its promise rejects with is a `pairFailed` event.
+   */
+  readonly onPostgres?: (connection: AnnouncedConnection) => unknown;
+}
+
+/** The postgres pair for the pair engine: announced by `Postgres`, answered by `onPostgres`, else piped to `database`. */
+export const postgresPair: PairFamily<PostgresPairOptions> = {
+  kind: "postgres",
+  announcedBy: "Postgres",
+  half: (id) => ({ variant: "Postgres", connection_id: id }),
+  handler: (options) => options.onPostgres ?? databaseHandler(options.database),
+  noHandler: "no onPostgres handler and no database option",
+};
+
+function databaseHandler(database: string | DatabaseAddress | undefined): ((connection: AnnouncedConnection) => unknown) | undefined {
+  if (database === undefined) return undefined;
+  return (connection) => pipePostgres(connection, database);
 }

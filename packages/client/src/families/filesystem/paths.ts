@@ -2,8 +2,8 @@
 // transport: one WebSocket per opening, the request its first message; closing the socket stops a
 // tree and abandons a write.
 import { decodeReadAnswer, decodeTreeMessage, decodeWriteAnswer, encodeFilesystemPathsRequest, type FiletreeFrame } from "@diverge/codec";
-import { openSocket, defaultWebSocket, type OpenFailure, type OpenSocket, type WebSocketConstructor } from "../paths/socket.js";
-import { endpointUrl, proxyBase } from "../url.js";
+import { openSocket, defaultWebSocket, type OpenFailure, type OpenSocket, type WebSocketConstructor } from "../../paths/socket.js";
+import { endpointUrl, proxyBase } from "../../url.js";
 import { FilesystemError } from "./errors.js";
 import type { TransferOptions, TreeOptions, TreeStream } from "./multiplexed.js";
 import { byteStream, piecesOf, PushQueue, type WriteSource } from "./queue.js";
