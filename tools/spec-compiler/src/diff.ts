@@ -137,7 +137,7 @@ function compare(a: IrRevision, b: IrRevision): Change[] {
     if (!tb) add({ class: "breaking", area: "mcp", subject: name, sentence: `JSON type ${name} is declared in ${A} and gone in ${B}.` });
     else if (!ta) add({ class: "additive", area: "mcp", subject: name, sentence: `new JSON type ${name}.` });
     else if (shape(ta) !== shape(tb)) add({ class: "breaking", area: "mcp", subject: name, sentence: `JSON type ${name} has another shape in ${B} than in ${A}.` });
-    else if (JSON.stringify(ta) !== JSON.stringify(tb)) add({ class: "editorial", area: "mcp", subject: name, sentence: `the description of JSON type ${name} changed.` });
+    else if (JSON.stringify(ta, (k, v) => (k === "file" ? undefined : v)) !== JSON.stringify(tb, (k, v) => (k === "file" ? undefined : v))) add({ class: "editorial", area: "mcp", subject: name, sentence: `the description of JSON type ${name} changed.` });
   }
 
   // Named postcard types.

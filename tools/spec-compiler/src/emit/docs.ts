@@ -905,8 +905,9 @@ function exchangePage(cx: Context, x: IrExchange): SitePage {
     facts.push(["Standing", `kept for the proxy's life: first asked after the proxy's first exchange of kind ${after.join(", ")}; asked again on the next ${code("/requests")} connection when its path ends`]);
   }
   if (x.channel) {
-    const t = cx.ir.channelTables.find((c) => c.id === x.channel!.tableId)!;
-    facts.push(["On the begin scope", `the ${code(x.channel.variantName)} channel (tag ${code(String(x.channel.tag))}) the ${x.channel.opener} opens; see [${t.title}](${href(url, docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id }))})`]);
+    const tables = (x.channels ?? [x.channel]).map((c) => cx.ir.channelTables.find((t) => t.id === c.tableId)!);
+    const links = tables.map((t) => `[${t.title}](${href(url, docsUrl({ kind: "channelTable", revision: cx.rev, channelTableId: t.id }))})`).join(", ");
+    facts.push(["On the begin scope", `the ${code(x.channel.variantName)} channel (tag ${code(String(x.channel.tag))}) the ${x.channel.opener} opens; see ${links}`]);
   }
   parts.push(table(["", capital(x.ask)], facts));
   if (ask) {
