@@ -123,8 +123,14 @@ export async function runAnswer(args: string[]): Promise<number> {
     onEvent: sayPathsEvents(values.proxy!, say, () => stopping),
   });
   await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
+    const stop = () => {
+      // Stopped within a second whatever holds the process (a command's children, a backend's close);
+      // a command's group is SIGKILLed on exit.
+      setTimeout(() => process.exit(0), 900).unref();
+      resolve();
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
   });
   stopping = true;
   say("stopping");

@@ -229,8 +229,14 @@ export async function runConnect(args: string[]): Promise<number> {
   let lost: (() => void) | undefined;
   const lostConnection = new Promise<void>((resolve) => (lost = resolve));
   const signalled = new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
+    const stop = () => {
+      // Stopped within a second whatever holds the process (a command's children, a backend's close):
+      // what cleanUp has not finished by then is cut short; a command's group is SIGKILLed on exit.
+      setTimeout(() => process.exit(Exit.Ok), STOP_DEADLINE_MS).unref();
+      resolve();
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
   });
 
   // Paths mounts are answered on /requests (kinds 12–18): their handlers join the others.
@@ -368,6 +374,9 @@ export async function runConnect(args: string[]): Promise<number> {
   await cleanUp();
   return outcome === "lost" ? Exit.Lost : Exit.Ok;
 }
+
+/** How long a stop signal leaves the cleanup before the process exits regardless. */
+const STOP_DEADLINE_MS = 900;
 
 /** Where the container's database connections go: --database-url, else an embedded PGlite started on the first one. */
 function databaseBackend(url: string | undefined, say: (line: string) => void) {

@@ -9,7 +9,7 @@
 //   postgres/     the program's database connections   multiplexed (pair, tag 0) · paths (kind 11, raw handler)
 //   daemon/       the program's daemon connections     multiplexed (pair, tag 2)
 //   vault/        the vault store                       both through the generated dispatch (no adapter)
-//   command/      commands run by an executable        paths through the generated dispatch (no adapter)
+//   command/      commands run by an executable        paths (kind 10: sent as the path drains; never a bare close once run)
 //   filesystem/   filesystem::tree/read/write          multiplexed (endpoints 3-5) · paths (/filesystem/*)
 //   fuse/         fuse::mount                           multiplexed (endpoint 2) · paths (/fuse/mount, kinds 12-18)
 import type { PairFamily } from "../multiplexed/pairs.js";
@@ -19,6 +19,7 @@ import { postgresPair, type PostgresPairOptions } from "./postgres/multiplexed.j
 import { daemonPair, type DaemonPairOptions } from "./daemon/multiplexed.js";
 import { mcpOutwardPaths } from "./mcp-outward/paths.js";
 import type { McpPathsHandlers } from "./mcp-outward/answering.js";
+import { commandPaths } from "./command/paths.js";
 
 // ── multiplexed ─────────────────────────────────────────────────────────────────────────────────
 /** The options of `openContainer` the pair families read. */
@@ -36,4 +37,4 @@ export { mountOn, type MountOptions, type ProviderMount } from "./fuse/multiplex
 /** The families' own handler shapes, beside the generated ones, that `connectProxy` takes. */
 export interface FamilyPathsHandlers extends McpPathsHandlers {}
 /** The families with code of their own on the paths connection. */
-export const pathsFamilies: readonly PathsFamily<ProviderHandlers & FamilyPathsHandlers>[] = [mcpOutwardPaths];
+export const pathsFamilies: readonly PathsFamily<ProviderHandlers & FamilyPathsHandlers>[] = [mcpOutwardPaths, commandPaths];

@@ -20,6 +20,8 @@ export interface PathsAnswerHost {
   /** Opens the answer path `path`; undefined when it could not be opened (reported) or the connection has stopped. */
   openPath(path: string): Promise<OpenSocket | undefined>;
   emit(event: PathsConnectionEvent): void;
+  /** The proxy's message limit the connection was given (`maxMessageBytes`), in bytes. */
+  readonly maxMessageBytes?: number;
 }
 
 /** A family's adapter on the paths connection, over the caller's handlers `H`. */

@@ -192,7 +192,7 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     emit({ type: "pathEnded", path, outcome: sent === 0 ? "declined" : single ? "answered" : "streamEnded", ending });
   };
 
-  const host: PathsAnswerHost = { openPath, emit };
+  const host: PathsAnswerHost = { openPath, emit, maxMessageBytes };
   // The families' handlers in the generated shape; a generated member given directly wins.
   const generated: ProviderHandlers = Object.assign({}, ...pathsFamilies.map((family) => family.generated?.(handlers, host)));
   const provider: ProviderHandlers = new Proxy(handlers, {

@@ -30,6 +30,12 @@ export type StreamEnding = { readonly type: "done" } | Exclude<AskOutcome<never>
 export interface AskOptions {
   /** Aborting forgets the exchange: its answer, if any comes, is disregarded and its path closed. */
   readonly signal?: AbortSignal;
+  /**
+   * Streams only: once the answers held for a reader that does not pull reach this many bytes, the
+   * answer path stops being read (TCP backpressure reaches the provider) until the reader has taken
+   * half of them; without it a reader that does not pull ends the stream at `maxBufferedMessages`.
+   */
+  readonly pauseAtBytes?: number;
 }
 
 /** Every answer message of a stream, in order; `ended` says how it ended once iteration stops. */
@@ -146,6 +152,10 @@ export class RequestsEngine implements AskEngine {
     const maxBuffered = this.maxBuffered;
     const log = this.log;
     const buffered: A[] = [];
+    const sizes: number[] = [];
+    let bufferedBytes = 0;
+    let paused: AnswerPath | undefined;
+    const pauseAt = options.pauseAtBytes;
     let ending: StreamEnding | undefined;
     let wake: (() => void) | undefined;
     let resolveEnded!: (ending: StreamEnding) => void;
@@ -159,6 +169,9 @@ export class RequestsEngine implements AskEngine {
       wake?.();
     };
     const onAbort = () => {
+      // A paused path reads again, so its close completes.
+      paused?.resume();
+      paused = undefined;
       current?.close();
       finish({ type: "aborted" });
     };
@@ -190,7 +203,14 @@ export class RequestsEngine implements AskEngine {
               return finish({ type: "unreadable", channel: path.channel, error: read.error });
             }
             count++;
-            if (buffered.length >= maxBuffered) {
+            if (pauseAt !== undefined) {
+              sizes.push(bytes.length);
+              bufferedBytes += bytes.length;
+              if (!paused && bufferedBytes >= pauseAt) {
+                paused = path;
+                path.pause();
+              }
+            } else if (buffered.length >= maxBuffered) {
               path.close();
               return finish({ type: "overflow", limit: maxBuffered });
             }
@@ -230,7 +250,16 @@ export class RequestsEngine implements AskEngine {
         try {
           for (;;) {
             if (buffered.length > 0) {
-              yield buffered.shift()!;
+              const answer = buffered.shift()!;
+              if (pauseAt !== undefined) {
+                bufferedBytes -= sizes.shift()!;
+                // Read again once half of what paused it has been taken.
+                if (paused && bufferedBytes < pauseAt / 2) {
+                  paused.resume();
+                  paused = undefined;
+                }
+              }
+              yield answer;
               continue;
             }
             if (ending) return;

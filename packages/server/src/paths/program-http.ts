@@ -73,6 +73,20 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Uint8
   });
 }
 
+/** Resolves once `response` has drained what it holds, or has closed (the program went away). */
+export function drained(response: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (response.destroyed || response.writableEnded) return resolve();
+    const done = () => {
+      response.off("drain", done);
+      response.off("close", done);
+      resolve();
+    };
+    response.on("drain", done);
+    response.on("close", done);
+  });
+}
+
 export function drain(request: IncomingMessage): void {
   request.resume();
 }

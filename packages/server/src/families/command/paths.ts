@@ -6,11 +6,16 @@
 //                                       exactly one of {"end":"done"} · {"end":"error","error":…} ·
 //                                       {"end":"notServed"} · {"end":"lost"}
 //
+// The items are taken from the provider only as fast as the program reads them (see `pauseAtBytes`).
+//
 // The ask goes through the generated typed asks; which transport carries it is the engine's business.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RequestRoute } from "../../listener.js";
 import type { ProxyAsks } from "../../gen/exchanges.js";
-import { InFlight, readBody, reply } from "../../paths/program-http.js";
+import { drained, InFlight, readBody, reply } from "../../paths/program-http.js";
+
+/** Bytes of a command's items the proxy holds for a program that does not read before it stops reading the answer path. */
+export const COMMAND_PAUSE_AT_BYTES = 1024 * 1024;
 
 export class CommandApi {
   private readonly inFlight = new InFlight();
@@ -39,12 +44,16 @@ export class CommandApi {
     try {
       const command = await readBody(request, this.maxBodyBytes);
       if (!command) return reply(response, 400, `the command is larger than ${this.maxBodyBytes} bytes\n`);
-      const stream = this.asks.command({ command }, { signal: controller.signal });
+      // Backpressure end to end: the next item is taken only once the program's response has drained,
+      // and what waits for it is bounded, so the answer path stops being read and the provider waits.
+      const stream = this.asks.command({ command }, { signal: controller.signal, pauseAtBytes: COMMAND_PAUSE_AT_BYTES });
       response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
       let ended = false;
       for await (const message of stream) {
-        if (message.variant === "Item") response.write(`${JSON.stringify({ item: Buffer.from(message.item).toString("base64") })}\n`);
-        else {
+        if (message.variant === "Item") {
+          if (!response.write(`${JSON.stringify({ item: Buffer.from(message.item).toString("base64") })}\n`)) await drained(response);
+          if (controller.signal.aborted) break;
+        } else {
           // The error is the last message: it is the end.
           ended = true;
           response.write(`${JSON.stringify({ end: "error", error: message.error })}\n`);
