@@ -35,3 +35,29 @@ export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type Path
 export { bindProviderPathAsks, type ProviderPathAsks } from "./gen/exchanges.js";
 export { postgresOverPaths, type PostgresPathsOptions, type PostgresPathsStats } from "./families/postgres/index.js";
 export { mcpProviderHandlers } from "./families/mcp-outward/index.js";
+export {
+  beginPathsAgent,
+  PathsAgent,
+  ChunkFold,
+  foldChunks,
+  foldAll,
+  blockOfUserPart,
+  contentOf,
+  serveAgentA2a,
+  agentCardOf,
+  blocksOfParts,
+  ContainerAgentExecutor,
+  AGENT_CARD_PATH,
+  type Agent,
+  type AgentBeginRequest,
+  type AgentEvent,
+  type ChunksOptions,
+  type EnqueueFate,
+  type EnqueueOptions,
+  type SettledOptions,
+  type FoldedMessage,
+  type FoldStep,
+  type UsageTotals,
+  type ServeAgentOptions,
+  type ServingAgent,
+} from "./families/agents/index.js";

@@ -12,6 +12,7 @@
 //   command/      commands run by an executable        paths (kind 10: sent as the path drains; never a bare close once run)
 //   filesystem/   filesystem::tree/read/write          multiplexed (endpoints 3-5) · paths (/filesystem/*)
 //   fuse/         fuse::mount                           multiplexed (endpoint 2) · paths (/fuse/mount, kinds 12-18)
+//   agents/       an agent container (agents::begin)    multiplexed (begin endpoint 0, tags 1/3/4/5) · paths (/agent/*) · a2a
 import type { PairFamily } from "../multiplexed/pairs.js";
 import type { PathsFamily } from "../paths/answering.js";
 import type { ProviderHandlers } from "../gen/exchanges.js";
@@ -32,6 +33,7 @@ export { feedSecretsOn, SecretsGate } from "./secrets/index.js";
 export { emptyReadFlowStats, readOn, treeOn, writeOn, type FilesystemHost, type ReadFlowStats, type ReadOptions, type TransferOptions, type TreeOptions, type TreeStream } from "./filesystem/multiplexed.js";
 export type { WriteSource } from "./filesystem/queue.js";
 export { mountOn, type MountOptions, type ProviderMount } from "./fuse/multiplexed.js";
+export { beginAgentOn, type Agent, type AgentBeginRequest, type AgentScopeHost } from "./agents/index.js";
 
 // ── paths ───────────────────────────────────────────────────────────────────────────────────────
 /** The families' own handler shapes, beside the generated ones, that `connectProxy` takes. */

@@ -47,6 +47,10 @@ import {
   type TreeOptions,
   type TreeStream,
   type WriteSource,
+  beginAgentOn,
+  type Agent,
+  type AgentBeginRequest,
+  type AgentScopeHost,
 } from "../families/index.js";
 
 export { ContainerError, type ContainerErrorDetail, type ErrorData } from "./errors.js";
@@ -253,6 +257,31 @@ export class MultiplexedConnection {
     });
   }
 
+  /**
+   * Opens the agents::begin scope of an agent container; resolves with the Agent once the program
+   * took the arguments. One begin per connection, whichever family.
+   */
+  beginAgent(request: AgentBeginRequest, options?: RequestOptions): Promise<Agent> {
+    return beginAgentOn(this.agentHost, request, options);
+  }
+
+  private get agentHost(): AgentScopeHost {
+    return {
+      frames: this.frames,
+      began: (scope, route) => {
+        this.beginScope = scope;
+        this.scopeEnded = false;
+        this.scopeChannels.set(scope, route);
+      },
+      endScope: (scope) => {
+        this.scopeChannels.delete(scope);
+        this.endScope(scope);
+      },
+      serveProxyChannel: (responder, request, dispatch) => this.serveProxyChannel(responder, request, dispatch),
+      askChannel: (what, ask, options, waitingFor) => this.askChannel(what, ask, options, waitingFor),
+    };
+  }
+
   private endScope(scope: number): void {
     if (this.beginScope !== scope) return;
     this.beginScope = undefined;
@@ -379,11 +408,16 @@ export class MultiplexedConnection {
       // An ask the provider cannot read is answered by a bare finish.
       return responder.finish();
     }
+    this.serveProxyChannel(responder, request, (handlers) => dispatchToolsBeginChannelsProxyChannel(request, handlers));
+  }
+
+  /** A proxy-opened channel, decoded by its scope's family: a pair's announcement to the pair engine, an exchange to `dispatch`. */
+  private serveProxyChannel(responder: Responder, request: { readonly variant: string; readonly connection_id?: number }, dispatch: (handlers: ProviderHandlers) => DispatchedAsk | undefined): void {
     // A channel that announces a pair goes to the pair engine with the family that announces it.
     const pair = pairFamilies.find((family) => family.announcedBy === request.variant);
-    if (pair) return announcePair(this, pair, this.options, (request as { readonly connection_id: number }).connection_id, responder);
+    if (pair) return announcePair(this, pair, this.options, request.connection_id!, responder);
     // Every other channel carries an exchange: the generated dispatch finds its handler.
-    const dispatched = this.options.handlers && dispatchToolsBeginChannelsProxyChannel(request, this.options.handlers);
+    const dispatched = this.options.handlers && dispatch(this.options.handlers);
     if (!dispatched) return responder.finish();
     void this.answerChannel(responder, dispatched);
   }
