@@ -4,6 +4,6 @@
 // tools-begin-channels.yaml, tool.yaml, mcp.yaml; ../shared/protocol/multiplexed.md §9.4–§9.8, §12,
 // paths.md §4.
 export { SharedInwardMcp } from "./shared.js";
-export type { InwardMcp, InwardExchange, InwardListener, McpOutcome, ErrorData } from "./inward-mcp.js";
+export type { InwardMcp, ExchangeOptions, InwardExchange, InwardListener, McpOutcome, ErrorData } from "./inward-mcp.js";
 export { InwardMcpChannels } from "./multiplexed.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER, type ToolPathsOptions } from "./paths.js";

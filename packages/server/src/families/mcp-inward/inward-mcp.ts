@@ -41,6 +41,17 @@ const RESULT_SCHEMAS = {
 /** The SDK's own request timeout is 60 s; the protocol has none, so a long tool call is not cut here. */
 const NO_TIMEOUT = 2_147_483_647;
 
+/** Resumptions of one closed SSE stream tried before the call is given up (the MCP SDK's default). */
+export const RESUME_RETRIES = 2;
+/** The MCP SDK's default reconnection options (StreamableHTTPClientTransport); the server's `retry` field replaces the delays. */
+const RECONNECTION = { initialReconnectionDelay: 1000, maxReconnectionDelay: 30_000, reconnectionDelayGrowFactor: 1.5, maxRetries: RESUME_RETRIES } as const;
+
+/** How an exchange may be given up by whoever asked it. */
+export interface ExchangeOptions {
+  /** Aborted when the asker is gone (its path closed, its connection ended): the call is cancelled at the server and answered -32603 with the reason. */
+  readonly signal?: AbortSignal;
+}
+
 /** Waits before each attempt to make a new session for open subscriptions; after the last, they end. */
 export const RENEW_DELAYS_MS = [100, 400, 1000] as const;
 
@@ -65,8 +76,10 @@ class Session {
   inFlight = 0;
   /** No longer the current session: closed once its requests are answered. */
   retired = false;
+  /** Why the session was given up while requests were in flight (they end with -32603 saying so). */
+  failure: string | undefined;
 
-  constructor(url: URL, onLost: (session: Session, why: string) => void, onNotification: (notification: ServerNotification) => void) {
+  constructor(url: URL, onLost: (session: Session, why: string) => void, onNotification: (notification: ServerNotification) => void, onFailed: (session: Session, why: string) => void) {
     this.client = new Client({ name: "diverge-proxy", version: "2.3.0" });
     this.client.fallbackNotificationHandler = async (notification) => {
       // The JSON-RPC envelope is not part of the notification: `method` and `params` only.
@@ -74,28 +87,45 @@ class Session {
       onNotification((params === undefined ? { method } : { method, params }) as ServerNotification);
     };
     // Transport errors are handled where they surface (a failed request, a lost stream); the SDK also
-    // reports them here, where there is nothing more to do.
-    this.client.onerror = () => {};
+    // reports them here. One matters: the SDK gave up resuming a request's SSE stream (its retries
+    // with Last-Event-ID all failed), after which the request would wait for good.
+    this.client.onerror = (error) => {
+      if (/^Maximum reconnection attempts/.test(error.message)) onFailed(this, `the container's MCP server closed the call's SSE stream and the stream could not be resumed (Last-Event-ID, ${RESUME_RETRIES} attempts)`);
+    };
     this.client.onclose = () => onLost(this, "the session closed");
-    this.fetch = perRequestSignalFetch({
-      // The server's notification stream ended: the server went away or forgot the session.
-      bodyEnded: (method) => {
-        if (method === "GET") onLost(this, "its notification stream ended");
+    // The session's one notification stream (the SDK's GET without Last-Event-ID): its end means the
+    // server went away or forgot the session, and a new session is made.
+    const standalone = perRequestSignalFetch({
+      bodyEnded: () => onLost(this, "its notification stream ended"),
+      responded: (_method, status) => {
+        if (status === 404) onLost(this, "the server answered 404 (session not found)");
       },
+    });
+    // Everything else: the POSTs, and the GETs with Last-Event-ID that resume a POST's SSE stream the
+    // server closed (MCP 2025-11-25's polling): their end is the SDK's business (it resumes again).
+    const requests = perRequestSignalFetch({
       responded: (method, status) => {
         if (status === 404 && method !== "DELETE") onLost(this, "the server answered 404 (session not found)");
       },
     });
-    // The SDK's own GET-stream reconnection (same session, backoff) is off: a new session is made instead.
-    const transport = new StreamableHTTPClientTransport(url, {
-      fetch: this.fetch,
-      reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
-    });
+    const dispatch = (input: string | URL, init?: RequestInit): Promise<Response> => {
+      const method = (init?.method ?? "GET").toUpperCase();
+      if (method !== "GET") return requests(input, init);
+      if (new Headers(init?.headers).has("last-event-id")) return requests(input, init);
+      // A retired session's notification stream is not opened again (the SDK's reconnection of it):
+      // 405 is MCP's "no notification stream here", which the SDK takes quietly.
+      if (this.retired) return Promise.resolve(new Response(null, { status: 405 }));
+      return standalone(input, init);
+    };
+    this.fetch = Object.assign(dispatch, { inFlight: () => standalone.inFlight() + requests.inFlight() });
+    // The SDK's default reconnection (the MCP SDK's own defaults, the server's `retry` first): a POST
+    // stream the server closed after a priming event is resumed with Last-Event-ID.
+    const transport = new StreamableHTTPClientTransport(url, { fetch: this.fetch, reconnectionOptions: RECONNECTION });
     this.ready = this.client.connect(transport).then(() => this);
   }
 
-  close(): void {
-    void this.client.close().catch(() => {});
+  close(): Promise<void> {
+    return this.client.close().catch(() => {});
   }
 }
 
@@ -122,7 +152,8 @@ export class InwardMcp {
    * the server's progress comes back with the provider's own token to the subscriptions of the
    * exchange's `origin` (to every subscription when it has none).
    */
-  async exchange(exchange: InwardExchange, origin?: object): Promise<McpOutcome> {
+  async exchange(exchange: InwardExchange, origin?: object, options: ExchangeOptions = {}): Promise<McpOutcome> {
+    const { signal } = options;
     const params = exchange.params as { _meta?: { progressToken?: unknown } } | null;
     const token = params?._meta?.progressToken;
     const onprogress =
@@ -131,17 +162,24 @@ export class InwardMcp {
         : undefined;
     const request = params === null ? { method: exchange.method } : { method: exchange.method, params: params as Record<string, unknown> };
     for (let attempt = 0; ; attempt++) {
+      if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
       let session: Session;
       try {
         session = await this.current();
       } catch (error) {
         return { error: unreachable(this.url, error) };
       }
+      if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
       session.inFlight++;
       try {
-        const result = await session.client.request(request as never, RESULT_SCHEMAS[exchange.method] as never, { timeout: NO_TIMEOUT, onprogress: onprogress as never });
+        // No timeout of the SDK's own (its 60 s): the protocol has none, and a long tool call is not
+        // cut here. The asker bounds it: its signal cancels the call at the server (the SDK sends
+        // notifications/cancelled); a stream that cannot be resumed ends it (the session is given up).
+        const result = await session.client.request(request as never, RESULT_SCHEMAS[exchange.method] as never, { timeout: NO_TIMEOUT, onprogress: onprogress as never, ...(signal ? { signal } : {}) });
         return { result };
       } catch (error) {
+        if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
+        if (session.failure !== undefined) return { error: { code: ErrorCode.InternalError, message: session.failure } };
         if (!isTransportFailure(error)) return { error: errorDataOf(error) };
         // The connection or the session failed: this session is not to be trusted again.
         this.lost(session, error instanceof StreamableHTTPError ? `HTTP ${error.code}` : "its connection failed");
@@ -190,9 +228,14 @@ export class InwardMcp {
   private current(): Promise<Session> {
     if (this.closed) return Promise.reject(new Error("the proxy is closing"));
     if (this.session) return this.session.ready;
-    const session = new Session(this.url, (lost, why) => this.lost(lost, why), (notification) => {
-      if (this.session === session) this.deliver(notification);
-    });
+    const session = new Session(
+      this.url,
+      (lost, why) => this.lost(lost, why),
+      (notification) => {
+        if (this.session === session) this.deliver(notification);
+      },
+      (failed, why) => this.fail(failed, why),
+    );
     this.session = session;
     this.open.add(session);
     this.sessionsMade++;
@@ -216,6 +259,15 @@ export class InwardMcp {
     if (this.closed) return;
     this.log(`inward MCP session lost: ${why}`);
     if (this.listeners.size > 0) this.scheduleRenew();
+  }
+
+  /** A stream of the session could not be resumed: the session is given up now, its requests in flight end with `why`. */
+  private fail(session: Session, why: string): void {
+    if (session.failure !== undefined) return;
+    session.failure = why;
+    this.log(`inward MCP: ${why}; the session is given up`);
+    this.lost(session, why);
+    if (this.open.delete(session)) void session.close();
   }
 
   private shut(session: Session): void {
@@ -267,6 +319,13 @@ function isTransportFailure(error: unknown): boolean {
   if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed && /^MCP error -32000: Connection closed$/.test(error.message);
   if (error instanceof TypeError && error.message === "fetch failed") return true;
   return typeof (error as { cause?: { code?: unknown } } | undefined)?.cause?.code === "string";
+}
+
+/** The asker gave the exchange up (its signal): -32603 with the reason, when it is one a caller can read. */
+function givenUp(method: string, signal: AbortSignal): ErrorData {
+  const reason = signal.reason as unknown;
+  const why = typeof reason === "string" ? reason : reason instanceof Error && reason.name !== "AbortError" ? reason.message : "the asker cancelled it";
+  return { code: ErrorCode.InternalError, message: `the ${method} exchange was given up before the container's MCP server answered: ${why}` };
 }
 
 function closing(): ErrorData {

@@ -43,7 +43,9 @@ export class InwardMcpChannels {
     // Held until the program has its secrets; the gate lets exchanges through in arrival order.
     await gate.pass();
     if (responder.finished) return;
-    const outcome = await inward.exchange(exchange, this.services.origin);
+    // The multiplexed protocol has no cancel of a channel: the exchange lasts until it is answered or
+    // the provider's connection ends, which cancels it at the container's server.
+    const outcome = await withReason(this.services.signal, "the provider's connection on / ended", (signal) => inward.exchange(exchange, this.services.origin, { signal }));
     let answer: Uint8Array;
     try {
       answer = encode(outcome);
@@ -107,6 +109,19 @@ export class InwardMcpChannels {
       return responder.finish();
     }
     this.notificationChannels.set(responder, subscription.unsubscribe);
+  }
+}
+
+/** Runs `work` with a signal aborted (with `reason`) when `outer` is; the link goes when `work` ends. */
+export async function withReason<T>(outer: AbortSignal, reason: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const abort = () => controller.abort(reason);
+  if (outer.aborted) abort();
+  else outer.addEventListener("abort", abort, { once: true });
+  try {
+    return await work(controller.signal);
+  } finally {
+    outer.removeEventListener("abort", abort);
   }
 }
 

@@ -7,6 +7,7 @@ import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import type { Gate } from "../secrets/gate.js";
 import type { ErrorData, InwardExchange, McpOutcome } from "./inward-mcp.js";
 import type { SharedInwardMcp } from "./shared.js";
+import { withReason } from "./multiplexed.js";
 import type { PathContext, PathRequest } from "../../exchanges/paths.js";
 import type { ProviderPathHandlers } from "../../gen/exchanges.js";
 
@@ -31,7 +32,10 @@ export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): Provi
   const answer = async (method: InwardExchange["method"], request: PathRequest<{ params: unknown }>, context: PathContext): Promise<McpAnswer> => {
     if (!request.ok) return { variant: "Error", error: { code: INVALID_PARAMS, message: request.reason } };
     await gate.pass();
-    const outcome: McpOutcome = await inward.exchange({ method, params: (request.value.params ?? null) as never } as InwardExchange, TOOL_PATHS);
+    if (context.signal.aborted) return { variant: "Error", error: { code: INTERNAL_ERROR, message: `the provider closed ${context.path}` } };
+    // The provider closing its path (its own timeout, its cancellation) cancels the call at the container's server.
+    const exchange = { method, params: (request.value.params ?? null) as never } as InwardExchange;
+    const outcome: McpOutcome = await withReason(context.signal, `the provider closed ${context.path}`, (signal) => inward.exchange(exchange, TOOL_PATHS, { signal }));
     let reply: McpAnswer = "result" in outcome ? { variant: "Result", result: outcome.result as never } : { variant: "Error", error: outcome.error };
     let size: number;
     try {

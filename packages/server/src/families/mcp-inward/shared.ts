@@ -2,7 +2,7 @@
 // channels and the paths transport's `/tool/*`. The MCP SDK's client is loaded on first use (the
 // proxy loads nothing heavy at start); until then nothing is dialled.
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
-import type { ErrorData, InwardExchange, InwardListener, InwardMcp, McpOutcome } from "./inward-mcp.js";
+import type { ErrorData, ExchangeOptions, InwardExchange, InwardListener, InwardMcp, McpOutcome } from "./inward-mcp.js";
 
 export class SharedInwardMcp {
   private made: InwardMcp | undefined;
@@ -23,8 +23,8 @@ export class SharedInwardMcp {
   }
 
   /** Relays one exchange (see InwardMcp.exchange). */
-  async exchange(exchange: InwardExchange, origin?: object): Promise<McpOutcome> {
-    return (await this.client()).exchange(exchange, origin);
+  async exchange(exchange: InwardExchange, origin?: object, options?: ExchangeOptions): Promise<McpOutcome> {
+    return (await this.client()).exchange(exchange, origin, options);
   }
 
   /** Subscribes to the server's notifications (see InwardMcp.subscribe). */
