@@ -610,9 +610,11 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
 
   const dequeue = async (l: Life, request: IncomingMessage, response: ServerResponse) => {
     const body = await readJson(request);
-    if (!isObject(body) || typeof body.key !== "string") return sendJson(response, 400, { kind: "bad-request", error: 'the body is not {"key": string}' });
+    // `{}` is the paths generation's dequeue (`/agent/dequeue` relays it): every held message.
+    const all = isObject(body) && Object.keys(body).length === 0;
+    if (!all && (!isObject(body) || typeof body.key !== "string")) return sendJson(response, 400, { kind: "bad-request", error: 'the body is not {"key": string} (or {}: every held message)' });
     if (has(l, "dequeue-5xx")) return sendText(response, 500, "the example agent lost track of its messages (dequeue-5xx)");
-    const withdrawn = l.held.filter((entry) => entry.message.key === body.key);
+    const withdrawn = l.held.filter((entry) => all || entry.message.key === (body as { key: string }).key);
     for (const entry of withdrawn) entry.answer("dequeued");
     const outcome = withdrawn.length > 0 ? "dequeued" : "empty";
     if (has(l, "dequeue-not-json")) return sendText(response, 200, `${outcome}!`);
