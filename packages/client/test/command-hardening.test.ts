@@ -196,13 +196,14 @@ describe("a command's output is bounded", () => {
   it("a command writing faster than the program reads grows neither the proxy nor the provider", { timeout: 50_000 }, async () => {
     const proxy = await proxyProcess();
     const dir = tempDir();
-    const executable = script(dir, `exec yes ${"y".repeat(200)}`);
+    const executable = script(dir, `echo $$\nexec yes ${"y".repeat(200)}`);
     const provider = providerProcess("answer", proxy.port, executable);
     let program = postCommand(proxy.programPort, "");
     await until("the command running", () => {
       if (program.ended && program.lines[0]?.end === "notServed") program = postCommand(proxy.programPort, "");
-      return program.lines.length > 0 && program.lines[0]!.item !== undefined;
+      return program.lines.length > 1 && program.lines[0]!.item !== undefined;
     }, 30_000);
+    const yes = Number(Buffer.from(program.lines.shift()!.item as string, "base64").toString());
     // The program stops reading.
     program.response!.pause();
     await sleep(500);
@@ -218,7 +219,13 @@ describe("a command's output is bounded", () => {
     program.response!.resume();
     await until("more items", () => program.lines.length > seen + 1000);
     expect(program.lines.slice(0, seen + 1000).every((line) => line.item === Buffer.from("y".repeat(200)).toString("base64"))).toBe(true);
+    // It stops reading again and leaves: the command ends (the paused path still closes).
+    program.response!.pause();
+    await sleep(500);
+    expect(alive(yes)).toBe(true);
     program.abort();
+    await until("the command ended", () => !alive(yes));
+    expect(provider.exitCode).toBe(null);
   });
 
   it("an endless line (cat /dev/zero) is the command's error; the provider lives on and answers the next", { timeout: 50_000 }, async () => {
@@ -265,5 +272,29 @@ describe("a command's output is bounded", () => {
     const second = postCommand(proxy.programPort, "");
     await until("the second command's end", () => second.ended);
     expect(second.lines).toEqual([{ end: "error", error: { refused: "lineTooLong", maxLineBytes: limit - 1 } }]);
+  });
+
+  it("a handler's item over the limit is the command's error, and a handler failing before its first item is lost: never notServed", { timeout: 30_000 }, async () => {
+    const limit = 64 * 1024;
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, maxMessageBytes: limit, log: () => {} });
+    cleanups.push(() => proxy.close());
+    const provider = connectProxy(
+      `ws://127.0.0.1:${proxy.port}`,
+      {
+        command: async function* ({ command }) {
+          if (Buffer.from(command).toString() === "throw") throw new Error("/provider/secret/path vanished");
+          yield { variant: "Item", item: new Uint8Array(limit) };
+        },
+      },
+      { minBackoffMs: 10, maxBackoffMs: 50, maxMessageBytes: limit },
+    );
+    cleanups.push(() => provider.close());
+    await provider.whenConnected();
+    const big = postCommand(proxy.programPort, "big");
+    await until("the command's end", () => big.ended);
+    expect(big.lines).toEqual([{ end: "error", error: { refused: "itemTooLarge", maxItemBytes: limit - 1 } }]);
+    const thrown = postCommand(proxy.programPort, "throw");
+    await until("the command's end", () => thrown.ended);
+    expect(thrown.lines).toEqual([{ end: "lost" }]);
   });
 });

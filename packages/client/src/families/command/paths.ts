@@ -3,9 +3,11 @@
 // sent once the handler has started ends with the command's error, never with a bare close (which the
 // proxy reads as "not served", so a program could run the command again; paths.md §5).
 //
-//   an item over the message limit      → {"refused":"itemTooLarge","maxItemBytes":<limit − 1>}
-//   the handler throwing                → {"refused":"commandFailed"} (the reason goes to the provider's error event only)
-//   the path ended before anything sent → nothing more can be said: the proxy reads it as it ended
+//   an item over the message limit      → the error {"refused":"itemTooLarge","maxItemBytes":<limit − 1>}, last
+//   the handler throwing                → an abrupt end (lost: outcome unknown, never run again); the
+//                                         reason goes to the provider's error event only
+// (A handler that ends having sent nothing is still a clean close with no message: the wire has no
+// other way to say "done, no items".)
 //
 // Backpressure: the next item is pulled from the handler only once the path's send buffer is below
 // {@link COMMAND_SEND_HIGH_WATER_BYTES}; with `commandExec`, the executable then blocks on its pipe.
@@ -59,8 +61,9 @@ async function answerCommand(ask: Extract<Parameters<NonNullable<PathsFamily<Pro
   } catch (problem) {
     const reason = problem instanceof Error ? problem.message : String(problem);
     host.emit({ type: "error", error: new ProviderError({ variant: problem instanceof EncodeError ? "AnswerUnwritable" : "HandlerFailed", path, reason }) });
-    // The handler started: whatever it did, the program reads a failed command. The reason may name the provider's own files: it stays here.
-    if (socket.isOpen) send({ variant: "Error", error: { refused: "commandFailed" } });
+    // The handler started: whatever it did, the path ends abruptly, which the program reads as a failed
+    // command (outcome unknown, never run again). The reason may name the provider's own files: it stays here.
+    socket.terminate();
   } finally {
     // Ends the handler (and with `commandExec` its process group) if it has not ended itself.
     void iterator.return?.()?.catch(() => {});
