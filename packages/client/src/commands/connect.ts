@@ -360,7 +360,9 @@ export async function runConnect(args: string[]): Promise<number> {
     cleanups.push(() => served.close());
   }
 
-  const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const), filesystem.ended]);
+  // --serve-tools-stdio: the agent closing stdin ends the run (exit code 0), as it ends any stdio MCP server.
+  const agentGone = serving?.ended?.then(() => "agentGone" as const) ?? new Promise<never>(() => {});
+  const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const), agentGone, filesystem.ended]);
   stopping = true;
   if (typeof outcome === "number") {
     await cleanUp();

@@ -129,6 +129,11 @@ export interface ServingTools {
   readonly url?: string;
   /** Sessions open now. */
   readonly sessions: number;
+  /**
+   * Stdio only: resolves once the session is over by the agent's doing (stdin ended or closed, as an
+   * agent ends a stdio MCP server), after the server has closed; the caller then stops, exit code 0.
+   */
+  readonly ended?: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -190,20 +195,37 @@ export async function serveToolsStdio(source: ToolsSource, options: ServeToolsOp
   const log = options.log ?? (() => {});
   const progress = new ProgressRoutes();
   const server = toolsServer(source, options, progress);
-  const transport = new StdioServerTransport(options.stdin as never, options.stdout as never);
+  const stdin = options.stdin ?? process.stdin;
+  const transport = new StdioServerTransport(stdin as never, options.stdout as never);
   let open = true;
   const closed = new Promise<void>((resolve) => (server.onclose = () => ((open = false), resolve())));
   const stop = relayNotifications(source, () => (open ? [transport] : []), progress, log);
+  // The SDK's stdio transport does not watch its stdin's end: the agent closing it ends the session
+  // here, as every stdio MCP server ends (the SDK's StdioClientTransport closes stdin, then waits).
+  let ending: Promise<void> | undefined;
+  const end = (): Promise<void> =>
+    (ending ??= (async () => {
+      stdin.off("end", onEnd);
+      stdin.off("close", onEnd);
+      stop();
+      await server.close().catch(() => {});
+      await closed;
+    })());
+  let sawEnd: () => void = () => {};
+  const ended = new Promise<void>((resolve) => (sawEnd = resolve));
+  const onEnd = () => {
+    log("stdin closed: the MCP session is over");
+    void end().then(sawEnd);
+  };
+  stdin.once("end", onEnd);
+  stdin.once("close", onEnd);
   await server.connect(transport);
   return {
     get sessions() {
       return open ? 1 : 0;
     },
-    async close() {
-      stop();
-      await server.close();
-      await closed;
-    },
+    ended,
+    close: end,
   };
 }
 
