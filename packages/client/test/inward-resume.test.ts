@@ -203,3 +203,53 @@ describe("diverge connect --serve-tools-stdio: its stdin closing", () => {
     });
   }
 });
+
+describe("the secrets gate and the paths transport, which cannot feed secrets", () => {
+  async function gatedFixture(): Promise<{ app: ResumeContainer; proxy: RunningProxy }> {
+    const app = await startResumeContainer();
+    cleanups.push(() => app.close());
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, log: () => {} });
+    cleanups.push(() => proxy.close());
+    return { app, proxy };
+  }
+
+  it("diverge connect --transport paths --serve-tools says so at start, and every agent request is answered at once with an MCP error naming the gate and --no-secrets-gate", { timeout: 45_000 }, async () => {
+    const { proxy } = await gatedFixture();
+    const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await exited;
+    });
+    await until(() => /http:\/\/127\.0\.0\.1:\d+\/mcp/.test(stderr), "the bridge to serve");
+    await until(() => /secrets gate/.test(stderr) && /--no-secrets-gate/.test(stderr), `the start to name the gate (stderr: ${stderr})`);
+    const agent = await httpAgent(/http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)![0]);
+    // The agent's own timeout is a minute: the answer comes long before (the guard is the hang check).
+    const failure = await guard(agent.callTool({ name: "resumed" }).then(() => undefined, (error: unknown) => error as { code?: number; message?: string }), "the gated call", 20_000);
+    expect(failure?.code).toBe(-32603);
+    expect(failure?.message).toContain("secrets gate");
+    expect(failure?.message).toContain("--no-secrets-gate");
+    expect(proxy.gate.held).toBe(0);
+  });
+
+  it("/tool/* is held while a provider begun on / can feed the secrets, until its path ends or the feed opens the gate", { timeout: 45_000 }, async () => {
+    const { proxy } = await gatedFixture();
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { timeoutMs: 10_000 });
+    cleanups.push(() => connection.close());
+    await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
+    const tools = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
+    const controller = new AbortController();
+    const held = tools.listTools(undefined, { signal: controller.signal }).then(() => "answered", () => "given up");
+    await until(() => proxy.gate.held === 1, "the exchange to be held");
+    controller.abort();
+    expect(await held).toBe("given up");
+    // The held exchange leaves the gate with its path: nothing is held for nobody.
+    await until(() => proxy.gate.held === 0, "the gate to let the abandoned exchange go");
+    const later = tools.callTool({ name: "resumed" });
+    await until(() => proxy.gate.held === 1, "the next exchange to be held");
+    await connection.feedSecrets({}, { timeoutMs: 10_000 });
+    expect(textOf(await guard(later, "the held call once fed"))).toBe("answered after the stream was resumed");
+  });
+});

@@ -171,14 +171,25 @@ describe("/tool/*", () => {
     expect(proxy.inward.sessionsMade).toBe(1);
   });
 
-  it("is held by the secrets gate like every MCP exchange", { timeout: 30_000 }, async () => {
+  it("is refused at once, naming the gate and --no-secrets-gate, while the gate is shut and no provider is begun on / to feed the secrets", { timeout: 30_000 }, async () => {
     const { proxy } = await fixture({ secretsGate: true });
-    const opened = await open(proxy, "/tool/list-tools");
-    opened.socket.send(encodeToolListToolsRequest({ params: null }));
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(opened.messages).toHaveLength(0);
+    const { messages, clean } = await exchange(proxy, "/tool/list-tools", encodeToolListToolsRequest({ params: null }));
+    expect(clean).toBe(true);
+    const answer = decodeMcpListToolsAnswer(messages[0]!) as { variant: string; error: { code: number; message: string; data: unknown } };
+    expect(answer.variant).toBe("Error");
+    expect(answer.error.code).toBe(-32603);
+    expect(answer.error.message).toContain("secrets gate");
+    expect(answer.error.message).toContain("--no-secrets-gate");
+    expect(answer.error.data).toEqual({ reason: "secretsGate" });
+    // Nothing is held for nobody.
+    expect(proxy.gate.held).toBe(0);
+    // The notification path too: one error and the end.
+    const stream = await open(proxy, "/tool/notifications");
+    await stream.closed;
+    expect((decodeMcpNotificationsAnswer(stream.messages[0]!) as { variant: string }).variant).toBe("Error");
+    // Once the gate is open, /tool/* is served.
     proxy.gate.open();
-    await opened.closed;
-    expect(opened.messages).toHaveLength(1);
+    const served = await exchange(proxy, "/tool/list-tools", encodeToolListToolsRequest({ params: null }));
+    expect((decodeMcpListToolsAnswer(served.messages[0]!) as { variant: string }).variant).toBe("Result");
   });
 });

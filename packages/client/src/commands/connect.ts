@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
-import { PathsTools } from "../families/mcp-inward/paths.js";
+import { PathsTools, pathsGateWarning } from "../families/mcp-inward/paths.js";
 import { postgresOverPaths } from "../families/postgres/paths.js";
 import { mcpProviderHandlers } from "../families/mcp-outward/handlers.js";
 import type { ProviderHandlers } from "../gen/exchanges.js";
@@ -358,6 +358,8 @@ export async function runConnect(args: string[]): Promise<number> {
     }
     const served = serving;
     cleanups.push(() => served.close());
+    // The paths transport cannot feed secrets: a gated proxy refuses every agent request; said at start.
+    if (!multiplexed) void pathsGateWarning(new PathsTools(values.proxy!)).then((line) => line && process.stderr.write(`${line}\n`));
   }
 
   // --serve-tools-stdio: the agent closing stdin ends the run (exit code 0), as it ends any stdio MCP server.

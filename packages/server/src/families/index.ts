@@ -61,7 +61,7 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
   const { options, provider, program, gate } = context;
   const outward = attachOutwardMcp(services);
   // `/tool/*`: the container's own MCP server, through the proxy's one inward MCP client.
-  const providerPaths = new PathsEngine(bindProviderPaths(toolPathHandlers({ inward: context.inward, gate, log: options.log })), {
+  const providerPaths = new PathsEngine(bindProviderPaths(toolPathHandlers({ inward: context.inward, gate, log: options.log, canFeedSecrets: () => services.beginScope() !== undefined })), {
     maxMessageBytes: options.maxMessageBytes,
     maxStreamBacklogBytes: options.maxNotificationBacklogBytes,
     log: options.log,

@@ -4,5 +4,5 @@
 // spec/2.3.0/tool.yaml and spec/2.3.0/mcp.yaml, ../shared/protocol/multiplexed.md §9.4-§9.8 and §12
 // (MCP frames) and ../shared/protocol/paths.md §4 (/tool/*).
 export { ContainerMcp, NotificationHub, type NotificationSinkState, type NotificationsOptions, type NotificationStream } from "./multiplexed.js";
-export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./paths.js";
+export { PathsTools, ToolPathError, isSecretsGateRefusal, pathsGateWarning, type ToolPathErrorDetail } from "./paths.js";
 export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./serve-tools.js";

@@ -103,3 +103,25 @@ export class PathsTools {
     };
   }
 }
+
+/** Whether `problem` is the proxy's answer that its secrets gate is shut and nobody can feed it (`data.reason` `"secretsGate"`). */
+export function isSecretsGateRefusal(problem: unknown): boolean {
+  if (!(problem instanceof ToolPathError) || problem.detail.variant !== "Mcp") return false;
+  return (problem.detail.error.data as { reason?: unknown } | undefined)?.reason === "secretsGate";
+}
+
+/**
+ * The paths transport cannot feed secrets: a proxy whose secrets gate is shut answers every `/tool/*`
+ * exchange at once with an MCP error naming the gate and `--no-secrets-gate` (while no provider is
+ * begun on `/`). Asks once (`tools/list`, bounded by `timeoutMs`) and resolves with the line to say
+ * at start when that is so, else undefined (the gate is open, or there is none).
+ */
+export async function pathsGateWarning(tools: PathsTools, timeoutMs = 10_000): Promise<string | undefined> {
+  try {
+    await tools.listTools(undefined, { signal: AbortSignal.timeout(timeoutMs) });
+    return undefined;
+  } catch (problem) {
+    if (!isSecretsGateRefusal(problem)) return undefined;
+    return "the proxy's secrets gate is shut, and the paths transport cannot feed secrets: every agent request is answered at once with an MCP error saying so; start the proxy with --no-secrets-gate (a program that declares no secrets), or connect with --transport multiplexed and --secret-env NAME";
+  }
+}

@@ -40,9 +40,9 @@ export class InwardMcpChannels {
 
   private async relay(responder: Responder, exchange: Parameters<SharedInwardMcp["exchange"]>[0], encode: (outcome: McpOutcome) => Uint8Array): Promise<void> {
     const { gate, inward, options, counters } = this.services;
-    // Held until the program has its secrets; the gate lets exchanges through in arrival order.
-    await gate.pass();
-    if (responder.finished) return;
+    // Held until the program has its secrets; the gate lets exchanges through in arrival order. The
+    // connection's end gives the wait up (nobody is left to answer).
+    if (!(await passed(gate, this.services.signal)) || responder.finished) return;
     // The multiplexed protocol has no cancel of a channel: the exchange lasts until it is answered or
     // the provider's connection ends, which cancels it at the container's server.
     const outcome = await withReason(this.services.signal, "the provider's connection on / ended", (signal) => inward.exchange(exchange, this.services.origin, { signal }));
@@ -66,8 +66,7 @@ export class InwardMcpChannels {
 
   private async subscribe(responder: Responder): Promise<void> {
     const { gate, inward, options, frames, counters } = this.services;
-    await gate.pass();
-    if (responder.finished) return;
+    if (!(await passed(gate, this.services.signal)) || responder.finished) return;
     const stream = `/ channel ${responder.channel}`;
     const dropped = counters.dropped;
     const drop = () => {
@@ -109,6 +108,16 @@ export class InwardMcpChannels {
       return responder.finish();
     }
     this.notificationChannels.set(responder, subscription.unsubscribe);
+  }
+}
+
+/** Whether the gate let the exchange through (false: `signal` fired first). */
+async function passed(gate: ConnectionServices["gate"], signal: AbortSignal): Promise<boolean> {
+  try {
+    await gate.pass(signal);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -2,9 +2,11 @@
 // MCP server, through the proxy's one inward MCP client (the one the begin scope's channels use).
 // Every exchange is answered: params that do not parse with -32602, a server that cannot be reached
 // with -32603 and the reason, the server's own error verbatim; an answer larger than the message
-// limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange.
+// limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange
+// while a provider begun on `/` can feed the secrets (until the path ends); refused at once, naming the
+// gate and --no-secrets-gate, while none can (the paths transport cannot feed them).
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
-import type { Gate } from "../secrets/gate.js";
+import { gateError, type Gate } from "../secrets/gate.js";
 import type { ErrorData, InwardExchange, McpOutcome } from "./inward-mcp.js";
 import type { SharedInwardMcp } from "./shared.js";
 import { withReason } from "./multiplexed.js";
@@ -26,12 +28,37 @@ export interface ToolPathsOptions {
   readonly inward: SharedInwardMcp;
   readonly gate: Gate;
   readonly log: (line: string) => void;
+  /**
+   * Whether a provider is begun on `/` now (it alone can feed the secrets). While the gate is shut
+   * and none is, `/tool/*` is answered at once with the gate's error rather than held: the paths
+   * transport cannot feed secrets. Default: never (every exchange held by a shut gate is refused).
+   */
+  readonly canFeedSecrets?: () => boolean;
 }
 
-export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): ProviderPathHandlers {
+/**
+ * Passes the gate: at once when open; refused at once (the gate's error) when shut and no provider
+ * can feed; else held until it opens or the path ends (bounded by the provider's own wait).
+ */
+async function passGate(gate: Gate, canFeed: () => boolean, context: PathContext, log: (line: string) => void): Promise<ErrorData | undefined> {
+  if (gate.isOpen) return undefined;
+  if (!canFeed()) {
+    log(`${context.path}: refused at once: the secrets gate is shut and no provider is begun on / to feed the secrets (the paths transport cannot)`);
+    return gateError("the paths transport (/tool/*)");
+  }
+  try {
+    await gate.pass(context.signal);
+    return undefined;
+  } catch {
+    return { code: INTERNAL_ERROR, message: `the provider closed ${context.path} while the secrets gate held it` };
+  }
+}
+
+export function toolPathHandlers({ inward, gate, log, canFeedSecrets = () => false }: ToolPathsOptions): ProviderPathHandlers {
   const answer = async (method: InwardExchange["method"], request: PathRequest<{ params: unknown }>, context: PathContext): Promise<McpAnswer> => {
     if (!request.ok) return { variant: "Error", error: { code: INVALID_PARAMS, message: request.reason } };
-    await gate.pass();
+    const refused = await passGate(gate, canFeedSecrets, context, log);
+    if (refused) return { variant: "Error", error: refused };
     if (context.signal.aborted) return { variant: "Error", error: { code: INTERNAL_ERROR, message: `the provider closed ${context.path}` } };
     // The provider closing its path (its own timeout, its cancellation) cancels the call at the container's server.
     const exchange = { method, params: (request.value.params ?? null) as never } as InwardExchange;
@@ -56,14 +83,18 @@ export function toolPathHandlers({ inward, gate, log }: ToolPathsOptions): Provi
     toolListResources: (request, context) => answer("resources/list", request, context) as never,
     toolCallTool: (request, context) => answer("tools/call", request as PathRequest<{ params: unknown }>, context) as never,
     toolReadResource: (request, context) => answer("resources/read", request as PathRequest<{ params: unknown }>, context) as never,
-    toolNotifications: (context) => notifications(inward, gate, context) as never,
+    toolNotifications: (context) => notifications(inward, gate, canFeedSecrets, log, context) as never,
   };
 }
 
 /** What the container's server sends after the opening, until the provider closes; one error and the end when it cannot be reached. */
-async function* notifications(inward: SharedInwardMcp, gate: Gate, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
-  await gate.pass();
+async function* notifications(inward: SharedInwardMcp, gate: Gate, canFeed: () => boolean, log: (line: string) => void, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
+  const refused = await passGate(gate, canFeed, context, log);
   if (context.signal.aborted) return;
+  if (refused) {
+    yield { variant: "Error", error: refused };
+    return;
+  }
   const queue: ({ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData })[] = [];
   let wake: (() => void) | undefined;
   let done = false;

@@ -2,5 +2,5 @@
 // provider-opened channel 8 (multiplexed.ts), and the gate that holds every MCP exchange until the
 // first `Fed` (gate.ts). Spec: spec/2.3.0/tools-begin-scope.yaml (SecretsAnswer),
 // tools-begin-channels.yaml; ../shared/protocol/README.md §B, §G, multiplexed.md §9.9.
-export { Gate } from "./gate.js";
+export { Gate, GateAbandoned, gateError } from "./gate.js";
 export { secretsChannels } from "./multiplexed.js";
