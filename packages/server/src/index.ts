@@ -1,7 +1,7 @@
 export { startProxy, resolveOptions, PROXY_PORT, DEFAULT_PROGRAM_SESSION_IDLE_MS, DEFAULT_MAX_PROGRAM_SESSIONS, DEFAULT_MAX_OPEN_CHANNELS, DEFAULT_MAX_OPEN_SCOPES, type ProxyStats, type ProxyOptions, type RunningProxy, type ProxyContext, type ProxyPart, type ResolvedProxyOptions } from "./proxy.js";
 export { Gate } from "./families/secrets/gate.js";
 export { RouteListener, DEFAULT_MAX_MESSAGE_BYTES, LOOPBACK_HOSTS, guardRefusal, type HostGuard, type UpgradeRoute, type RequestRoute, type UpgradeDecision } from "./listener.js";
-export { McpAsks, McpExchangeError, DEFAULT_MAX_PENDING_ASKS, type McpAskStats, AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathsPart, type McpExchangeErrorDetail, type NotificationStreamEvent, type McpKind, type PathEnding, type BoardEvent } from "./paths/index.js";
+export { McpAsks, McpExchangeError, DEFAULT_MAX_PENDING_ASKS, DEFAULT_MCP_TIMEOUT_MS, type McpRequestOptions, type McpAskStats, AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathsPart, type McpExchangeErrorDetail, type NotificationStreamEvent, type McpKind, type PathEnding, type BoardEvent } from "./paths/index.js";
 export { ProgramMcpServer } from "./families/mcp-outward/program-mcp.js";
 export { type MultiplexedPart, type PairStats } from "./multiplexed/index.js";
 export { ProxyConnection } from "./multiplexed/connection.js";

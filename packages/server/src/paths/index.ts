@@ -13,7 +13,7 @@ export { AskBoard, ANSWER_PATH_PREFIX, type RequestsKind, type PathEnding, type 
 // What the families' paths adapters export, for the package's index (ProgramMcpServer,
 // PROGRAM_MCP_SERVER_INFO and programErrorOf are exported from there directly: re-exporting them
 // here would load the MCP SDK's server with this module).
-export { McpAsks, DEFAULT_MAX_PENDING_ASKS, asMcpAnswerError, type McpKind, type NotificationStreamEvent, type McpAskStats } from "../families/mcp-outward/asks.js";
+export { McpAsks, DEFAULT_MAX_PENDING_ASKS, DEFAULT_MCP_TIMEOUT_MS, asMcpAnswerError, type McpRequestOptions, type McpKind, type NotificationStreamEvent, type McpAskStats } from "../families/mcp-outward/asks.js";
 export { McpExchangeError, type McpExchangeErrorDetail } from "../families/mcp-outward/errors.js";
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "../families/mcp-inward/paths.js";
 export { PostgresOverRequests, type PostgresOverRequestsStats } from "../families/postgres/paths.js";

@@ -90,6 +90,20 @@ export interface McpAsksOptions {
   readonly beginScope?: () => BeginScopeLink | undefined;
 }
 
+/**
+ * How long one exchange may wait, and a signal that gives it up (the shape of the client's
+ * RequestOptions and of the MCP SDK's). Either ends it with McpExchangeError `TimedOut` / `Aborted`;
+ * the ask is withdrawn (its path or channel given up, its place at the secrets gate freed).
+ */
+export interface McpRequestOptions {
+  readonly signal?: AbortSignal;
+  /** Milliseconds before `TimedOut`. Default 60 000 (the MCP SDK's); `0` or `Infinity` waits without a bound (the signal still applies). */
+  readonly timeoutMs?: number;
+}
+
+/** The default bound of one exchange the proxy asks, in ms (the MCP SDK's default request timeout). */
+export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
+
 /** Exchanges that may wait for their answers at once, unless the options say otherwise. */
 export const DEFAULT_MAX_PENDING_ASKS = 10_000;
 
@@ -162,20 +176,20 @@ export class McpAsks {
   }
 
   /** `tools/list` of the provider. `null` (or nothing) asks for the first page with no params. */
-  listTools(params: PaginatedRequestParams | null = null): Promise<ListToolsResult> {
-    return this.exchange((options) => this.asks.mcpListTools({ params }, options));
+  listTools(params: PaginatedRequestParams | null = null, wait?: McpRequestOptions): Promise<ListToolsResult> {
+    return this.exchange("tools/list", wait, (options) => this.asks.mcpListTools({ params }, options));
   }
 
-  listResources(params: PaginatedRequestParams | null = null): Promise<ListResourcesResult> {
-    return this.exchange((options) => this.asks.mcpListResources({ params }, options));
+  listResources(params: PaginatedRequestParams | null = null, wait?: McpRequestOptions): Promise<ListResourcesResult> {
+    return this.exchange("resources/list", wait, (options) => this.asks.mcpListResources({ params }, options));
   }
 
-  callTool(params: CallToolRequestParams): Promise<CallToolResult> {
-    return this.exchange((options) => this.asks.mcpCallTool({ params }, options));
+  callTool(params: CallToolRequestParams, wait?: McpRequestOptions): Promise<CallToolResult> {
+    return this.exchange("tools/call", wait, (options) => this.asks.mcpCallTool({ params }, options));
   }
 
-  readResource(params: ReadResourceRequestParams): Promise<ReadResourceResult> {
-    return this.exchange((options) => this.asks.mcpReadResource({ params }, options));
+  readResource(params: ReadResourceRequestParams, wait?: McpRequestOptions): Promise<ReadResourceResult> {
+    return this.exchange("resources/read", wait, (options) => this.asks.mcpReadResource({ params }, options));
   }
 
   /** Every notification the provider sends on the stream, as it arrives. Returns the unsubscribe. */
@@ -258,26 +272,40 @@ export class McpAsks {
     for (const finish of [...this.iteratorEnders]) finish();
   }
 
-  private async exchange<R>(ask: (options: AskOptions) => Promise<AskOutcome<McpAnswerOf<R>>>): Promise<R> {
+  private async exchange<R>(what: string, wait: McpRequestOptions | undefined, ask: (options: AskOptions) => Promise<AskOutcome<McpAnswerOf<R>>>): Promise<R> {
     if (this.closed) throw new McpExchangeError({ variant: "ProxyClosed" });
+    const signal = wait?.signal;
+    if (signal?.aborted) throw new McpExchangeError({ variant: "Aborted", what, reason: signal.reason });
     if (this.pending.size >= this.maxPending) {
       this.refusedPending++;
       throw new McpExchangeError({ variant: "TooManyPending", limit: this.maxPending });
     }
+    const timeoutMs = wait?.timeoutMs ?? DEFAULT_MCP_TIMEOUT_MS;
     return new Promise((resolve, reject) => {
       let settled = false;
+      let passedGate = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const giveUp = new AbortController();
-      const fail = (error: McpExchangeError) => {
-        if (settled) return;
+      const onAbort = () => fail(new McpExchangeError({ variant: "Aborted", what, reason: signal!.reason }));
+      const end = () => {
         settled = true;
         this.pending.delete(fail);
-        giveUp.abort();
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const fail = (error: McpExchangeError) => {
+        if (settled) return;
+        end();
+        // Withdraws the ask: its place at the gate, its path or channel.
+        giveUp.abort(error);
         reject(error);
       };
       this.pending.add(fail);
+      if (Number.isFinite(timeoutMs) && timeoutMs > 0) timer = setTimeout(() => fail(new McpExchangeError({ variant: "TimedOut", what, timeoutMs, heldBySecretsGate: !passedGate })), timeoutMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
       // The secrets gate holds every outward ask until the program has its secrets; the answer's
       // MCP checks are loaded (on first use) before the ask goes out.
-      void Promise.all([this.gate.pass(), loadMcpChecks()]).then(
+      void Promise.all([this.gate.pass(giveUp.signal).then(() => void (passedGate = true)), loadMcpChecks()]).then(
         async () => {
           if (settled) return;
           const scope = this.beginScope();
@@ -285,14 +313,12 @@ export class McpAsks {
           const outcome = resultOf(await ask({ signal: giveUp.signal }), scope !== undefined);
           if (!outcome || settled) return;
           if ("error" in outcome) return fail(outcome.error);
-          settled = true;
-          this.pending.delete(fail);
+          end();
           resolve(outcome.result);
         },
         (problem: unknown) => {
           if (settled) return;
-          settled = true;
-          this.pending.delete(fail);
+          end();
           reject(problem);
         },
       );

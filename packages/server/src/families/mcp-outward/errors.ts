@@ -43,6 +43,19 @@ export type McpExchangeErrorDetail =
   | {
       /** The provider's connection on `/` ended before it answered on the begin-scope channel; begin-scope channels are never asked again. */
       readonly variant: "Lost";
+    }
+  | {
+      /** No answer within the caller's `timeoutMs`; `heldBySecretsGate`: the gate held it all that time (never asked). */
+      readonly variant: "TimedOut";
+      readonly what: string;
+      readonly timeoutMs: number;
+      readonly heldBySecretsGate: boolean;
+    }
+  | {
+      /** The caller's `signal` gave the exchange up before it was answered; `reason` is the signal's. */
+      readonly variant: "Aborted";
+      readonly what: string;
+      readonly reason: unknown;
     };
 
 function describe(detail: McpExchangeErrorDetail): string {
@@ -63,6 +76,12 @@ function describe(detail: McpExchangeErrorDetail): string {
       return "the proxy closed before the exchange was answered";
     case "Lost":
       return "the provider's connection ended before it answered on the begin scope; the exchange is not asked again";
+    case "TimedOut":
+      return detail.heldBySecretsGate
+        ? `${detail.what}: not asked within ${detail.timeoutMs} ms: the proxy's secrets gate held it all that time (the program has not taken its secrets; start the proxy with --no-secrets-gate if it declares none)`
+        : `${detail.what}: the provider did not answer within ${detail.timeoutMs} ms`;
+    case "Aborted":
+      return `${detail.what}: given up by the caller before the provider answered${detail.reason instanceof Error && detail.reason.name !== "AbortError" ? ` (${detail.reason.message})` : typeof detail.reason === "string" ? ` (${detail.reason})` : ""}`;
   }
 }
 

@@ -223,10 +223,13 @@ export class ProgramMcpServer {
       }
       return result;
     };
-    server.setRequestHandler(ListToolsRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listTools(params)));
-    server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listResources(params)));
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.callTool(params)));
-    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.readResource(params)));
+    // The program's own request bounds each exchange: its cancellation (or its session's end) gives
+    // the ask up; no timeout of the proxy's own cuts a long call the program waits for.
+    const wait = (extra: RequestExtra) => ({ signal: extra.signal, timeoutMs: 0 });
+    server.setRequestHandler(ListToolsRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listTools(params, wait(extra))));
+    server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => relay(request.params ?? null, extra, (params) => this.mcp.listResources(params, wait(extra))));
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.callTool(params, wait(extra))));
+    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => relay(request.params, extra, (params) => this.mcp.readResource(params, wait(extra))));
     transport.onclose = () => {
       this.sessions.remove(entry);
     };
