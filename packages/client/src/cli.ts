@@ -5,6 +5,7 @@ import { runTools, toolsUsage } from "./commands/tools.js";
 import { runConnect, connectUsage } from "./commands/connect.js";
 import { exitStatusHelp, fail } from "./commands/exit.js";
 import { runFs, fsUsage } from "./commands/fs.js";
+import { runAgent, agentUsage } from "./commands/agent.js";
 
 const usage = `diverge: the provider side of the Diverge container-proxy protocol.
 
@@ -13,6 +14,7 @@ ${connectUsage}
 ${answerUsage}
 ${toolsUsage}
 ${fsUsage}
+${agentUsage}
 Run \`diverge <command> --help\` for a command's flags. \`connect\` holds the proxy for as long as it
 runs; \`tools\` makes one exchange and ends (the proxy accepts one multiplexed connection in its life).
 
@@ -28,6 +30,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === "answer") return runAnswer(rest);
   if (command === "tools") return runTools(rest);
   if (command === "fs") return runFs(rest);
+  if (command === "agent") return runAgent(rest);
   process.stderr.write(`unknown command ${command}\n\n${usage}`);
   return 2;
 }

@@ -22,6 +22,9 @@ import { sayPathsEvents } from "./paths-events.js";
 import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
 import { FilesystemError } from "../families/filesystem/errors.js";
 import { PathsMounts } from "../families/fuse/paths.js";
+import { beginPathsAgent } from "../families/agents/paths.js";
+import type { Agent } from "../families/agents/agent.js";
+import { agentConnectHelp, agentConnectOptions, agentConnectUsage, agentFlagsProblem, holdAgent, wantsAgent } from "./agent-connect.js";
 
 export const connectUsage = "  connect    hold a container's proxy and answer everything it asks (multiplexed or paths); serve its tools over MCP";
 
@@ -33,6 +36,7 @@ const help = `Usage:
     [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
     [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]
       [--allow-host <name>]... [--allow-origin <origin>]...] [--serve-tools-stdio]
+${agentConnectUsage}
 ${connectFsUsage}
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
@@ -75,6 +79,7 @@ Flags:
   --allow-origin <origin>   an Origin (scheme://host[:port]) --serve-tools accepts besides loopback
                             ones (repeatable; "*" accepts any); others get 403
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
+${agentConnectHelp}
 ${connectFsHelp}
   --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
                             answer larger than it is not sent (not served), as the proxy would refuse it
@@ -109,6 +114,7 @@ export async function runConnect(args: string[]): Promise<number> {
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
         ...connectFsOptions,
+        ...agentConnectOptions,
         "serve-tools-max-sessions": { type: "string" },
         "serve-tools-idle-seconds": { type: "string" },
         "allow-host": { type: "string", multiple: true },
@@ -137,7 +143,11 @@ export async function runConnect(args: string[]): Promise<number> {
   const transport = values.transport;
   if (transport !== "multiplexed" && transport !== "paths") return usage(`--transport must be multiplexed or paths, not ${transport}`);
   const multiplexed = transport === "multiplexed";
-  if (!multiplexed && (values.arguments !== undefined || values.image !== undefined || (values["secret-env"]?.length ?? 0) > 0)) {
+  // An agent container (--agent, --serve-agent): agents::begin on /, /agent/register (with --arguments) on paths.
+  const agentMode = wantsAgent(values);
+  const agentProblem = agentFlagsProblem(values);
+  if (agentProblem) return usage(agentProblem);
+  if (!multiplexed && ((values.arguments !== undefined && !agentMode) || values.image !== undefined || (values["secret-env"]?.length ?? 0) > 0)) {
     return usage("--arguments, --image and --secret-env begin the container, which only the multiplexed transport does");
   }
   let beginArguments: unknown = null;
@@ -260,6 +270,7 @@ export async function runConnect(args: string[]): Promise<number> {
   if (!multiplexed) holdRequests();
 
   let source: ToolsSource | undefined;
+  let agent: Agent | undefined;
   let filesystemTarget: FilesystemTarget;
   if (multiplexed) {
     let connection: MultiplexedConnection;
@@ -296,9 +307,11 @@ export async function runConnect(args: string[]): Promise<number> {
     cleanups.push(() => connection.close());
     holdRequests();
     try {
-      const tools = await connection.beginTools(image ? { arguments: beginArguments, image } : { arguments: beginArguments }, { timeoutMs });
+      const begin = image ? { arguments: beginArguments, image } : { arguments: beginArguments };
+      if (agentMode) agent = await connection.beginAgent(begin, { timeoutMs });
+      const tools = agent ? agent.tools : await connection.beginTools(begin, { timeoutMs });
       say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
-      const info = await connection.info({ timeoutMs });
+      const info = await (agent ?? connection).info({ timeoutMs });
       const declared = info?.frontMatter.secrets ?? [];
       const missing = declared.filter((name) => !(name in secrets));
       if (missing.length > 0) {
@@ -306,17 +319,28 @@ export async function runConnect(args: string[]): Promise<number> {
           `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${missing.join(", ")}, not given: add ${missing.map((name) => `--secret-env ${name}`).join(" ")}; a proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets\n`,
         );
       } else if (declared.length > 0 || Object.keys(secrets).length > 0) {
-        await connection.feedSecrets(secrets, { timeoutMs });
+        await (agent ?? connection).feedSecrets(secrets, { timeoutMs });
         say(`/ secrets fed (${Object.keys(secrets).length})`);
       }
     } catch (problem) {
       await cleanUp();
       return fail(problem);
     }
-    source = loggedSource(connection.mcp, say);
+    source = agent ? undefined : loggedSource(connection.mcp, say);
     filesystemTarget = { transport: "multiplexed", connection };
   } else {
-    source = loggedSource(new PathsTools(values.proxy!), say);
+    source = agentMode ? undefined : loggedSource(new PathsTools(values.proxy!), say);
+    if (agentMode) {
+      try {
+        const registered = await beginPathsAgent(values.proxy!, { arguments: beginArguments });
+        cleanups.push(() => registered.close());
+        agent = registered;
+        say("/agent/register: registered");
+      } catch (problem) {
+        await cleanUp();
+        return fail(problem);
+      }
+    }
     if (pathsMounts) {
       // The proxy asks a mount's operations on /requests: held before the first mount.
       try {
@@ -364,6 +388,15 @@ export async function runConnect(args: string[]): Promise<number> {
 
   // --serve-tools-stdio: the agent closing stdin ends the run (exit code 0), as it ends any stdio MCP server.
   const agentGone = serving?.ended?.then(() => "agentGone" as const) ?? new Promise<never>(() => {});
+  if (agent) {
+    const held = await holdAgent(agent, values, say);
+    if (typeof held === "number") {
+      await cleanUp();
+      return held;
+    }
+    cleanups.push(() => held.close());
+  }
+
   const outcome = await Promise.race([signalled.then(() => "signal" as const), lostConnection.then(() => "lost" as const), agentGone, filesystem.ended]);
   stopping = true;
   if (typeof outcome === "number") {

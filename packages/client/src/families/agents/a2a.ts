@@ -82,7 +82,7 @@ export function blocksOfParts(parts: readonly Part[]): ContentBlock[] {
       if (mimeType.startsWith("audio/")) return { type: "audio", data: file.bytes, mimeType };
       return { type: "resource", resource: { uri: `file:///${file.name ?? "attachment"}`, mimeType, blob: file.bytes } };
     }
-    return { type: "resource_link", uri: file.uri, name: file.name ?? file.uri, mimeType };
+    return { type: "resource_link", uri: file.uri, name: file.name ?? file.uri, ...(file.mimeType ? { mimeType: file.mimeType } : {}) };
   });
 }
 

@@ -23,7 +23,7 @@ export interface EnqueueOptions {
 }
 
 export interface ChunksOptions {
-  /** Ends the iteration (the loop returns). */
+  /** Ends the iteration once the chunks already received are taken (the loop returns). */
   readonly signal?: AbortSignal;
 }
 
@@ -175,12 +175,11 @@ export class ChunkHub {
         signal?.addEventListener("abort", onAbort);
         try {
           for (;;) {
-            if (signal?.aborted) return;
             if (sink.queue.length > 0) {
               yield sink.queue.shift()!;
               continue;
             }
-            if (hub.over) return;
+            if (hub.over || signal?.aborted) return;
             await new Promise<void>((resolve) => (sink.wake = resolve));
             sink.wake = undefined;
           }

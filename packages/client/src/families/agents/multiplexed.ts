@@ -185,9 +185,12 @@ class MultiplexedAgent implements Agent {
     this.host.serveProxyChannel(responder, request, (handlers) => this.counted(dispatchAgentsBeginChannelsProxyChannel(request, handlers)));
   }
 
-  /** The ask, counted while it is answered (an agent waiting on its own ask is not idle). */
+  /**
+   * The ask, counted while it is answered (an agent waiting on its own ask is not idle). A stream that
+   * lasts the connection (the resident notifications ask) is not a wait of the loop's and is not counted.
+   */
   private counted(dispatched: DispatchedAsk | undefined): DispatchedAsk | undefined {
-    if (!dispatched) return undefined;
+    if (!dispatched || dispatched.exchange.pattern === "perNotification") return dispatched;
     const hub = this.hub;
     return {
       exchange: dispatched.exchange,
