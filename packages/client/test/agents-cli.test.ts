@@ -158,6 +158,29 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(await closed).toBe(0);
   }, 40_000);
 
+  it.skipIf(!proxyServesAgents)("diverge connect --serve-agent serves the container's agent to an A2A client", async () => {
+    const { url } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
+    const child: ChildProcess = spawn(process.execPath, [cli, "connect", "--proxy", url, "--transport", transport, "--serve-agent", "127.0.0.1:0", "--serve-agent-idle-ms", "700", "--arguments", "{}", ...(transport === "multiplexed" ? ["--secret-env", "API_KEY"] : [])], { env: { ...process.env, API_KEY: "k" }, stdio: ["pipe", "pipe", "pipe"] });
+    const closed = new Promise((resolve) => child.once("close", resolve));
+    closers.push(async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await closed;
+    });
+    let stderr = "";
+    child.stderr!.on("data", (data: Buffer) => (stderr += data.toString()));
+    await waitFor(() => /serving the agent over A2A at (\S+) /.test(stderr));
+    const served = /serving the agent over A2A at (\S+) /.exec(stderr)![1]!;
+    const client = await A2AClient.fromCardUrl(`${served}.well-known/agent-card.json`);
+    const sent = await client.sendMessage(params("over the command"));
+    const task = (sent as { result: Task }).result;
+    expect(task.status.state).toBe("completed");
+    // The final status says the whole text; the "response" artifact has it as the deltas came.
+    expect(task.status.message?.parts[0]).toEqual({ kind: "text", text: "You said: over the command" });
+    expect(task.artifacts?.find((artifact) => artifact.artifactId === "response")?.parts.map((part) => (part.kind === "text" ? part.text : "")).join("")).toBe("You said: over the command");
+    child.kill("SIGINT");
+    expect(await closed).toBe(0);
+  }, 40_000);
+
   it.skipIf(!proxyServesAgents)("--serve-agent: the A2A SDK's client sends, streams and cancels", async () => {
     const { url, program, tools } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
     const relay = relayToMcp({ url: tools.url });
