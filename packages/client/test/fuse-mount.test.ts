@@ -109,7 +109,7 @@ describe.skipIf(!!unavailable)("fuse::mount over the multiplexed connection", ()
     expect(await reason(container!.mount(["a", ".."], provider))).toMatchObject({ variant: "Failed" });
     expect(await reason(container!.mount(["out", "x"], provider))).toEqual({ variant: "Failed", what: "fuse::mount", error: "mount: the path leads outside the root" });
     await container!.mount(["m"], provider);
-    expect(await reason(container!.mount(["m"], provider))).toEqual({ variant: "Failed", what: "fuse::mount", error: `${join(root, "m")} is already a mount` });
+    expect(await reason(container!.mount(["m"], provider))).toEqual({ variant: "Failed", what: "fuse::mount", error: "/m is already a mount" });
     expect(await readdir(join(base, "elsewhere"))).toEqual([]);
   });
 

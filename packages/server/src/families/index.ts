@@ -72,7 +72,7 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
   const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, log: options.log });
   provider.addUpgradeRoute(filesystem);
   // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
-  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log });
+  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log, maxMessageBytes: options.maxMessageBytes, requestsOpen: () => board.requestsOpen });
   provider.addUpgradeRoute(fuseMounts);
   outward.route();
   // The command and vault APIs beside /mcp; a body is at most one message less the ask's header.

@@ -17,11 +17,18 @@ export interface PathsMountOptions extends MountOptions {
 
 const ackOf = (r: FuseAckResult): FuseAck => (r.kind === "ok" ? { ack: "Ok" } : r.kind === "readOnly" ? { ack: "ReadOnly" } : { ack: "Refused", message: r.message });
 
-/** The whole file at `path` from offset-based handlers, read in pieces of at most FUSE_CHUNK_SIZE. */
-async function wholeFile(handlers: FuseHandlers, path: string): Promise<FuseReadAnswer> {
+/** The default message limit (the proxy's `--max-message-bytes` default): a whole file must fit in one. */
+const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The whole file at `path` from offset-based handlers, read in pieces of at most FUSE_CHUNK_SIZE;
+ * a file past `limit` bytes is not read further (it could not be sent): Failed.
+ */
+async function wholeFile(handlers: FuseHandlers, path: string, limit: number): Promise<FuseReadAnswer> {
   const parts: Uint8Array[] = [];
   let offset = 0n;
   for (;;) {
+    if (offset > BigInt(limit)) return { answer: "Failed", message: `the file is larger than one message carries (${limit} bytes)` };
     const r = await handlers.read(path, offset, FUSE_CHUNK_SIZE);
     if (r.kind === "missing") return offset === 0n ? { answer: "Missing" } : { answer: "Failed", message: "the file went away while it was read" };
     if (r.kind === "error") return { answer: "Failed", message: r.message };
@@ -45,8 +52,15 @@ async function wholeFile(handlers: FuseHandlers, path: string): Promise<FuseRead
 export class PathsMounts {
   private readonly byId = new Map<string, FuseHandlers>();
   private counter = 0;
+  private readonly maxFileBytes: number;
 
-  constructor(private readonly proxy: string | URL) {}
+  /** `maxMessageBytes`: the proxy's message limit (default 16 MiB); a file read whole must fit in one answer. */
+  constructor(
+    private readonly proxy: string | URL,
+    options: { readonly maxMessageBytes?: number } = {},
+  ) {
+    this.maxFileBytes = (options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) - 16;
+  }
 
   /** Answers of kinds 12–18, from the mounts made here. */
   handlers(): Pick<ProviderHandlers, "fuseRead" | "fuseWrite" | "fuseList" | "fuseRemove" | "fuseRename" | "fuseMkdir" | "fuseStat"> {
@@ -54,7 +68,7 @@ export class PathsMounts {
     return {
       fuseRead: async ({ id, path }) => {
         const h = of(id);
-        return h && wholeFile(h, path);
+        return h && wholeFile(h, path, this.maxFileBytes);
       },
       fuseWrite: async ({ id, path, data }): Promise<FuseAck | undefined> => {
         const h = of(id);
@@ -138,5 +152,14 @@ export class PathsMounts {
   /** Stops answering the mount `id`: its operations then fail in the container with EIO. */
   forget(id: string): void {
     this.byId.delete(id);
+  }
+
+  /**
+   * Ends the mount `id` on this side: its asks are no longer answered, so every operation on it fails
+   * in the container with EIO at once. The mount point itself stays until the proxy ends (the paths
+   * transport has no unmount: paths.md §8.1). True when `id` was mounted here.
+   */
+  unmount(id: string): boolean {
+    return this.byId.delete(id);
   }
 }

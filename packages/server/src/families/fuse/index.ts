@@ -4,7 +4,7 @@
 // on /requests kinds 12-18 (paths.ts). The handler types, the asks as frames and the directory
 // handlers live in @diverge/multiplexer/fuse (the provider uses them too). Spec: spec/2.3.0/fuse.yaml,
 // fuse-asks.yaml; ../shared/protocol/fs-fuse.md §3–§4, §10, paths.md §8.
-export { NOT_A_MOUNT_PATH, mountMembers, placeInside } from "./place.js";
+export { NOT_A_MOUNT_PATH, mountMembers } from "./place.js";
 export { mountFuse, fuseUnavailable, isMountPoint, MountError, type FuseMount, type MountOptions } from "./mount.js";
 export {
   directoryHandlers,

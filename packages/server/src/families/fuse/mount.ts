@@ -7,11 +7,15 @@
 // hands JavaScript the access time twice (`FUSE_UINT64_TO_INTS_ARGV(l->atime, 5)` where `l->mtime`
 // was meant), so a program's modification time would be lost. Worked around in `withTrueMtime`:
 // the modification time is read from the binding's own per-thread record, which it fills correctly.
-import { execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
 import { constants as fsConstants, existsSync } from "node:fs";
-import { mkdir, open, readFile, stat } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
+import { promisify } from "node:util";
+import { Beneath, BeneathError, O_PATH, fdPath, type Place } from "@diverge/multiplexer/beneath";
+import { noteServedMount } from "./served.js";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
 // Made on first use: in the proxy's one-file bundle this module may run as CommonJS, where
@@ -28,6 +32,7 @@ const EIO = -5;
 const ENOENT = -2;
 const EROFS = -30;
 const ENOSYS = -38;
+const EFBIG = -27;
 
 type Cb = (code: number, ...rest: unknown[]) => void;
 type FuseCtor = new (mnt: string, ops: Record<string, unknown>, opts: Record<string, unknown>) => FuseInstance;
@@ -74,6 +79,11 @@ function loadFuse(): FuseCtor {
         cb(error as Error);
       }
     }
+
+    /** Lets go of the binding's hold on the event loop once the mount is gone (its own close unmounts by name). */
+    _releaseThread(): void {
+      if (this._thread) (binding as unknown as { fuse_native_unmount(mnt: string, thread: Buffer): void }).fuse_native_unmount(this.mnt, this._thread);
+    }
   }
   fuseClass = AnyMountPoint as unknown as FuseCtor;
   return fuseClass;
@@ -109,11 +119,22 @@ export function withTrueMtime(handler: (...args: any[]) => unknown): (...args: a
 }
 
 export interface MountOptions {
-  /** Where, as an absolute path on this machine. Missing parents are made. */
-  readonly path: string;
+  /**
+   * Where: with `root`, a path relative to it (`/`-separated or as components), resolved beneath it
+   * by descriptor (links followed only as far as they stay beneath it); else an absolute path on
+   * this machine (then beneath `/`). Missing parents are made, beneath the root as well.
+   */
+  readonly path: string | readonly string[];
+  /** The directory the mount must stay beneath (the proxy's `--root`). */
+  readonly root?: string;
   /** One regular file, or a directory tree. */
   readonly kind: "file" | "directory";
   readonly handlers: FuseHandlers;
+  /**
+   * The largest file a write or truncate may make; past it the operation fails at once with EFBIG
+   * and nothing is asked (the paths transport carries whole files in one message).
+   */
+  readonly maxFileBytes?: number;
 }
 
 export interface FuseMount {
@@ -141,20 +162,16 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const unavailable = fuseUnavailable();
   if (unavailable) throw new MountError(`mount: ${unavailable}`);
   const Fuse = loadFuse();
-  const path = resolve(options.path);
   const { handlers, kind } = options;
-  if (await isMountPoint(path)) throw new MountError(`${path} is already a mount`);
-  try {
-    await mkdir(dirname(path), { recursive: true });
-    if (kind === "file") {
-      if (!existsSync(path)) await (await open(path, fsConstants.O_CREAT | fsConstants.O_WRONLY, 0o600)).close();
-    } else if (!existsSync(path)) await mkdir(path, { mode: 0o700 });
-    const st = await stat(path);
-    if (kind === "file" ? !st.isFile() : !st.isDirectory()) throw new Error(`${path} is not a ${kind === "file" ? "regular file" : "directory"}`);
-  } catch (error) {
-    throw new MountError(`mount: ${(error as Error).message}`);
-  }
-
+  const maxFileBytes = options.maxFileBytes ?? Number.MAX_SAFE_INTEGER;
+  const rootPath = options.root ?? "/";
+  const components = typeof options.path === "string" ? options.path.split("/").filter((c) => c !== "") : [...options.path];
+  if (typeof options.path === "string" && options.root === undefined && !options.path.startsWith("/")) throw new MountError("mount: the path is not absolute");
+  // What the messages name: the path as the caller sees it (under the root), never the host's.
+  const shown = "/" + components.join("/");
+  if (process.getuid?.() !== 0) throw new MountError("mount: the proxy mounts FUSE only when it runs as root");
+  const placed = await placeMountPoint(rootPath, components, kind, shown);
+  const path = placed.real;
   const pending = new Set<Cb>();
   let closed = false;
   const mountedAt = toTime(Date.now());
@@ -202,6 +219,14 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   });
   const rootDir = () => ({ mode: 0o040755, uid, gid, size: 0, nlink: 2, atime: toDate(mountedAt), mtime: toDate(mountedAt), ctime: toDate(mountedAt) });
   let fds = 0;
+  /**
+   * The callback of an operation answering a descriptor (open, opendir, create): fuse-native reads
+   * the descriptor even beside an error and, finding none, throws in its signal and never answers
+   * the kernel (the program waits for good); an error goes with descriptor 0.
+   */
+  const withFd = (cb: Cb): Cb => (code, ...rest) => cb(code, rest[0] ?? 0, ...rest.slice(1));
+  /** Per directory path, the listings asked at opendir and not yet read (one per open). */
+  const listed = new Map<string, string[][]>();
 
   const ops = {
     init: (cb: Cb) => cb(0),
@@ -220,13 +245,30 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     fgetattr: (p: string, _fd: number, cb: Cb) => ops.getattr(p, cb),
     access: (_p: string, _mode: number, cb: Cb) => cb(0),
     statfs: (_p: string, cb: Cb) => cb(0, { bsize: 4096, frsize: 4096, blocks: 1 << 20, bfree: 1 << 19, bavail: 1 << 19, files: 1 << 20, ffree: 1 << 19, favail: 1 << 19, fsid: 0, flag: 0, namemax: 255 }),
-    readdir: (p: string, cb: Cb) =>
+    // The list is asked when the directory is opened: an answer "no directory there" must fail the
+    // open with ENOENT (glibc's readdir reads an ENOENT from getdents as the end of the directory,
+    // so failing the read would show an empty directory). The read then gives what was listed.
+    readdir: (p: string, cb: Cb) => {
+      const listedThere = listed.get(p);
+      if (listedThere && listedThere.length > 0) return cb(0, listedThere.shift()!);
       ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind === "entries") return cb(0, a.entries.map((e) => e.name));
         return cb(a.kind === "missing" ? ENOENT : EIO);
+      });
+    },
+    opendir: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
+      ask(cb, () => handlers.list(rel(p)), (a) => {
+        if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : EIO);
+        const queue = listed.get(p) ?? [];
+        queue.push(a.entries.map((e) => e.name));
+        listed.set(p, queue);
+        cb(0, ++fds);
       }),
-    opendir: (_p: string, _flags: number, cb: Cb) => cb(0, ++fds),
-    releasedir: (_p: string, _fd: number, cb: Cb) => cb(0),
+    releasedir: (p: string, _fd: number, cb: Cb) => {
+      const queue = listed.get(p);
+      if (queue && queue.length === 0) listed.delete(p);
+      cb(0);
+    },
     open: (_p: string, _flags: number, cb: Cb) => cb(0, ++fds),
     release: (_p: string, _fd: number, cb: Cb) => cb(0),
     flush: (_p: string, _fd: number, cb: Cb) => cb(0),
@@ -242,6 +284,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return cb(EIO);
       }),
     write: (p: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
+      if (pos + len > maxFileBytes) return cb(EFBIG); // Nothing asked: it could never be carried.
       // The kernel's buffer is reused once answered: the ask takes a copy.
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
       ask(cb, () => handlers.write(rel(p), BigInt(pos), bytes), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
@@ -249,7 +292,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
     // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
     // best effort: a provider refusing it still has the file.
-    create: (p: string, mode: number, cb: Cb) =>
+    create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) =>
       ask(cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
@@ -265,7 +308,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
         return made;
       }, (a) => cb(ackCode(a))),
-    truncate: (p: string, size: number, cb: Cb) => ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))),
+    truncate: (p: string, size: number, cb: Cb) => (size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
     ftruncate: (p: string, _fd: number, size: number, cb: Cb) => ops.truncate(p, size, cb),
     chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
     chown: (p: string, u: number, g: number, cb: Cb) => {
@@ -287,7 +330,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     ask(cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
 
-  const fuse = new Fuse(path, ops, {
+  // The mount point by its held descriptor: the kernel resolves `/proc/self/fd/N` to the very
+  // directory (or file) placed above, whatever its name leads to now, and records its real path.
+  // libfuse 2.9 then mounts with mount(2) from this process (root; no `auto_unmount`, which would
+  // hand the path to fusermount as a name); the watcher below does what auto_unmount did.
+  const mountPoint = fdPath(placed.target);
+  const fuse = new Fuse(mountPoint, ops, {
     timeout: false, // No timeouts: the kernel's own are the only clock (fs-fuse.md §2).
     fsname: "diverge-fuse",
     defaultPermissions: true,
@@ -299,26 +347,41 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   withOptions._fuseOptions = () => {
     const opts = base();
     const extra = ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0"];
-    // auto_unmount: libfuse 2.9 mounts through fusermount, which stays beside the proxy and unmounts
-    // when the proxy's FUSE descriptor closes, however the proxy ends (SIGKILL included, where no
-    // exit handler runs). Only where fusermount is found: without it libfuse could not mount at all.
-    if (fusermountFound()) extra.unshift("auto_unmount");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
-  await new Promise<void>((resolvePromise, reject) =>
-    fuse.mount((error) => (error ? reject(new MountError(`mount: ${error.message}`)) : resolvePromise())),
-  );
+  let mountRoot: number;
+  try {
+    await new Promise<void>((resolvePromise, reject) =>
+      fuse.mount((error) => (error ? reject(new MountError(`mount: ${error.message}`)) : resolvePromise())),
+    );
+    // The mount's own root, through the held parent (a mount point cannot be renamed meanwhile):
+    // every later unmount acts on it by descriptor, never by name.
+    mountRoot = await openFd(placed.parent.path, O_PATH | O_NOFOLLOW);
+    if (mountIdOf(mountRoot) === mountIdOf(placed.parent.dir)) {
+      await closeFd(mountRoot);
+      throw new MountError(`mount: ${shown} was not mounted`);
+    }
+  } finally {
+    await closeFd(placed.target).catch(() => undefined);
+    await placed.parent.release();
+  }
+  // Known to the filesystem tree, which never enters a mount this process serves.
+  const forgetServed = noteServedMount(path);
 
-  // A process that exits without closing still leaves no mount behind (a lazy unmount; the kernel
-  // answers what the program still asks with ENOTCONN until it lets go).
+  // The watcher: a process of its own group holding the mount's root which, when its stdin ends
+  // without the word that the mount was closed here, that is when this process ends however it
+  // ends (SIGKILL included, where no exit handler runs), aborts the FUSE connection and lazily
+  // unmounts. The abort matters: every process started after the mount inherits libfuse's
+  // /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and one of them waiting on the
+  // mount would otherwise hold the connection, and itself, forever. What the program still asks
+  // then fails with ENOTCONN/ECONNABORTED.
+  const watcher = startWatcher(mountRoot, await fuseConnectionOf(mountIdOf(mountRoot)));
+  // A process that exits without closing: unmount at once, not when the watcher gets to it.
   const onExit = () => {
-    for (const [command, args] of [["fusermount3", ["-u", "-z", path]], ["fusermount", ["-u", "-z", path]], ["umount", ["-l", path]]] as const) {
-      try {
-        execFileSync(command, [...args], { stdio: "ignore" });
-        return;
-      } catch {
-        // the next way
-      }
+    try {
+      execFileSync("umount", ["-l", "-c", "/proc/self/fd/3"], { stdio: ["ignore", "ignore", "ignore", mountRoot] });
+    } catch {
+      // the watcher still does it
     }
   };
   process.once("exit", onExit);
@@ -329,22 +392,187 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     close() {
       closing ??= (async () => {
         process.removeListener("exit", onExit);
+        forgetServed();
         closed = true;
         for (const cb of [...pending]) cb(EIO);
-        // fuse-native's unmount (fusermount -uz, then releasing its thread), then any mount it left.
-        await new Promise<void>((r) => fuse.unmount(() => r()));
-        await unmount(path);
+        await detachMount(mountRoot).catch(() => undefined);
+        await watcher.stop();
+        await closeFd(mountRoot).catch(() => undefined);
+        // fuse-native's own close would unmount by name; only its thread's hold on the loop is let go here.
+        (fuse as unknown as { _releaseThread(): void })._releaseThread();
       })();
       return closing;
     },
   };
 }
 
-let fusermount: boolean | undefined;
-/** Whether libfuse 2.9's helper `fusermount` is on the PATH (or in /bin, /usr/bin). */
-function fusermountFound(): boolean {
-  fusermount ??= [...(process.env.PATH ?? "").split(":"), "/bin", "/usr/bin"].some((dir) => dir !== "" && existsSync(`${dir}/fusermount`));
-  return fusermount;
+const openFd = promisify(fs.open) as (path: string, flags: number, mode?: number) => Promise<number>;
+const closeFd = promisify(fs.close);
+const fstatFd = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
+const mkdirAt = promisify(fs.mkdir) as (path: string, mode: number) => Promise<void>;
+const errno = (error: unknown) => (error as NodeJS.ErrnoException).code ?? "EIO";
+const { O_NOFOLLOW } = fsConstants;
+
+/** The mount a descriptor's object lies on (`mnt_id` in /proc/self/fdinfo). */
+function mountIdOf(fd: number): number {
+  const info = fs.readFileSync(`/proc/self/fdinfo/${fd}`, "utf8");
+  return Number(/^mnt_id:\s*(\d+)/m.exec(info)?.[1] ?? -1);
+}
+
+/** Lazily unmounts the mount whose root descriptor `fd` holds (`umount -l` of the descriptor's path, not canonicalised). */
+function detachMount(fd: number): Promise<void> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn("umount", ["-l", "-c", "/proc/self/fd/3"], { stdio: ["ignore", "ignore", "ignore", fd] });
+    const guard = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    child.once("error", (error) => {
+      clearTimeout(guard);
+      reject(error);
+    });
+    child.once("exit", (status) => {
+      clearTimeout(guard);
+      status === 0 ? resolvePromise() : reject(new Error("umount failed"));
+    });
+  });
+}
+
+const FUSECTL = "/sys/fs/fuse/connections";
+let fusectl: Promise<boolean> | undefined;
+/** Whether the FUSE control filesystem is there to abort a connection with (mounted once when it is not). */
+function fusectlReady(): Promise<boolean> {
+  return (fusectl ??= (async () => {
+    if (!existsSync(FUSECTL)) return false;
+    const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+    if (info.split("\n").some((line) => line.split(" ")[4] === FUSECTL)) return true;
+    return new Promise<boolean>((r) => execFile("mount", ["-t", "fusectl", "fusectl", FUSECTL], { timeout: 10_000 }, (error) => r(!error)));
+  })());
+}
+
+/** The FUSE connection (its device minor, the name under /sys/fs/fuse/connections) of the mount `mntId`, when it can be aborted. */
+async function fuseConnectionOf(mntId: number): Promise<number | undefined> {
+  if (!(await fusectlReady())) return undefined;
+  const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const line = info.split("\n").find((l) => l.split(" ")[0] === String(mntId));
+  const minor = Number(line?.split(" ")[2]?.split(":")[1]);
+  return Number.isInteger(minor) && existsSync(`${FUSECTL}/${minor}/abort`) ? minor : undefined;
+}
+
+function startWatcher(fd: number, connection: number | undefined): { stop(): Promise<void> } {
+  const abort = connection === undefined ? "" : `echo 1 > ${FUSECTL}/${connection}/abort 2>/dev/null; `;
+  let child: ChildProcess;
+  try {
+    // A line `closed`: the mount was closed here (every waiting operation answered, the mount
+    // detached); anything else, the end of stdin included, means this process is gone.
+    const script = `read line; [ "$line" = closed ] && exit 0; ${abort}exec umount -l -c /proc/self/fd/3 2>/dev/null`;
+    child = spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore", fd], detached: true });
+  } catch {
+    return { stop: async () => {} };
+  }
+  child.on("error", () => {});
+  child.stdin?.on("error", () => {});
+  const exited = new Promise<void>((r) => (child.exitCode !== null ? r() : child.once("exit", () => r())));
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return {
+    async stop() {
+      child.stdin?.end("closed\n");
+      const guard = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(guard);
+    },
+  };
+}
+
+interface PlacedMountPoint {
+  /** The held directory the mount point is in. */
+  readonly parent: Place;
+  /** A descriptor (O_PATH) of the mount point itself: a directory or regular file, not a link. */
+  readonly target: number;
+  /** Its real path on this machine when placed (for the log and the filesystem tree). */
+  readonly real: string;
+}
+
+/**
+ * Places the mount point beneath `rootPath` by descriptor (fs-fuse.md §3.2 step 2): missing parents
+ * made one by one from held directories, the file or directory made by its held parent, then held
+ * itself. A dead mount left there (its connection aborted, ENOTCONN) is cleared; a live one refuses.
+ */
+async function placeMountPoint(rootPath: string, components: readonly string[], kind: "file" | "directory", shown: string): Promise<PlacedMountPoint> {
+  if (components.length === 0) throw new MountError("mount: the path names the root");
+  const fail = (error: unknown): never => {
+    if (error instanceof MountError) throw error;
+    const code = error instanceof BeneathError ? error.code : errno(error);
+    if (code === "EOUTSIDE") throw new MountError("mount: the path leads outside the root");
+    throw new MountError(`mount: cannot place ${shown}: ${code}`);
+  };
+  let root: Beneath;
+  try {
+    root = await Beneath.open(rootPath);
+  } catch (error) {
+    return fail(error);
+  }
+  try {
+    for (let i = 1; i < components.length; i++) {
+      const at = await root.resolve(components.slice(0, i), { follow: true });
+      try {
+        await mkdirAt(at.path, 0o755).catch((error) => {
+          if (errno(error) !== "EEXIST") throw error;
+        });
+      } finally {
+        await at.release();
+      }
+    }
+    for (let attempt = 0; ; attempt++) {
+      const parent = await root.resolve(components, { follow: true });
+      try {
+        let target: number;
+        try {
+          target = await openFd(parent.path, O_PATH | O_NOFOLLOW);
+        } catch (error) {
+          if (errno(error) !== "ENOENT" || attempt > 3) throw error;
+          if (kind === "file") await closeFd(await openFd(parent.path, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | O_NOFOLLOW, 0o600)).catch(ignoreExists);
+          else await mkdirAt(parent.path, 0o700).catch(ignoreExists);
+          await parent.release();
+          continue;
+        }
+        const mounted = mountIdOf(target) !== mountIdOf(parent.dir);
+        const stat = await fstatFd(target).catch((error) => {
+          if (errno(error) === "ENOTCONN") return undefined;
+          throw error;
+        });
+        if (!stat || mounted) {
+          if (stat || !mounted || attempt > 3) {
+            await closeFd(target);
+            throw new MountError(`${shown} is already a mount`);
+          }
+          // A dead FUSE mount (its server gone): its connection aborted (whatever still waits on it
+          // is answered), the mount cleared, then the place made again.
+          const connection = await fuseConnectionOf(mountIdOf(target));
+          if (connection !== undefined) await fs.promises.writeFile(`${FUSECTL}/${connection}/abort`, "1").catch(() => undefined);
+          await detachMount(target).catch(() => undefined);
+          await closeFd(target);
+          await parent.release();
+          continue;
+        }
+        if (kind === "file" ? !stat.isFile() : !stat.isDirectory()) {
+          await closeFd(target);
+          throw new MountError(`mount: ${shown} is not a ${kind === "file" ? "regular file" : "directory"}`);
+        }
+        const real = await fs.promises.readlink(fdPath(target));
+        return { parent, target, real };
+      } catch (error) {
+        await parent.release();
+        throw error;
+      }
+    }
+  } catch (error) {
+    return fail(error);
+  } finally {
+    await root.close();
+  }
+}
+
+function ignoreExists(error: unknown): void {
+  if (errno(error) !== "EEXIST") throw error;
 }
 
 /** Whether something is mounted exactly at `path` (from /proc/self/mountinfo). */
@@ -357,18 +585,3 @@ export async function isMountPoint(path: string): Promise<boolean> {
 function unescapeMount(field: string): string {
   return field.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
-
-/** Lazily unmounts (the mount goes away once nothing uses it); no error when nothing is mounted. */
-async function unmount(path: string): Promise<void> {
-  if (!(await isMountPoint(path))) return;
-  for (const [command, args] of [
-    ["fusermount3", ["-u", "-z", path]],
-    ["fusermount", ["-u", "-z", path]],
-    ["umount", ["-l", path]],
-  ] as const) {
-    const ok = await new Promise<boolean>((r) => execFile(command, [...args], (error) => r(!error)));
-    if (ok) return;
-  }
-  throw new MountError(`mount: could not unmount ${path}`);
-}
-

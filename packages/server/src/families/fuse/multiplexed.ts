@@ -7,7 +7,7 @@ import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/mul
 import { askThrough } from "@diverge/multiplexer/fuse";
 import { checkPath } from "../filesystem/path-checks.js";
 import type { FuseMount } from "./mount.js";
-import { mountMembers, NOT_A_MOUNT_PATH, placeInside } from "./place.js";
+import { mountMembers, NOT_A_MOUNT_PATH } from "./place.js";
 import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
 
 export interface FuseScopeOptions {
@@ -34,8 +34,6 @@ export class FuseScopes {
     const components = checkPath(members.path);
     if (!components) return refuse(NOT_A_MOUNT_PATH);
     const root = await this.options.root();
-    const where = await placeInside(root, components);
-    if (!where) return refuse("mount: the path leads outside the root");
     const { mountFuse, MountError } = await import("./mount.js");
     const scope = responder.scope;
     const frames = this.options.frames;
@@ -60,7 +58,7 @@ export class FuseScopes {
     );
     let mounted: FuseMount;
     try {
-      mounted = await mountFuse({ path: where, kind: members.kind, handlers });
+      mounted = await mountFuse({ root, path: components, kind: members.kind, handlers });
     } catch (problem) {
       if (problem instanceof MountError) return refuse(problem.message);
       throw problem;
@@ -70,7 +68,7 @@ export class FuseScopes {
       return;
     }
     this.mounts.add(mounted);
-    this.options.log(`mounted ${members.kind} ${mounted.path} for scope ${scope}`);
+    this.options.log(`mounted ${members.kind} /${components.join("/")} for scope ${scope}`);
     // `[00]`, and never a finish: the scope is the mount.
     responder.respond(encodeFuseAck({ ack: "Ok" }));
   }

@@ -8,7 +8,7 @@ import type { RawData, WebSocket } from "ws";
 import { FuseMountPathsRequestError, decodeFuseMountPathsRequest, encodeFuseAck } from "@diverge/codec";
 import type { FuseAckResult, FuseHandlers, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
 import { checkPath, realRoot } from "../filesystem/path-checks.js";
-import { NOT_A_MOUNT_PATH, placeInside } from "./place.js";
+import { NOT_A_MOUNT_PATH } from "./place.js";
 import type { FuseMount } from "./index.js";
 import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
 import type { AskOutcome } from "../../exchanges/engine.js";
@@ -18,7 +18,14 @@ export interface FuseMountPathsOptions {
   readonly root: string;
   readonly asks: Pick<ProxyAsks, "fuseRead" | "fuseWrite" | "fuseList" | "fuseRemove" | "fuseRename" | "fuseMkdir" | "fuseStat">;
   readonly log: (line: string) => void;
+  /** The largest message either way (`--max-message-bytes`): a whole file must fit in one. */
+  readonly maxMessageBytes?: number;
+  /** Whether a `/requests` connection is open: without one an operation fails at once (EIO), never waits. */
+  readonly requestsOpen?: () => boolean;
 }
+
+/** Room left in a message for the file itself: the ask's kind, channel, id and path (at most 4 KiB) aside. */
+export const pathsMaxFileBytes = (maxMessageBytes: number, id: string) => Math.max(0, maxMessageBytes - 16 - Buffer.byteLength(id) - 4096);
 
 /** `{"path": [string…], "id": string, "readonly"?: bool, "kind": "file" | "directory"}`, or undefined. */
 export function pathsMountMembers(request: Record<string, unknown>): { path: string[]; id: string; readonly: boolean; kind: "file" | "directory" } | undefined {
@@ -43,7 +50,18 @@ const READ_ONLY: FuseAckResult = { kind: "readOnly" };
  * mount refuses every change here (EROFS) and never asks one. Setattr has no ask on this transport:
  * it succeeds and changes nothing; modes and times are the proxy's own (0644 / 0755, the mount time).
  */
-export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: string, readonly: boolean): FuseHandlers {
+export function wholeFileHandlers(
+  asks: FuseMountPathsOptions["asks"],
+  id: string,
+  readonly: boolean,
+  limits: { readonly maxFileBytes?: number; readonly requestsOpen?: () => boolean } = {},
+): FuseHandlers {
+  const { maxFileBytes = Number.MAX_SAFE_INTEGER, requestsOpen = () => true } = limits;
+  /** The provider must be there to ask: with no `/requests` connection the ask is not queued (the operation fails with EIO at once). */
+  const present = () => {
+    if (!requestsOpen()) throw new Error("no /requests connection: the provider is gone");
+  };
+  const tooLarge = (size: number): FuseAckResult => ({ kind: "error", message: `a file of ${size} bytes does not fit in one message` });
   const mountedAt: FuseTime = { secs: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 };
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
@@ -51,12 +69,13 @@ export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: strin
     a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? READ_ONLY : { kind: "error", message: a.message };
   /** The whole file: its bytes, empty when nothing is held yet; undefined with the error's message. */
   const whole = async (path: string): Promise<{ bytes: Uint8Array } | { message: string }> => {
+    present();
     const a = answered(await asks.fuseRead({ id, path }));
     if (a.answer === "Data") return { bytes: a.data };
     if (a.answer === "Missing") return { bytes: new Uint8Array(0) };
     return { message: a.message };
   };
-  const store = async (path: string, data: Uint8Array) => ack(answered(await asks.fuseWrite({ id, path, data })));
+  const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }))));
   return {
     async read(path, offset, length) {
       const file = await whole(path);
@@ -66,9 +85,10 @@ export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: strin
     },
     async write(path, offset, bytes) {
       if (readonly) return READ_ONLY;
+      const start = Number(offset);
+      if (start + bytes.length > maxFileBytes) return tooLarge(start + bytes.length);
       const file = await whole(path);
       if ("message" in file) return { kind: "error", message: file.message };
-      const start = Number(offset);
       const out = new Uint8Array(Math.max(file.bytes.length, start + bytes.length));
       out.set(file.bytes);
       out.set(bytes, start);
@@ -76,6 +96,7 @@ export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: strin
     },
     async truncate(path, size) {
       if (readonly) return READ_ONLY;
+      if (size > BigInt(maxFileBytes)) return tooLarge(Number(size));
       const file = await whole(path);
       if ("message" in file) return { kind: "error", message: file.message };
       const out = new Uint8Array(Number(size));
@@ -86,14 +107,16 @@ export function wholeFileHandlers(asks: FuseMountPathsOptions["asks"], id: strin
       return readonly ? READ_ONLY : { kind: "ok" };
     },
     async list(path) {
+      present();
       const a = answered(await asks.fuseList({ id, path }));
       if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
       return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
-    remove: async (path) => (readonly ? READ_ONLY : ack(answered(await asks.fuseRemove({ id, path })))),
-    rename: async (from, to) => (readonly ? READ_ONLY : ack(answered(await asks.fuseRename({ id, from, to })))),
-    mkdir: async (path) => (readonly ? READ_ONLY : ack(answered(await asks.fuseMkdir({ id, path })))),
+    remove: async (path) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseRemove({ id, path }))))),
+    rename: async (from, to) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseRename({ id, from, to }))))),
+    mkdir: async (path) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseMkdir({ id, path }))))),
     async stat(path) {
+      present();
       const a = answered(await asks.fuseStat({ id, path }));
       if (a.answer === "Failed") return { kind: "error", message: a.message };
       // On a file mount, nothing held yet is an empty file.
@@ -160,12 +183,13 @@ export class FuseMountPaths implements UpgradeRoute {
     };
     const components = checkPath(members.path);
     if (!components) return refuse(NOT_A_MOUNT_PATH);
-    const where = await placeInside(await (this.root ??= realRoot(this.options.root)), components);
-    if (!where) return refuse("mount: the path leads outside the root");
+    const root = await (this.root ??= realRoot(this.options.root));
     const { mountFuse, MountError } = await import("./mount.js");
     let mounted: FuseMount;
     try {
-      mounted = await mountFuse({ path: where, kind: members.kind, handlers: wholeFileHandlers(this.options.asks, members.id, members.readonly) });
+      const maxFileBytes = this.options.maxMessageBytes === undefined ? undefined : pathsMaxFileBytes(this.options.maxMessageBytes, members.id);
+      const handlers = wholeFileHandlers(this.options.asks, members.id, members.readonly, { maxFileBytes, requestsOpen: this.options.requestsOpen });
+      mounted = await mountFuse({ root, path: components, kind: members.kind, handlers, maxFileBytes });
     } catch (problem) {
       if (problem instanceof MountError) return refuse(problem.message);
       throw problem;
@@ -173,7 +197,7 @@ export class FuseMountPaths implements UpgradeRoute {
     if (this.closed) return void (await mounted.close());
     // The mount lives until the proxy ends, whatever becomes of this socket.
     this.mounts.add(mounted);
-    this.options.log(`mounted ${members.kind} ${mounted.path} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
+    this.options.log(`mounted ${members.kind} /${components.join("/")} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
     socket.send(encodeFuseAck({ ack: "Ok" }));
     socket.close();
   }

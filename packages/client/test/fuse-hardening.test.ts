@@ -1,0 +1,281 @@
+// FUSE hardened, end to end on both transports through real kernel mounts (issue 24): messages name
+// container paths only; a link inside the provider's directory never lets the program act outside
+// it; a mount whose provider is gone fails every operation with EIO at once and leaves the proxy
+// responsive; a dead mount left at a path is cleared; a file the paths transport cannot carry whole
+// fails with EFBIG at once; a list answered "no directory there" is ENOENT; a change of one time
+// alone is asked. Operations inside a mount run in child processes, as the container's program would.
+import { execFile, spawn } from "node:child_process";
+import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fuseUnavailable, isMountPoint, startProxy, type RunningProxy } from "@diverge/server";
+import { FilesystemError, PathsMounts, connectProxy, directoryHandlers, filesystemPaths, openContainer, type FuseAttrs, type FuseHandlers, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
+
+const unavailable = fuseUnavailable();
+if (unavailable) console.log(`FUSE hardening tests skipped: ${unavailable}`);
+
+let base: string;
+let root: string;
+let provider: string;
+let proxy: RunningProxy | undefined;
+let container: MultiplexedConnection | undefined;
+let answering: PathsConnection | undefined;
+
+beforeEach(async () => {
+  base = await realpath(await mkdtemp(join(tmpdir(), "diverge-fuse-hard-")));
+  root = join(base, "container");
+  provider = join(base, "provider");
+  await mkdir(root);
+  await mkdir(provider);
+  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root, log: () => {} });
+});
+afterEach(async () => {
+  await container?.close();
+  await answering?.close();
+  await proxy?.close();
+  container = proxy = answering = undefined;
+  await rm(base, { recursive: true, force: true });
+});
+
+/** Runs a script of `node:fs/promises` calls in a child process; returns what it prints as JSON. The timeout is a hang guard only. */
+function program(script: string, timeout = 60_000): Promise<any> {
+  const source = `import * as fs from "node:fs/promises"; const out = await (async () => { ${script} })(); process.stdout.write(JSON.stringify(out ?? null));`;
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, ["--input-type=module", "-e", source], { timeout, killSignal: "SIGKILL" }, (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(JSON.parse(stdout)))),
+  );
+}
+const code = (call: string) => `(async () => { try { await ${call}; return "ok"; } catch (e) { return e.code; } })()`;
+const sh = (command: string, timeout = 60_000) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile("sh", ["-c", command], { timeout, killSignal: "SIGKILL" }, (error, stdout, stderr) => resolve({ status: error ? ((error as { code?: number }).code ?? -1) : 0, stdout, stderr }));
+  });
+
+type Transport = "multiplexed" | "paths";
+interface Mounter {
+  mount(path: string[], target: FuseHandlers | string, options?: { kind?: "file" | "directory"; readonly?: boolean }): Promise<string>;
+  /** The provider goes away: the connection ends (multiplexed) or /requests closes (paths). */
+  gone(): Promise<void>;
+}
+
+async function mounter(transport: Transport): Promise<Mounter> {
+  const url = `ws://127.0.0.1:${proxy!.port}`;
+  if (transport === "multiplexed") {
+    container = await openContainer(url);
+    return {
+      mount: async (path, target, options) => ((await container!.mount(path, target, options)), path.join("/")),
+      gone: async () => {
+        await container!.close();
+        container = undefined;
+      },
+    };
+  }
+  const made = new PathsMounts(url);
+  answering = connectProxy(url, { ...made.handlers() });
+  await answering.whenConnected({ timeoutMs: 20_000 });
+  return {
+    mount: (path, target, options) => made.mount(path, target, options),
+    gone: async () => {
+      await answering!.close();
+      answering = undefined;
+    },
+  };
+}
+
+const failure = async (promise: Promise<unknown>): Promise<string> => {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(FilesystemError);
+    const detail = (error as FilesystemError).detail as { error?: string };
+    return detail.error ?? JSON.stringify(detail);
+  }
+  throw new Error("mounted");
+};
+
+describe.skipIf(!!unavailable)("FUSE hardening", () => {
+  for (const transport of ["multiplexed", "paths"] as const) {
+    describe(transport, () => {
+      it("refusals name the path as the container sees it, never the host's", async () => {
+        const m = await mounter(transport);
+        await m.mount(["m"], provider);
+        await writeFile(join(root, "plain"), "");
+        await mkdir(join(root, "dir"));
+        const reasons = [
+          await failure(m.mount(["m"], provider)),
+          await failure(m.mount(["plain", "x"], provider)),
+          await failure(m.mount(["dir"], provider, { kind: "file" })),
+        ];
+        expect(reasons[0]).toBe("/m is already a mount");
+        for (const reason of reasons) expect(reason).not.toContain(base);
+        expect(reasons[2]).toBe("mount: /dir is not a regular file");
+      });
+
+      it("a link inside the provider's directory never lets the program read, write or chmod outside it", async () => {
+        const secrets = join(base, "secrets");
+        await mkdir(secrets);
+        await writeFile(join(secrets, "id_rsa"), "PRIVATE KEY");
+        await chmod(join(secrets, "id_rsa"), 0o600);
+        await writeFile(join(base, "script.sh"), "echo provider");
+        await symlink(join(secrets, "id_rsa"), join(provider, "key"));
+        await symlink("../script.sh", join(provider, "script"));
+        await symlink(secrets, join(provider, "secrets"));
+        const m = await mounter(transport);
+        await m.mount(["w"], provider);
+        const at = join(root, "w");
+        const result = await program(`
+          const at = ${JSON.stringify(at)};
+          const read = await fs.readFile(at + "/key", "utf8").catch((e) => e.code);
+          return {
+            read,
+            writeKey: await ${code('fs.writeFile(at + "/key", "owned")')},
+            writeScript: await ${code('fs.writeFile(at + "/script", "rm -rf ~")')},
+            appendScript: await ${code('fs.appendFile(at + "/script", "rm -rf ~")')},
+            chmodKey: await ${code('fs.chmod(at + "/key", 0o644)')},
+            truncate: await ${code('fs.truncate(at + "/script", 0)')},
+            throughDir: await fs.readFile(at + "/secrets/id_rsa", "utf8").catch((e) => e.code),
+            listDir: await fs.readdir(at + "/secrets").catch((e) => e.code),
+            createThrough: await ${code('fs.writeFile(at + "/secrets/new", "x")')},
+            chmodThrough: await ${code('fs.chmod(at + "/secrets/id_rsa", 0o666)')},
+            mkdirThrough: await ${code('fs.mkdir(at + "/secrets/d")')},
+            renameOut: await ${code('fs.rename(at + "/secrets/id_rsa", at + "/stolen")')},
+            removeThrough: await ${code('fs.unlink(at + "/secrets/id_rsa")')},
+          };
+        `);
+        // The link itself is served as a link's text at most, never the file it names.
+        expect(result.read).not.toBe("PRIVATE KEY");
+        // (The paths transport has no setattr ask: a chmod there succeeds and changes nothing.)
+        const chmods = transport === "paths" ? [] : ["chmodKey", "chmodThrough"];
+        for (const key of ["writeKey", "writeScript", "appendScript", "truncate", "createThrough", "mkdirThrough", "renameOut", "removeThrough", ...chmods]) expect([key, result[key]]).not.toEqual([key, "ok"]);
+        expect(result.throughDir).not.toBe("PRIVATE KEY");
+        expect(Array.isArray(result.listDir)).toBe(false);
+        expect(await readFile(join(secrets, "id_rsa"), "utf8")).toBe("PRIVATE KEY");
+        expect((await stat(join(secrets, "id_rsa"))).mode & 0o777).toBe(0o600);
+        expect(await readFile(join(base, "script.sh"), "utf8")).toBe("echo provider");
+        expect((await readdir(secrets)).sort()).toEqual(["id_rsa"]);
+        expect((await readdir(provider)).sort()).toEqual(["key", "script", "secrets"]);
+      });
+
+      it("a dead FUSE mount left at the path (its server killed) is cleared and the mount proceeds", async () => {
+        const at = join(root, "dead");
+        // A FUSE server killed together with everything it started: nothing unmounts it.
+        const dist = new URL("../../server/dist/families/fuse/index.js", import.meta.url).href;
+        const child = spawn(process.execPath, ["--input-type=module", "-e", `
+          const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});
+          await mountFuse({ path: ${JSON.stringify(at)}, kind: "directory", handlers: directoryHandlers(${JSON.stringify(provider)}) });
+          process.stdout.write("mounted\\n");
+          setInterval(() => {}, 1000);
+        `], { stdio: ["ignore", "pipe", "inherit"] });
+        await new Promise((resolve) => child.stdout!.once("data", resolve));
+        const kids = (await sh(`pgrep -P ${child.pid}`)).stdout.split(/\s+/).filter(Boolean);
+        await sh(`kill -9 ${kids.join(" ")} ${child.pid}`);
+        expect(await isMountPoint(at)).toBe(true);
+        expect(await program(`return await ${code(`fs.stat(${JSON.stringify(at)})`)}`)).toBe("ENOTCONN");
+        await writeFile(join(provider, "f"), "served again");
+        const m = await mounter(transport);
+        await m.mount(["dead"], provider);
+        expect(await program(`return await fs.readFile(${JSON.stringify(join(at, "f"))}, "utf8")`)).toBe("served again");
+      });
+
+      it("a list answered \"no directory there\" is ENOENT, not an empty directory", async () => {
+        const handlers: FuseHandlers = {
+          ...directoryHandlers(provider),
+          stat: async (path) => (path === "ghost" ? { kind: "stat", stat: { kind: "directory", size: 0n, mode: 0o755, uid: 0, gid: 0, atime: { secs: 1n, nanos: 0 }, mtime: { secs: 1n, nanos: 0 }, ctime: { secs: 1n, nanos: 0 } } } : directoryHandlers(provider).stat(path)),
+          list: async (path) => (path === "ghost" ? { kind: "missing" } : directoryHandlers(provider).list(path)),
+        };
+        const m = await mounter(transport);
+        await m.mount(["g"], handlers);
+        expect(await program(`return await fs.readdir(${JSON.stringify(join(root, "g", "ghost"))}).catch((e) => e.code)`)).toBe("ENOENT");
+      });
+
+      it("a provider gone: every operation on its mount fails with EIO at once, and the proxy stays responsive", async () => {
+        await mkdir(join(provider, "sub"));
+        await writeFile(join(provider, "sub", "f"), "x");
+        await writeFile(join(root, "unrelated.txt"), "still answered");
+        const m = await mounter(transport);
+        await m.mount(["gone"], provider);
+        const at = join(root, "gone");
+        expect(await program(`return await fs.readFile(${JSON.stringify(join(at, "sub", "f"))}, "utf8")`)).toBe("x");
+        await m.gone();
+        // Four tree walks into the dead mount at once, then the ordinary calls; each child is killed at 60 s as a hang guard.
+        const finds = [1, 2, 3, 4].map(() => sh(`find ${at} > /dev/null; echo done`));
+        const result = await program(`
+          const at = ${JSON.stringify(at)};
+          return {
+            stat: await ${code("fs.stat(at + '/sub')")},
+            list: await fs.readdir(at).then(() => "ok", (e) => e.code),
+            read: await ${code("fs.readFile(at + '/sub/f')")},
+            write: await ${code("fs.writeFile(at + '/new', 'x')")},
+          };
+        `);
+        if (transport === "multiplexed") {
+          // The connection ended: the mount is gone with it (nothing left to block on).
+          for (let i = 0; i < 200 && (await isMountPoint(at)); i++) await new Promise((r) => setTimeout(r, 50));
+          expect(await isMountPoint(at)).toBe(false);
+        } else {
+          expect(result).toEqual({ stat: "EIO", list: "EIO", read: "EIO", write: "EIO" });
+          expect(await isMountPoint(at)).toBe(true);
+        }
+        for (const done of await Promise.all(finds)) expect(done.stdout).toContain("done");
+        // An unrelated read through the proxy still answers.
+        if (transport === "paths") {
+          const reader = filesystemPaths(`ws://127.0.0.1:${proxy!.port}`).read(["unrelated.txt"]);
+          expect(Buffer.from(await new Response(reader).arrayBuffer()).toString()).toBe("still answered");
+        }
+      });
+    });
+  }
+
+  it("paths: PathsMounts.unmount(id) makes every operation on the mount fail with EIO at once", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const made = new PathsMounts(url);
+    answering = connectProxy(url, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await writeFile(join(provider, "f"), "x");
+    const id = await made.mount(["u"], provider);
+    expect(made.unmount(id)).toBe(true);
+    expect(made.unmount(id)).toBe(false);
+    expect(await program(`return await ${code(`fs.readFile(${JSON.stringify(join(root, "u", "f"))})`)}`)).toBe("EIO");
+  });
+
+  it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const made = new PathsMounts(url);
+    answering = connectProxy(url, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await writeFile(join(provider, "f"), "small");
+    await made.mount(["big"], provider);
+    const at = join(root, "big");
+    const before = process.memoryUsage().rss;
+    const result = await program(`
+      const at = ${JSON.stringify(at)};
+      const handle = await fs.open(at + "/f", "r+");
+      const far = await handle.write(Buffer.from("x"), 0, 1, 1024 * 1024 * 1024).then(() => "ok", (e) => e.code);
+      await handle.close();
+      return { truncate: await ${code("fs.truncate(at + '/f', 1024 * 1024 * 1024)")}, far, small: await ${code("fs.truncate(at + '/f', 3)")} };
+    `);
+    const grown = process.memoryUsage().rss - before;
+    console.log(`EFBIG: rss grew ${(grown / 1e6).toFixed(1)} MB`);
+    expect(result).toEqual({ truncate: "EFBIG", far: "EFBIG", small: "ok" });
+    expect(grown).toBeLessThan(200 * 1024 * 1024);
+    expect(await readFile(join(provider, "f"), "utf8")).toBe("sma");
+  });
+
+  it("multiplexed: `touch -m` and `touch -a` (one time alone) are asked as a setattr of that time only", async () => {
+    const asked: { path: string; attrs: FuseAttrs }[] = [];
+    const backend = directoryHandlers(provider);
+    await writeFile(join(provider, "t"), "");
+    const handlers: FuseHandlers = { ...backend, setattr: async (path, attrs) => (asked.push({ path, attrs }), backend.setattr(path, attrs)) };
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], handlers);
+    const at = join(root, "t", "t");
+    expect((await sh(`touch -m -d @1700000000 ${at} && touch -a -d @1600000000 ${at}`)).status).toBe(0);
+    expect(asked.map((a) => ({ path: a.path, atime: a.attrs.atime?.secs, mtime: a.attrs.mtime?.secs }))).toEqual([
+      { path: "t", atime: undefined, mtime: 1700000000n },
+      { path: "t", atime: 1600000000n, mtime: undefined },
+    ]);
+    const s = await stat(join(provider, "t"));
+    expect(Math.floor(s.mtimeMs / 1000)).toBe(1700000000);
+    expect(Math.floor(s.atimeMs / 1000)).toBe(1600000000);
+  });
+});
