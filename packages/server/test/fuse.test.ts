@@ -214,7 +214,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     expect(await readFile("/proc/self/mountinfo", "utf8")).not.toContain(at);
   });
 
-  it("puts a directory that cannot be read into the tree with changes false and no children", async () => {
+  it("leaves a FUSE mount this process serves out of the tree: the walk never enters it (its listing failing or not)", async () => {
     const root = join(base, "tree");
     await mkdir(join(root, "ok"), { recursive: true });
     await writeFile(join(root, "ok", "f"), "x");
@@ -224,7 +224,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     const snapshot = (await frames.next()).value as { children: FiletreeNode[] };
     await frames.return!();
     const byName = Object.fromEntries(snapshot.children.map((n) => [n.name, n]));
-    expect(byName.broken).toMatchObject({ kind: "Directory", changes: false, children: [] });
+    expect(byName.broken).toBeUndefined();
     expect(byName.ok).toMatchObject({ kind: "Directory", changes: true, children: [{ kind: "File", name: "f" }] });
   });
 
