@@ -219,7 +219,9 @@ describe("tools::begin", () => {
     const unreadable = [
       new Uint8Array(),
       fromHex("09"),
-      concat(fromHex("00"), json({ arguments: null })),
+      // agents::begin (endpoint 0) with no begin object, and one that is not a begin.
+      fromHex("00"),
+      concat(fromHex("00"), json({ agent: null })),
       fromHex("01"),
       concat(fromHex("01"), text("[1]")),
       concat(fromHex("01"), json({ image: { name: "a", digest: "b" } })),

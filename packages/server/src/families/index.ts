@@ -12,6 +12,9 @@
 //   command       —                                                 /requests kind 10, the program's /command
 //   filesystem    filesystem::tree/read/write (endpoints 3-5)       /filesystem/*
 //   fuse          fuse::mount (endpoint 2)                          /fuse/mount + /requests kinds 12-18
+//   tools         tools::begin (endpoint 1): the begin                —
+//   agents        agents::begin (endpoint 0): the begin, the run      /agent/register|run|schema|enqueue|dequeue
+//                 loop, provider-opened tags 3-4 (0-2, 5 shared)
 //
 // This file holds what is attached at start: every family's paths adapters, and the program-facing
 // side of the multiplexed transport (the postgres listener, `/daemon`). The per-connection half is
@@ -22,6 +25,7 @@ import { bindProviderPaths } from "../gen/exchanges.js";
 import type { PathsServices } from "../paths/family.js";
 import type { ProgramSideServices } from "../multiplexed/family.js";
 import type { ProxyConnection } from "../multiplexed/connection.js";
+import { AgentPaths } from "./agents/paths.js";
 import { attachDaemonEndpoint } from "./daemon/endpoint.js";
 import { attachPostgresListener } from "./postgres/listener.js";
 import { CommandApi } from "./command/paths.js";
@@ -74,6 +78,9 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
   // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
   const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log, maxMessageBytes: options.maxMessageBytes, requestsOpen: () => board.requestsOpen });
   provider.addUpgradeRoute(fuseMounts);
+  // /agent/*: straight relays to an agent program.
+  const agentPaths = new AgentPaths({ appPort: () => options.appPort, maxMessageBytes: options.maxMessageBytes, log: options.log });
+  provider.addUpgradeRoute(agentPaths);
   outward.route();
   // The command and vault APIs beside /mcp; a body is at most one message less the ask's header.
   const command = new CommandApi(asks, options.maxMessageBytes - 16, options.log);
@@ -89,6 +96,7 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
       outward.stopServing();
       providerPaths.close();
       filesystem.close();
+      agentPaths.close();
       await fuseMounts.close();
       outward.closeAsks();
       command.close();

@@ -2,10 +2,12 @@
 // connection, assembled into the tables the connection dispatches on. Imported by the connection
 // only, so that what these adapters load (YAML for DIVERGE.md) loads with the connection, when the
 // provider first connects on `/`, not at start.
-import type { ToolsBeginChannelRequest } from "@diverge/codec";
+import { ContainerProxyRequestError, decodeContainerProxyRequest, type ContainerProxyRequest } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
-import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
+import type { ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
 import type { ConnectionServices, ScopeRoutes } from "../multiplexed/family.js";
+import { agentsScopes } from "./agents/multiplexed.js";
+import { toolsBegin } from "./tools/multiplexed.js";
 import { realRoot } from "./filesystem/path-checks.js";
 import { filesystemScopes } from "./filesystem/multiplexed.js";
 import { fuseScopes } from "./fuse/multiplexed.js";
@@ -27,23 +29,39 @@ export function openMultiplexedFamilies(services: ConnectionServices) {
   const postgres = postgresChannels(services);
   const daemon = daemonChannels(services);
   const inward = new InwardMcpChannels(services);
-  /** What each channel the provider opens on the begin scope does; which tag is which is the generated routing's business. */
-  const channels: ToolsBeginChannelsProviderRoutes<Responder> = {
-    ...postgres.channels,
-    ...daemon.channels,
-    ...infoChannels(services),
-    ...secretsChannels(services),
-    ...inward.channels,
-  };
-  /** What each scope the provider opens for an endpoint other than the begin does. */
-  const scopes: Omit<ScopeRoutes, "ToolsBegin"> = { ...fuse.routes, ...filesystem.routes };
+  // The channels both begin families serve alike (the seed: tags 0-2 are the same in both scopes, and
+  // the secrets feed appears in each under a tag of its own): one adapter of each, shared.
+  const shared = { ...postgres.channels, ...daemon.channels, ...infoChannels(services), ...secretsChannels(services) };
+  /** What each channel the provider opens on a tools::begin scope does; which tag is which is the generated routing's business. */
+  const toolsChannels: ToolsBeginChannelsProviderRoutes<Responder> = { ...shared, ...inward.channels };
+  const tools = toolsBegin(services, toolsChannels);
+  const agents = agentsScopes(services, shared);
+  /** What each scope the provider opens does: the begins are the begin families', the rest the families' own. */
+  const scopes: ScopeRoutes = { ToolsBegin: (request, responder) => tools.route(request, responder), ...fuse.routes, ...filesystem.routes };
   return {
     postgres: postgres.pairs,
     daemons: daemon.pairs,
-    scopes,
+    /** The agent's run loop, once this connection has begun an agent container. */
+    get agentLoop() {
+      return agents.loop;
+    },
+    /** A scope the provider opened: served by the family of its endpoint; an unreadable request gets a bare finish. */
+    routeScope(responder: Responder, payload: Uint8Array): Promise<void> {
+      // agents::begin (endpoint 0) is read by its own frame: this revision's container-proxy request frame has no tag 0.
+      if (agents.claims(payload)) return agents.route(payload, responder);
+      let request: ContainerProxyRequest;
+      try {
+        request = decodeContainerProxyRequest(payload);
+      } catch (error) {
+        if (!(error instanceof ContainerProxyRequestError)) throw error;
+        services.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
+        responder.finish();
+        return Promise.resolve();
+      }
+      return (scopes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
+    },
     /** A channel on a scope of a family's own (not the begin scope): true when that family took it. */
     claimsChannel: (responder: Responder) => filesystem.claimsChannel(responder),
-    routeChannel: (request: ToolsBeginChannelRequest, responder: Responder) => routeToolsBeginChannelsProviderChannel(request, channels, responder),
     /** The connection ended: every family lets go of what it holds; resolves once the mounts are gone. */
     closeAll(): Promise<void> {
       inward.closeAll();

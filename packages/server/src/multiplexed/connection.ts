@@ -1,24 +1,14 @@
-// The proxy's one multiplexed connection: the Frames server and the tools::begin scope. Every other
-// scope and every channel the provider opens is a family's: the registry (families/multiplexed.ts)
-// gives the tables they are dispatched on.
-import {
-  ContainerProxyRequestError,
-  ToolsBeginChannelRequestError,
-  decodeContainerProxyRequest,
-  decodeToolsBeginChannelRequest,
-  encodeToolsBeginResponse,
-  type ContainerProxyRequest,
-  type ToolsBeginChannelRequest,
-} from "@diverge/codec";
-import { checkMcp } from "@diverge/codec/mcp";
+// The proxy's one multiplexed connection: the Frames server and the one begin per connection,
+// whichever family. Every scope and every channel the provider opens is a family's: the registry
+// (families/multiplexed.ts) says which family serves a scope's endpoint, and the family that began
+// serves the begin scope's channels.
 import { FrameSocket, MultiplexerError, type Corkable, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../families/secrets/gate.js";
 import type { ResolvedProxyOptions } from "../context.js";
 import type { SharedInwardMcp } from "../families/mcp-inward/shared.js";
 import type { PairLink } from "./pairs.js";
-import { postToProgram } from "./program.js";
 import { openMultiplexedFamilies, type MultiplexedFamilies } from "../families/multiplexed.js";
-import type { ConnectionCounters, ConnectionServices, ScopeRoutes } from "./family.js";
+import type { BeginFamily, ConnectionCounters, ConnectionServices } from "./family.js";
 
 const DISREGARDED_KEPT = 1000;
 
@@ -27,6 +17,8 @@ export interface BeginState {
   scope?: number;
   /** True once `Begun` was sent. */
   begun: boolean;
+  /** The family that began: it serves the begin scope's channels. */
+  family?: BeginFamily;
 }
 
 /** How the connection ended: its close code (undefined when the proxy closed it) and whether the provider ever sent anything. */
@@ -46,10 +38,8 @@ export class ProxyConnection {
   /** True once the provider has sent its first message. */
   spoken = false;
   /** Every family's adapter on this connection. */
-  private readonly families: MultiplexedFamilies;
-  /** What each scope the provider opens does: the begin is the connection's, the rest the families'. */
-  private readonly scopeRoutes: ScopeRoutes;
-  /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`) when the connection ends. */
+  readonly families: MultiplexedFamilies;
+  /** Aborts the calls to the program's HTTP server (`/register`, `/secrets`, the run loop's) when the connection ends. */
   private readonly aborter = new AbortController();
   private beginScope: Responder | undefined;
   private markBegun!: () => void;
@@ -149,11 +139,11 @@ export class ProxyConnection {
       pairOptions,
       counters: this.counters,
       guard: (responder, what, work) => this.guard(responder, what, work),
+      claimBegin: (responder, family) => this.claimBegin(responder, family),
     };
     this.families = openMultiplexedFamilies(services);
     this.postgres = this.families.postgres;
     this.daemons = this.families.daemons;
-    this.scopeRoutes = { ToolsBegin: (request, responder) => this.onBegin(responder, request.begin), ...this.families.scopes };
   }
 
   /** Counters of this connection's bounded queues and caps. */
@@ -184,74 +174,33 @@ export class ProxyConnection {
     this.onEnd({ code, spoken: this.spoken });
   }
 
-  private async onScope(responder: Responder, payload: Uint8Array): Promise<void> {
-    let request: ContainerProxyRequest;
-    try {
-      request = decodeContainerProxyRequest(payload);
-    } catch (error) {
-      if (!(error instanceof ContainerProxyRequestError)) throw error;
-      this.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
-      return responder.finish();
-    }
-    await (this.scopeRoutes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
+  private onScope(responder: Responder, payload: Uint8Array): Promise<void> {
+    return this.families.routeScope(responder, payload);
   }
 
-  private async onBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
-    if (!isBeginObject(begin)) {
-      this.options.log(`unreadable begin on scope ${responder.scope}: it needs "arguments" and, if any, an "image" of two strings`);
-      return responder.finish();
-    }
-    if (this.begin.scope !== undefined) {
-      // Begun, or a begin is being answered now: this one gets one error and the finish.
-      const error = this.begin.begun ? "the connection has already begun" : "another begin is being answered";
-      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error } }));
-      return responder.finish();
-    }
+  /** One begin per connection, whichever family: the first is answered by its family, any other while it is refused. */
+  private async claimBegin(responder: Responder, family: BeginFamily): Promise<void> {
+    if (this.begin.scope !== undefined) return family.refuse(responder, this.begin.begun);
     this.begin.scope = responder.scope;
     try {
-      await this.answerBegin(responder, begin);
+      await family.answer(responder, () => {
+        this.begin.begun = true;
+        this.begin.family = family;
+        this.beginScope = responder;
+        this.markBegun();
+      });
     } finally {
       // Any answer but Begun leaves the connection not begun: the provider may send another begin.
       if (!this.begin.begun) this.begin.scope = undefined;
     }
   }
 
-  private async answerBegin(responder: Responder, begin: Record<string, unknown>): Promise<void> {
-    const answer = await postToProgram(this.options.appPort, "/register", JSON.stringify(begin.arguments ?? null), this.aborter.signal);
-    if (responder.finished) return;
-    if (answer.ok) {
-      const tools = parseJson(answer.body);
-      if (Array.isArray(tools)) {
-        responder.respond(encodeToolsBeginResponse({ variant: "Begun", tools }));
-        this.begin.begun = true;
-        this.beginScope = responder;
-        this.options.log(`begun with ${tools.length} tool(s)`);
-        this.markBegun();
-        return;
-      }
-      this.options.log("the program declared no JSON array of tools; the connection is not begun");
-      responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the program declared no JSON array of tools", status: answer.status } }));
-      return responder.finish();
-    }
-    this.options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"}); the connection is not begun`);
-    responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: answer.error }));
-    responder.finish();
-  }
-
   private onChannel(responder: Responder, payload: Uint8Array): void {
     // A channel on a family's own scope (a filesystem tree's stop, say) is that family's.
     if (this.families.claimsChannel(responder)) return;
-    // Channels ride the begin scope only, and only once it has begun.
-    if (responder.scope !== this.begin.scope || !this.begin.begun) return responder.finish();
-    let request: ToolsBeginChannelRequest;
-    try {
-      request = decodeToolsBeginChannelRequest(payload, { check: checkMcp });
-    } catch (error) {
-      if (!(error instanceof ToolsBeginChannelRequestError)) throw error;
-      this.options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
-      return responder.finish();
-    }
-    this.families.routeChannel(request, responder);
+    // Channels ride the begin scope only, and only once it has begun: the family that began serves them.
+    if (responder.scope !== this.begin.scope || !this.begin.begun || !this.begin.family) return responder.finish();
+    this.begin.family.channel(responder, payload);
   }
 
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
@@ -260,21 +209,5 @@ export class ProxyConnection {
       this.options.log(`${what} failed: ${problem instanceof Error ? problem.name : "error"}; finishing it`);
       responder.finish();
     });
-  }
-}
-
-/** `{"arguments": <any>, "image"?: {"name": string, "digest": string}}`. */
-function isBeginObject(begin: Record<string, unknown>): boolean {
-  if (!("arguments" in begin)) return false;
-  if (!("image" in begin)) return true;
-  const image = begin.image as { name?: unknown; digest?: unknown } | null;
-  return typeof image === "object" && image !== null && typeof image.name === "string" && typeof image.digest === "string";
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }

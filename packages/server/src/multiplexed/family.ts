@@ -25,6 +25,22 @@ export interface ConnectionCounters {
   readonly dropped: Record<string, number>;
 }
 
+/**
+ * A family that begins a container on the connection (one begin per connection, whichever family):
+ * the engine holds the claim and hands the begun scope's channels to the family that began.
+ */
+export interface BeginFamily {
+  /** A begin while the connection has begun (`begun`) or another begin is being answered: one refusal, then the finish. */
+  refuse(responder: Responder, begun: boolean): void;
+  /**
+   * Answers the begin. `begun` is called right after the family's Begun is sent (before anything
+   * else on the scope); a refusal sends its answer and the finish and leaves the connection not begun.
+   */
+  answer(responder: Responder, begun: () => void): Promise<void>;
+  /** A channel the provider opened on the begun scope. */
+  channel(responder: Responder, payload: Uint8Array): void;
+}
+
 /** What every family's multiplexed adapter is given: one per connection. */
 export interface ConnectionServices {
   readonly frames: FrameSocket;
@@ -42,6 +58,8 @@ export interface ConnectionServices {
   readonly counters: ConnectionCounters;
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
   guard(responder: Responder, what: string, work: Promise<void>): void;
+  /** A begin scope the provider opened: the engine's one claim per connection, answered by `family`. */
+  claimBegin(responder: Responder, family: BeginFamily): Promise<void>;
 }
 
 /** A program connection that came before the begin, held (unread) until the connection has begun. */
