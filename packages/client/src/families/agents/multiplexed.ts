@@ -68,6 +68,8 @@ export function beginAgentOn(host: AgentScopeHost, request: AgentBeginRequest, o
           case "LoopInactive":
             // A5's markers: never a chunk; an Inactive says the loop is over.
             if (!agent) return;
+            // A proxy that sends them marks every loop: idleness is no longer guessed.
+            agent.hub.marksLoopEnd = true;
             agent.hub.loopRunning = answer.variant === "LoopActive";
             return agent.hub.emit({ type: "loopMarker", marker: answer.variant === "LoopActive" ? "active" : "inactive" });
         }
