@@ -1,97 +1,16 @@
 // An inward MCP call whose SSE stream the container's server closes mid-call (MCP 2025-11-25's
 // polling pattern: the server sends a priming event with an id and a retry interval, closes the
 // stream, and the client resumes it with `Last-Event-ID`), against a real MCP SDK server with an event
-// store: answered through the begin scope's MCP channels, through `/tool/*`, and through
-// `diverge connect --serve-tools` (HTTP and stdio) on both transports. Every inward call is bounded: a
-// stream that cannot be resumed ends the call with -32603 naming why, and the caller's cancellation
-// (its path closed, its connection gone) cancels the call at the container's server.
-import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { afterEach, describe, expect, it } from "vitest";
+// store: answered through the begin scope's MCP channels and `/tool/*`. Every inward call is bounded:
+// a stream that cannot be resumed ends the call with -32603 naming why, and the caller's cancellation
+// (its path closed, its connection gone, an agent's own timeout through --serve-tools) cancels the
+// call at the container's server. (--serve-tools: serve-tools-resume.test.ts.)
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
 import { startProxy, type RunningProxy } from "@diverge/server";
 import { openContainer, PathsTools } from "../src/index.js";
 import { startResumeContainer, type ResumeContainer } from "./resume-container.js";
-
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
-});
-
-type Transport = "multiplexed" | "paths";
-const TRANSPORTS: readonly Transport[] = ["multiplexed", "paths"];
-
-async function fixture(): Promise<{ app: ResumeContainer; proxy: RunningProxy }> {
-  const app = await startResumeContainer();
-  cleanups.push(() => app.close());
-  const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, secretsGate: false, log: () => {} });
-  cleanups.push(() => proxy.close());
-  return { app, proxy };
-}
-
-function textOf(result: unknown): string {
-  return ((result as { content: { text: string }[] }).content[0]!).text;
-}
-
-async function until(condition: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** A hang guard: the promise, or a rejection naming `what` after `ms`. */
-function guard<T>(promise: Promise<T>, what: string, ms = 20_000): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  return Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
-}
-
-/** The container's MCP server as the library reaches it on `transport`. */
-async function library(proxy: RunningProxy, transport: Transport) {
-  const url = `ws://127.0.0.1:${proxy.port}`;
-  if (transport === "paths") return new PathsTools(url);
-  const connection = await openContainer(url, { timeoutMs: 10_000 });
-  cleanups.push(() => connection.close());
-  await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
-  return Object.assign(connection.mcp, { connection });
-}
-
-/** `diverge connect --serve-tools 127.0.0.1:0` on `transport`; resolves with its MCP URL. */
-async function serveTools(proxy: RunningProxy, transport: Transport): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  cleanups.push(async () => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-    await exited;
-  });
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const url = /http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)?.[0];
-    if (url) return { url, child };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`connect did not serve tools; exit ${child.exitCode}; stderr:\n${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
-async function httpAgent(url: string): Promise<Client> {
-  const client = new Client({ name: "agent", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  cleanups.push(() => client.close());
-  return client;
-}
-
-async function stdioAgent(proxy: RunningProxy, transport: Transport): Promise<Client> {
-  const client = new Client({ name: "agent", version: "1.0.0" });
-  await client.connect(new StdioClientTransport({ command: "node", args: [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools-stdio"], stderr: "ignore" }));
-  cleanups.push(() => client.close());
-  return client;
-}
+import { cleanups, cli, fixture, guard, httpAgent, library, serveTools, stdioAgent, textOf, TRANSPORTS, until } from "./inward-helpers.js";
 
 describe("an inward MCP call whose SSE stream the container's server closes mid-call", () => {
   for (const transport of TRANSPORTS) {
@@ -101,22 +20,6 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
       const result = await guard(mcp.callTool({ name: "resumed" }), "the resumed call");
       expect(textOf(result)).toBe("answered after the stream was resumed");
       expect(app.resumptions()).toBeGreaterThan(0);
-    });
-
-    it(`is answered through --serve-tools (HTTP) — ${transport}`, { timeout: 45_000 }, async () => {
-      const { app, proxy } = await fixture();
-      const { url } = await serveTools(proxy, transport);
-      const agent = await httpAgent(url);
-      const result = await guard(agent.callTool({ name: "resumed" }), "the resumed call through --serve-tools");
-      expect(textOf(result)).toBe("answered after the stream was resumed");
-      expect(app.resumptions()).toBeGreaterThan(0);
-    });
-
-    it(`is answered through --serve-tools-stdio — ${transport}`, { timeout: 45_000 }, async () => {
-      const { proxy } = await fixture();
-      const agent = await stdioAgent(proxy, transport);
-      const result = await guard(agent.callTool({ name: "resumed" }), "the resumed call through --serve-tools-stdio");
-      expect(textOf(result)).toBe("answered after the stream was resumed");
     });
 
     it(`ends with -32603 naming why when the stream cannot be resumed — ${transport}`, { timeout: 45_000 }, async () => {
@@ -177,79 +80,3 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
   }
 });
 
-describe("diverge connect --serve-tools-stdio: its stdin closing", () => {
-  for (const transport of TRANSPORTS) {
-    it(`ends it cleanly, exit code 0, as every stdio MCP server does — ${transport}`, { timeout: 45_000 }, async () => {
-      const { proxy } = await fixture();
-      const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools-stdio"], { stdio: ["pipe", "pipe", "pipe"] });
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
-      cleanups.push(async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-        await exited;
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      // One session made and used, as an agent does, then its stdin closes.
-      child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } } })}\n`);
-      await until(() => stdout.includes('"id":1'), `the initialize answer (stderr: ${stderr})`);
-      child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
-      child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "resumed" } })}\n`);
-      await until(() => stdout.includes('"id":2'), "the call's answer");
-      child.stdin!.end();
-      const exit = await guard(exited, `the bridge to exit once its stdin closed (stderr: ${stderr})`);
-      expect(exit).toEqual({ code: 0, signal: null });
-    });
-  }
-});
-
-describe("the secrets gate and the paths transport, which cannot feed secrets", () => {
-  async function gatedFixture(): Promise<{ app: ResumeContainer; proxy: RunningProxy }> {
-    const app = await startResumeContainer();
-    cleanups.push(() => app.close());
-    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, log: () => {} });
-    cleanups.push(() => proxy.close());
-    return { app, proxy };
-  }
-
-  it("diverge connect --transport paths --serve-tools says so at start, and every agent request is answered at once with an MCP error naming the gate and --no-secrets-gate", { timeout: 45_000 }, async () => {
-    const { proxy } = await gatedFixture();
-    const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    cleanups.push(async () => {
-      if (child.exitCode === null) child.kill("SIGKILL");
-      await exited;
-    });
-    await until(() => /http:\/\/127\.0\.0\.1:\d+\/mcp/.test(stderr), "the bridge to serve");
-    await until(() => /secrets gate/.test(stderr) && /--no-secrets-gate/.test(stderr), `the start to name the gate (stderr: ${stderr})`);
-    const agent = await httpAgent(/http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)![0]);
-    // The agent's own timeout is a minute: the answer comes long before (the guard is the hang check).
-    const failure = await guard(agent.callTool({ name: "resumed" }).then(() => undefined, (error: unknown) => error as { code?: number; message?: string }), "the gated call", 20_000);
-    expect(failure?.code).toBe(-32603);
-    expect(failure?.message).toContain("secrets gate");
-    expect(failure?.message).toContain("--no-secrets-gate");
-    expect(proxy.gate.held).toBe(0);
-  });
-
-  it("/tool/* is held while a provider begun on / can feed the secrets, until its path ends or the feed opens the gate", { timeout: 45_000 }, async () => {
-    const { proxy } = await gatedFixture();
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { timeoutMs: 10_000 });
-    cleanups.push(() => connection.close());
-    await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
-    const tools = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
-    const controller = new AbortController();
-    const held = tools.listTools(undefined, { signal: controller.signal }).then(() => "answered", () => "given up");
-    await until(() => proxy.gate.held === 1, "the exchange to be held");
-    controller.abort();
-    expect(await held).toBe("given up");
-    // The held exchange leaves the gate with its path: nothing is held for nobody.
-    await until(() => proxy.gate.held === 0, "the gate to let the abandoned exchange go");
-    const later = tools.callTool({ name: "resumed" });
-    await until(() => proxy.gate.held === 1, "the next exchange to be held");
-    await connection.feedSecrets({}, { timeoutMs: 10_000 });
-    expect(textOf(await guard(later, "the held call once fed"))).toBe("answered after the stream was resumed");
-  });
-});

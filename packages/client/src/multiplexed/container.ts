@@ -351,6 +351,11 @@ export class MultiplexedConnection {
     return this.secretsGate.waitingFor(what);
   }
 
+  /** @internal An MCP exchange was answered (before a feed: the proxy has no secrets gate). */
+  noteMcpAnswered(): void {
+    this.secretsGate.answered();
+  }
+
   /** @internal Reports the first MCP exchange asked before the secrets were fed. */
   noteMcpAsk(what: string): void {
     if (this.secretsGate.heldNow(this.beginScope !== undefined)) this.emit({ type: "heldForSecrets", what });

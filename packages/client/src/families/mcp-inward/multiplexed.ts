@@ -22,7 +22,12 @@ export interface NotificationStream extends AsyncIterable<ServerNotification> {
 /** What `ContainerMcp` needs of the connection: the shared notification channel besides the asks. */
 export interface McpInwardHost extends ConnectionHost {
   subscribeNotifications(sink: NotificationSinkState): () => void;
+  /** An MCP exchange was answered: before a feed, that shows the proxy holds nothing for secrets. */
+  noteMcpAnswered?(): void;
 }
+
+/** How long an MCP exchange may go unanswered, before the secrets are fed, before it is reported as held by the secrets gate. */
+export const HELD_REPORT_MS = 5_000;
 
 /** The connection's one notification channel, shared by every `notifications()` iterator. */
 interface SharedChannel {
@@ -95,8 +100,24 @@ export class ContainerMcp {
   constructor(private readonly connection: McpInwardHost) {}
 
   private ask<T>(what: string, ask: () => Promise<ChannelOutcome<{ variant: "Result"; result: unknown } | { variant: "Error"; error: unknown }>>, options: RequestOptions | undefined): Promise<T> {
-    this.connection.noteMcpAsk(what);
-    return this.connection.askChannel(what, ask, options, () => this.connection.mcpWaitingFor(what)).then((answer) => resultOf(what, answer) as T);
+    // The proxy does not say whether it has a secrets gate: an exchange unanswered for a moment (or
+    // given up unanswered) before the secrets were fed is reported as held; any answer before a feed
+    // shows the proxy has none (`--no-secrets-gate`), and nothing is reported as gated after it.
+    const report = setTimeout(() => this.connection.noteMcpAsk(what), HELD_REPORT_MS);
+    report.unref?.();
+    return this.connection.askChannel(what, ask, options, () => this.connection.mcpWaitingFor(what)).then(
+      (answer) => {
+        clearTimeout(report);
+        this.connection.noteMcpAnswered?.();
+        return resultOf(what, answer) as T;
+      },
+      (problem: unknown) => {
+        clearTimeout(report);
+        const variant = (problem as { detail?: { variant?: string } } | undefined)?.detail?.variant;
+        if (variant === "TimedOut" || variant === "Aborted") this.connection.noteMcpAsk(what);
+        throw problem;
+      },
+    );
   }
 
   listTools(params?: PaginatedRequestParams, options?: RequestOptions): Promise<ListToolsResult> {
@@ -132,7 +153,7 @@ export class ContainerMcp {
       wake?.();
       wake = undefined;
     };
-    connection.noteMcpAsk("notifications");
+    // Not reported as held: a notification stream is quiet whether a gate holds it or not.
     const unsubscribe = connection.subscribeNotifications({
       push: (notification) => {
         if (done) return;

@@ -144,15 +144,48 @@ function passThrough(problem: unknown): never {
   throw Object.assign(new Error(problem instanceof Error ? problem.message : String(problem)), { code: ErrorCode.InternalError });
 }
 
-function toolsServer(source: ToolsSource, options: ServeToolsOptions, progress: ProgressRoutes): Server {
+function toolsServer(source: ToolsSource, options: ServeToolsOptions, progress: ProgressRoutes, resources: boolean): Server {
+  // `logging`: the container's `notifications/message` are forwarded (MCP 2025-11-25 requires the
+  // capability of whoever sends them); each session's `logging/setLevel` is kept by the SDK and
+  // filters what it is sent. `resources` only when the container's server has them.
   const server = new Server(options.serverInfo ?? { name: "diverge-serve-tools", version: "2.3.0" }, {
-    capabilities: { tools: { listChanged: true }, resources: { listChanged: true } },
+    capabilities: resources ? { tools: { listChanged: true }, resources: { listChanged: true }, logging: {} } : { tools: { listChanged: true }, logging: {} },
   });
   server.setRequestHandler(ListToolsRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listTools(params, { signal: extra.signal })).catch(passThrough));
-  server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listResources(params, { signal: extra.signal })).catch(passThrough));
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.callTool(params, { signal: extra.signal })).catch(passThrough));
-  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.readResource(params, { signal: extra.signal })).catch(passThrough));
+  if (resources) {
+    server.setRequestHandler(ListResourcesRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.listResources(params, { signal: extra.signal })).catch(passThrough));
+    server.setRequestHandler(ReadResourceRequestSchema, (request, extra) => progress.relay(request.params, extra, (params) => source.readResource(params, { signal: extra.signal })).catch(passThrough));
+  }
   return server;
+}
+
+/** How long the bridge waits, at its start, to learn whether the container's server has resources. */
+export const RESOURCES_PROBE_MS = 10_000;
+
+/**
+ * Whether the container's server has resources: asked once (`resources/list`), bounded. Only MCP's
+ * method-not-found (-32601, the server declares no resources) says no; any other outcome (an answer,
+ * an error of another kind, no answer in time) advertises them, as before.
+ */
+async function probeResources(source: ToolsSource, log: (line: string) => void): Promise<boolean> {
+  try {
+    await source.listResources(undefined, { signal: AbortSignal.timeout(RESOURCES_PROBE_MS) });
+    return true;
+  } catch (problem) {
+    const code = (problem as { detail?: { variant?: string; error?: { code?: number } } } | undefined)?.detail;
+    if (code?.variant === "Mcp" && code.error?.code === ErrorCode.MethodNotFound) {
+      log("the container's MCP server has no resources: none are advertised");
+      return false;
+    }
+    return true;
+  }
+}
+
+/** One session as the notification relay sees it: its transport, and its server (for the log level it set). */
+interface RelaySession {
+  readonly transport: Transport;
+  readonly server: Server;
 }
 
 /**
@@ -162,7 +195,7 @@ function toolsServer(source: ToolsSource, options: ServeToolsOptions, progress: 
  * notification and the agent. A session with no notification stream open (its GET) misses what is
  * not tied to one of its requests (no replay).
  */
-function relayNotifications(source: ToolsSource, sessions: () => Iterable<Transport>, progress: ProgressRoutes, log: (line: string) => void): () => void {
+function relayNotifications(source: ToolsSource, sessions: () => Iterable<RelaySession>, progress: ProgressRoutes, log: (line: string) => void): () => void {
   let stream: ReturnType<ToolsSource["notifications"]> | undefined;
   let stopped = false;
   try {
@@ -177,7 +210,11 @@ function relayNotifications(source: ToolsSource, sessions: () => Iterable<Transp
         // A cancellation names a request of another hop: it goes nowhere.
         if (progress.deliver(notification) || notification.method === "notifications/cancelled") continue;
         const message = { jsonrpc: "2.0", ...notification } as JSONRPCMessage;
-        for (const transport of sessions()) void transport.send(message).catch(() => {});
+        for (const { transport, server } of sessions()) {
+          // A log message goes as the SDK sends one: not to a session whose logging/setLevel is above it.
+          if (notification.method === "notifications/message") void server.sendLoggingMessage(notification.params as never, transport.sessionId).catch(() => {});
+          else void transport.send(message).catch(() => {});
+        }
       }
       if (!stopped) log("the container's notification stream ended");
     } catch (problem) {
@@ -194,12 +231,12 @@ function relayNotifications(source: ToolsSource, sessions: () => Iterable<Transp
 export async function serveToolsStdio(source: ToolsSource, options: ServeToolsOptions & { stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream } = {}): Promise<ServingTools> {
   const log = options.log ?? (() => {});
   const progress = new ProgressRoutes();
-  const server = toolsServer(source, options, progress);
+  const server = toolsServer(source, options, progress, await probeResources(source, log));
   const stdin = options.stdin ?? process.stdin;
   const transport = new StdioServerTransport(stdin as never, options.stdout as never);
   let open = true;
   const closed = new Promise<void>((resolve) => (server.onclose = () => ((open = false), resolve())));
-  const stop = relayNotifications(source, () => (open ? [transport] : []), progress, log);
+  const stop = relayNotifications(source, () => (open ? [{ transport, server }] : []), progress, log);
   // The SDK's stdio transport does not watch its stdin's end: the agent closing it ends the session
   // here, as every stdio MCP server ends (the SDK's StdioClientTransport closes stdin, then waits).
   let ending: Promise<void> | undefined;
@@ -243,7 +280,9 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
     },
   });
   const progress = new ProgressRoutes();
-  const stop = relayNotifications(source, () => sessions.sessions().map((session) => session.transport), progress, log);
+  const stop = relayNotifications(source, () => sessions.sessions(), progress, log);
+  // Learnt once, at the start; an initialize waits for it (bounded by RESOURCES_PROBE_MS).
+  const resources = probeResources(source, log);
 
   const jsonError = (response: ServerResponse, status: number, code: number, message: string) => {
     if (response.headersSent) return response.end();
@@ -298,7 +337,7 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
     if (!sessions.makeRoom()) {
       return jsonError(response, 503, ErrorCode.InternalError, `all ${maxSessions} sessions are busy (the limit of --serve-tools-max-sessions); close one, or try again later`);
     }
-    const server = toolsServer(source, options, progress);
+    const server = toolsServer(source, options, progress, await resources);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
