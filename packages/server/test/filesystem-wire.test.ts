@@ -1,7 +1,7 @@
 // filesystem::tree/read/write on the multiplexed connection and /filesystem/* on the paths
 // transport, served by a real proxy over real sockets against real files under its --root.
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -21,6 +21,7 @@ import {
 import { WebSocket } from "ws";
 import { startProxy, type RunningProxy } from "../src/index.js";
 import { onScope, rawConnect, type RawConnection } from "./multiplexed-support.js";
+import { startSwapLoop } from "../../multiplexer/test/swap-loop.js";
 
 let base: string;
 let root: string;
@@ -35,7 +36,7 @@ afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
 let n = 0;
-async function fresh(options: { maxPairBacklogBytes?: number } = {}): Promise<RunningProxy> {
+async function fresh(options: { maxPairBacklogBytes?: number; maxMessageBytes?: number } = {}): Promise<RunningProxy> {
   root = join(base, `root-${++n}`);
   outside = join(base, `outside-${n}`);
   await mkdir(root);
@@ -494,5 +495,154 @@ describe("paths /filesystem/*", () => {
     expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { kind: "Inserted", path: ["d"], node: { kind: "Directory", name: "d" } } });
     tree.socket.close();
     await tree.closed;
+  });
+});
+
+// ---- hardening (issue 24) -----------------------------------------------------------------------
+
+/** Runs `run` while root/d (a directory inside) and root/l (a link to outside) are exchanged in a loop. */
+async function swapping<T>(run: () => Promise<T>): Promise<T> {
+  await mkdir(join(root, "d"));
+  await writeFile(join(root, "d", "secret"), "inside");
+  await writeFile(join(outside, "secret"), "SECRET");
+  await writeFile(join(outside, "outside-only"), "");
+  await symlink(outside, join(root, "l"));
+  const loop = await startSwapLoop(join(root, "d"), join(root, "l"));
+  try {
+    return await run();
+  } finally {
+    loop.kill("SIGKILL");
+    await new Promise((resolve) => loop.once("exit", resolve));
+  }
+}
+
+describe("a program swapping a directory for a link to outside, over real sockets", () => {
+  // Over real sockets; the same service code takes 3,000 swaps per operation in filesystem-races.test.ts.
+  const ATTEMPTS = 1000;
+  it(`multiplexed filesystem::read never reads outside (${ATTEMPTS} reads)`, { timeout: 60_000 }, async () => {
+    const proxy = await fresh();
+    const raw = await rawConnect(proxy.port);
+    let inside = 0;
+    await swapping(async () => {
+      for (let i = 0; i < ATTEMPTS; i++) {
+        const scope = 2 + i;
+        open(raw, scope, "FilesystemRead", { path: [i % 2 ? "d" : "l", "secret"] });
+        for (const payload of await untilFinish(raw, scope)) {
+          const answer = decodeReadResponse(payload);
+          if (answer.variant === "Piece") {
+            expect(Buffer.from(answer.piece).toString()).toBe("inside");
+            inside++;
+          } else expect(JSON.stringify(answer.error)).not.toContain(base);
+        }
+      }
+    });
+    expect(inside).toBeGreaterThan(0);
+    raw.socket.close();
+  });
+
+  it(`multiplexed filesystem::tree never lists outside (${ATTEMPTS / 4} trees)`, { timeout: 60_000 }, async () => {
+    const proxy = await fresh();
+    const raw = await rawConnect(proxy.port);
+    await swapping(async () => {
+      for (let i = 0; i < ATTEMPTS / 4; i++) {
+        const scope = 2 + i;
+        open(raw, scope, "FilesystemTree", { ignore: [] });
+        const first = decodeTreeResponse(payloadOf(await raw.next(onScope(scope), 20_000)));
+        raw.send({ type: "ChannelRequest", scope, channel: 0, payload: new Uint8Array(0) });
+        const rest = await untilFinish(raw, scope, 20_000);
+        for (const payload of [encodeJson(first), ...rest]) expect(Buffer.from(payload).toString("latin1")).not.toContain("outside-only");
+      }
+    });
+    raw.socket.close();
+  });
+
+  it(`/filesystem/write never writes outside (${ATTEMPTS} writes)`, { timeout: 60_000 }, async () => {
+    const proxy = await fresh();
+    let written = 0;
+    await swapping(async () => {
+      for (let i = 0; i < ATTEMPTS; i++) {
+        const write = await openPath(proxy.port, "/filesystem/write", { path: [i % 2 ? "d" : "l", `w${i}`] });
+        write.socket.send(Buffer.from("x"));
+        write.socket.send(new Uint8Array(0));
+        await write.closed;
+        const answers = write.messages.map((m) => decodeWriteAnswer(m));
+        if (answers[0]?.variant === "Written") written++;
+        else expect(JSON.stringify(answers)).not.toContain(base);
+      }
+    });
+    expect((await readdir(outside)).sort()).toEqual(["outside-only", "secret"]);
+    expect(written).toBeGreaterThan(0);
+  });
+});
+
+/** A tree response's bytes again, for a text search (the frame as it came). */
+const encodeJson = (answer: unknown) => new TextEncoder().encode(JSON.stringify(answer, (_, v) => (typeof v === "bigint" ? String(v) : v)));
+
+describe("a tree whose root is removed and made again", () => {
+  it("multiplexed: the tree ends with watch: the root was removed or replaced", { timeout: 30_000 }, async () => {
+    const proxy = await fresh();
+    await writeFile(join(root, "a"), "");
+    const raw = await rawConnect(proxy.port);
+    open(raw, 2, "FilesystemTree", { ignore: [] });
+    expect(decodeTreeResponse(payloadOf(await raw.next(onScope(2))))).toMatchObject({ variant: "Frame", frame: { kind: "Snapshot" } });
+    await rm(root, { recursive: true });
+    await mkdir(root);
+    await writeFile(join(root, "b"), "");
+    const answers = (await untilFinish(raw, 2, 20_000)).map((p) => decodeTreeResponse(p));
+    expect(answers[answers.length - 1]).toEqual({ variant: "Failure", error: { kind: "watch", error: "the root was removed or replaced" } });
+    raw.socket.close();
+  });
+
+  it("paths: the tree ends with watch: the root was removed or replaced (also when it is moved away, with no event)", { timeout: 30_000 }, async () => {
+    const proxy = await fresh();
+    await writeFile(join(root, "a"), "");
+    const tree = await openPath(proxy.port, "/filesystem/tree", { ignore: [] });
+    expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { kind: "Snapshot" } });
+    await rename(root, `${root}.old`);
+    await mkdir(root);
+    await tree.closed;
+    const answers = tree.messages.map((m) => decodeTreeMessage(m));
+    expect(answers[answers.length - 1]).toEqual({ variant: "Failure", message: "watch: the root was removed or replaced" });
+  });
+});
+
+describe("a Snapshot larger than the message limit", () => {
+  const many = async () => {
+    await mkdir(join(root, "many"));
+    await Promise.all(Array.from({ length: 3000 }, (_, i) => writeFile(join(root, "many", `file-with-a-long-name-${i}`), "")));
+  };
+  it("multiplexed: the tree ends with walk, never an oversized frame", { timeout: 30_000 }, async () => {
+    const proxy = await fresh({ maxMessageBytes: 64 * 1024 });
+    await many();
+    const raw = await rawConnect(proxy.port);
+    open(raw, 2, "FilesystemTree", { ignore: [] });
+    const payloads = await untilFinish(raw, 2);
+    expect(payloads.every((p) => p.length <= 64 * 1024)).toBe(true);
+    const answers = payloads.map((p) => decodeTreeResponse(p));
+    expect(answers).toHaveLength(1);
+    expect(answers[0]).toMatchObject({ variant: "Failure", error: { kind: "walk", error: expect.stringContaining("more than the message limit") } });
+    raw.socket.close();
+  });
+  it("paths: the tree ends with walk, never an oversized message", { timeout: 30_000 }, async () => {
+    const proxy = await fresh({ maxMessageBytes: 64 * 1024 });
+    await many();
+    const tree = await openPath(proxy.port, "/filesystem/tree", { ignore: [] });
+    await tree.closed;
+    expect(tree.messages.every((m) => m.length <= 64 * 1024)).toBe(true);
+    expect(tree.messages.map((m) => decodeTreeMessage(m))).toEqual([{ variant: "Failure", message: expect.stringMatching(/^walk: the snapshot is \d+ bytes, more than the message limit/) }]);
+  });
+});
+
+describe("a write after a crash", () => {
+  it("/filesystem/write succeeds beside temporaries an earlier proxy left", { timeout: 30_000 }, async () => {
+    const proxy = await fresh();
+    for (let n = 1; n <= 50; n++) await writeFile(join(root, `.f.diverge-write-${n}`), "stale");
+    const write = await openPath(proxy.port, "/filesystem/write", { path: ["f"] });
+    write.socket.send(Buffer.from("new"));
+    write.socket.send(new Uint8Array(0));
+    await write.closed;
+    expect(write.messages.map((m) => decodeWriteAnswer(m))).toEqual([{ variant: "Written" }]);
+    expect(await readFile(join(root, "f"), "utf8")).toBe("new");
+    expect(await leftovers(root)).toHaveLength(50);
   });
 });

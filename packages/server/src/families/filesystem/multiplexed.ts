@@ -3,10 +3,13 @@
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
-import { ContentError, FsError, prepareWrite, readPieces, watchTree } from "./index.js";
+import { ContentError, FsError, prepareWrite, readPieces, tooLarge, watchTree } from "./index.js";
 import { pathMembers, treeMembers } from "./requests.js";
 import { ContentQueue, type Flow } from "./content-queue.js";
 import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
+
+/** The proxy's default message limit (16 MiB), when none is given. */
+const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** Bytes queued on the socket past which a tree or read waits for the provider to take them. */
 const LOW_WATER = 4 * 1024 * 1024;
@@ -19,6 +22,8 @@ export interface FilesystemScopeOptions {
   readonly signal: AbortSignal;
   /** Content bytes held for a write before they are on disk; past it the write fails. */
   readonly maxWriteBacklogBytes: number;
+  /** The largest message the provider takes (its frame, header included); a tree frame past it ends the tree. */
+  readonly maxMessageBytes?: number;
   /** Pauses reading the connection while a write catches up with its content; the returned function resumes (counted: paused while any holds). */
   readonly flow?: Flow;
   readonly log: (line: string) => void;
@@ -63,9 +68,14 @@ export class FilesystemScopes {
     this.stops.set(responder.scope, () => stop.abort());
     try {
       const watch = watchTree(await this.options.root(), { ignore: members.ignore, signal: stop.signal });
+      // A frame's header (type, scope, channel) is 9 bytes beside its payload.
+      const limit = (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) - 9;
       for await (const frame of watch) {
         if (responder.finished) break;
-        responder.respond(encodeTreeResponse({ variant: "Frame", frame }));
+        const payload = encodeTreeResponse({ variant: "Frame", frame });
+        // Never an oversized frame: the tree ends with the spec's error instead (fs-fuse.md §5.2 step 3).
+        if (payload.length > limit) throw tooLarge(frame, payload.length, limit);
+        responder.respond(payload);
         await this.options.frames.drained(LOW_WATER);
       }
     } catch (problem) {
@@ -176,6 +186,7 @@ export function filesystemScopes(services: ConnectionServices, root: () => Promi
     root,
     signal: services.signal,
     maxWriteBacklogBytes: options.maxPairBacklogBytes,
+    maxMessageBytes: options.maxMessageBytes,
     // The same counted pause as the pairs': the socket reads again only once no stream holds it.
     flow: () => frames.pauseIncoming(),
     log: options.log,

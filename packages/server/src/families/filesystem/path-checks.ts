@@ -1,25 +1,27 @@
 // Paths of the filesystem endpoints (fs-fuse.md §2): arrays of components from the container root,
-// checked exactly, and resolved so that nothing outside the root is ever read or written.
+// checked exactly, and resolved so that nothing outside the root is ever read, written or listed.
 //
 // Guarantees (Linux):
 // - A path is refused unless it is a non-empty array whose every component is a non-empty string
 //   other than `.` and `..` without `/` or NUL. No `..` encoding gets further: components are never
 //   decoded, only compared.
-// - Symbolic links inside the root are followed where the OS would follow them, but a path whose
-//   real location (every link resolved) is outside the root is refused, whatever the links point to.
-// - Every file this module opens is checked after opening: the kernel's own name for the open file
-//   (`/proc/self/fd/N`) must lie inside the root. A component swapped for a symlink between the
-//   check and the open is therefore caught: the open file is closed unread (or, for a temporary we
-//   created, removed) and the request fails. A file opened for reading is opened with the final
-//   component resolved beforehand and `O_NOFOLLOW`, so a swap there fails the open itself.
-// - A write pins the destination's directory with a descriptor once it is checked, and creates,
-//   renames and removes its temporary through that descriptor (`/proc/self/fd/N/name`, as
-//   openat/renameat would): swapping a component for a link afterwards changes nothing. Only moving
-//   the checked directory itself out of the root while the write is in flight would take the write
-//   with it; no path the request names can.
-import { constants } from "node:fs";
-import { open, readlink, realpath, type FileHandle } from "node:fs/promises";
-import { join, sep } from "node:path";
+// - Every path is resolved beneath the root by descriptor, with no window between check and use
+//   (`@diverge/multiplexer/beneath`): component by component from a held descriptor of the root,
+//   each step opened with O_NOFOLLOW relative to the previous one, and the final operation acting on
+//   a held directory plus one name with a call that does not follow a link there. A program that
+//   swaps a directory for a link at any moment (renameat2 RENAME_EXCHANGE in a loop) can make a
+//   request fail, never act outside the root.
+// - Read: links inside the root are followed (relative targets from the link's own directory, `..`
+//   never above the root, absolute targets only under the root's real path); a link leading outside
+//   is refused. Write: links in the parent directories are followed the same way; a link at the
+//   destination itself is replaced, never written through. Tree: links are listed as Symlink
+//   entries and never followed.
+// - Error texts name no host path: an OS error is its errno text, and any text quoting the root's
+//   host path names the container path instead (`containerText`).
+import { constants as osConstants } from "node:os";
+import { Beneath, BeneathError } from "@diverge/multiplexer/beneath";
+import { realpath } from "node:fs/promises";
+import { sep } from "node:path";
 
 /** A failure of a filesystem endpoint: the `kind` and `error` members of the JSON error the proxy sends. */
 export class FsError extends Error {
@@ -49,7 +51,7 @@ export function checkPath(path: unknown): string[] | undefined {
   return path.every(isName) ? [...(path as string[])] : undefined;
 }
 
-/** The root, resolved once: every later check compares real paths against it. */
+/** The root, resolved once: a real path (the operator's choice: links in it are followed). */
 export async function realRoot(root: string): Promise<string> {
   return realpath(root);
 }
@@ -60,11 +62,40 @@ export function inside(root: string, real: string): boolean {
   return real === root || real.startsWith(root + sep);
 }
 
+export const OUTSIDE_ROOT = "the path leads outside the root";
+
+/** A resolution failure's text: the errno's text, or that the path leads outside the root. */
+export function beneathText(error: unknown): string {
+  if (error instanceof BeneathError) return error.code === "EOUTSIDE" ? OUTSIDE_ROOT : osText({ code: error.code } as NodeJS.ErrnoException);
+  return osText(error);
+}
+
+/**
+ * `text` with every host path under `root` (a real path) named as the container sees it: the root
+ * itself is `/`. For texts that are not ours (a watcher's), so that no host path reaches a provider.
+ */
+export function containerText(root: string, text: string): string {
+  if (root === sep) return text;
+  return text.split(root + sep).join(sep).split(root).join(sep);
+}
+
+/** Opens the root (its real path) for one request; FsError `kind` when it cannot be opened. */
+export async function openRoot(root: string, kind: string): Promise<Beneath> {
+  try {
+    return await Beneath.open(root);
+  } catch (error) {
+    throw new FsError(kind, `the root cannot be opened: ${osText(error)}`);
+  }
+}
+
 /** The OS error's text as Rust would print it, e.g. `No such file or directory (os error 2)`. */
 export function osText(error: unknown): string {
   const e = error as NodeJS.ErrnoException;
-  const text = OS_TEXT[e.code ?? ""];
-  return text ? `${text} (os error ${Math.abs(e.errno ?? 0)})` : (e.message ?? String(error));
+  const code = e.code ?? "EIO";
+  const text = OS_TEXT[code];
+  const errno = Math.abs(e.errno ?? (osConstants.errno as Record<string, number>)[code] ?? 0);
+  // Never the error's own message: Node's quotes the host path it was given.
+  return `${text ?? code} (os error ${errno})`;
 }
 
 const OS_TEXT: Record<string, string> = {
@@ -83,49 +114,3 @@ const OS_TEXT: Record<string, string> = {
   ENOTEMPTY: "Directory not empty",
 };
 
-/** Where an open file really is, as the kernel names it. */
-export async function whereOpen(handle: FileHandle): Promise<string> {
-  const name = await readlink(`/proc/self/fd/${handle.fd}`);
-  return name.endsWith(" (deleted)") ? name.slice(0, -" (deleted)".length) : name;
-}
-
-/**
- * Opens an existing file for reading, following links inside the root only. Throws FsError
- * `open` when it cannot be opened, lies outside the root, or is not a regular file.
- */
-export async function openInside(root: string, components: readonly string[]): Promise<FileHandle> {
-  let real: string;
-  try {
-    real = await realpath(join(root, ...components));
-  } catch (error) {
-    throw new FsError("open", osText(error));
-  }
-  if (!inside(root, real)) throw new FsError("open", "the path leads outside the root");
-  let handle: FileHandle;
-  try {
-    handle = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (error) {
-    throw new FsError("open", osText(error));
-  }
-  try {
-    if (!inside(root, await whereOpen(handle))) throw new FsError("open", "the path leads outside the root");
-    if (!(await handle.stat()).isFile()) throw new FsError("open", "not a regular file");
-    return handle;
-  } catch (error) {
-    await handle.close().catch(() => undefined);
-    if (error instanceof FsError) throw error;
-    throw new FsError("open", osText(error));
-  }
-}
-
-/** The real directory a new file named by `components` goes into, checked to lie inside the root. */
-export async function parentInside(root: string, components: readonly string[], kind: string): Promise<string> {
-  let real: string;
-  try {
-    real = await realpath(join(root, ...components.slice(0, -1)));
-  } catch (error) {
-    throw new FsError(kind, osText(error));
-  }
-  if (!inside(root, real)) throw new FsError(kind, "the path leads outside the root");
-  return real;
-}

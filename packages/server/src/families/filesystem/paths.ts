@@ -4,7 +4,7 @@
 import type { IncomingMessage } from "node:http";
 import type { RawData, WebSocket } from "ws";
 import { FilesystemPathsRequestError, decodeFilesystemPathsRequest, encodeReadAnswer, encodeTreeMessage, encodeWriteAnswer } from "@diverge/codec";
-import { FsError, prepareWrite, readPieces, realRoot, watchTree } from "./index.js";
+import { FsError, prepareWrite, readPieces, realRoot, tooLarge, watchTree } from "./index.js";
 import { pathMembers, treeMembers } from "./requests.js";
 import { ContentQueue } from "./content-queue.js";
 import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
@@ -15,6 +15,8 @@ export interface FilesystemPathsOptions {
   readonly root: string;
   /** Content bytes held for a write before they are on disk; past it the write fails. */
   readonly maxWriteBacklogBytes: number;
+  /** The largest message the provider takes; a tree frame past it ends the tree with its error. Default 16 MiB. */
+  readonly maxMessageBytes?: number;
   readonly log: (line: string) => void;
 }
 
@@ -113,7 +115,11 @@ export class FilesystemPaths implements UpgradeRoute {
         for await (const frame of watchTree(await this.realRoot(), { ignore: members.ignore, signal })) {
           // Closing (the provider's close frame came): the stop, before the socket's own end.
           if (socket.readyState !== socket.OPEN) return;
-          socket.send(encodeTreeMessage({ variant: "Frame", frame }));
+          const message = encodeTreeMessage({ variant: "Frame", frame });
+          const limit = this.options.maxMessageBytes ?? 16 * 1024 * 1024;
+          // Never an oversized message: the tree ends with the spec's error instead.
+          if (message.length > limit) throw tooLarge(frame, message.length, limit);
+          socket.send(message);
           await drained(socket, LOW_WATER);
         }
       } catch (problem) {

@@ -7,10 +7,35 @@
 // true})`, a JavaScript walk over per-directory watches on Linux, had not delivered the same burst
 // after 60 s. A watcher that misses a file created inside a directory created the same instant
 // costs nothing here: a new directory is sent as one Inserted node with its whole subtree.
-import { lstat, readdir, readlink } from "node:fs/promises";
-import { isAbsolute, join, relative, sep } from "node:path";
+//
+// The walk never names a path: it holds each directory by descriptor (O_PATH) from the root down,
+// lists it through that descriptor, stats each entry as the held directory's name with lstat and
+// enters a subdirectory only by opening it O_NOFOLLOW from its parent's descriptor, so a directory
+// swapped for a link mid-walk is listed as the link (or not at all), never followed out of the root.
+// Stats run a bounded number at a time (STAT_CONCURRENCY) and subdirectories one at a time, so a
+// walk of 100,000 entries holds a few dozen requests, not 100,000. A FUSE mount this process serves
+// is never entered nor stat'ed (a dead provider's mount would hang the walk): it is left out, as the
+// provider's ignore list should have it. The root's identity (device, inode) is checked on every
+// batch and every ROOT_CHECK_MS: a root removed or replaced ends the tree with `watch`.
+import { constants } from "node:fs";
+import * as fs from "node:fs";
+import { lstat, readdir, readlink, stat } from "node:fs/promises";
+import { dirname, basename, isAbsolute, join, relative, sep } from "node:path";
+import { promisify } from "node:util";
 import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
-import { FsError, isName, osText } from "./path-checks.js";
+import { Beneath, BeneathError, O_PATH, fdPath } from "@diverge/multiplexer/beneath";
+import { servedMountPoints } from "../fuse/served.js";
+import { containerText, FsError, isName, osText } from "./path-checks.js";
+
+const openFd = promisify(fs.open) as (path: string, flags: number) => Promise<number>;
+const closeFd = promisify(fs.close);
+const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
+
+/** Entries stat'ed at once during a walk. */
+export const STAT_CONCURRENCY = 32;
+/** How often the root's identity is checked when no event comes. */
+const ROOT_CHECK_MS = 1000;
+export const ROOT_REPLACED = "the root was removed or replaced";
 
 /** The container's own filesystems, always left out (fs-fuse.md §5.1). */
 export const ALWAYS_LEFT_OUT: readonly (readonly string[])[] = [["proc"], ["sys"], ["dev"]];
@@ -24,10 +49,62 @@ export interface TreeOptions {
   readonly maxQueued?: number;
 }
 
+/**
+ * The error that ends a tree whose next frame is larger than the provider's message limit:
+ * fs-fuse.md has no way to split a frame, so the tree ends (`walk` for a Snapshot, `map` for a
+ * delta), and the provider may ask again with more of the tree in its ignore list.
+ */
+export function tooLarge(frame: FiletreeFrame, bytes: number, limit: number): FsError {
+  const what = frame.kind === "Snapshot" ? "snapshot" : `${frame.kind} frame`;
+  return new FsError(frame.kind === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
+}
+
+/** The left-out paths as `a/b` keys of components (the same list as `leftOut`, relative). */
+function leftOutKeys(ignore: unknown): string[] {
+  const out = ALWAYS_LEFT_OUT.map((c) => c.join("/"));
+  if (Array.isArray(ignore)) {
+    for (const entry of ignore) if (Array.isArray(entry) && entry.length > 0 && entry.every(isName)) out.push((entry as string[]).join("/"));
+  }
+  return out;
+}
+
+/** A directory's identity, `dev:ino`. */
+const identity = (s: fs.Stats) => `${s.dev}:${s.ino}`;
+
+/** Runs at most `limit` of the calls at once, in order of `items`; results in that order. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await run(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** What a watch remembers of a directory. A file or link is remembered as its node itself (no copy). */
 interface Shadow {
   sig: string;
-  /** For a directory: its entries. */
-  children?: Map<string, Shadow>;
+  children: Map<string, Entry>;
+}
+type Entry = Shadow | Exclude<FiletreeNode, { kind: "Directory" }>;
+const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
+/** What tells an entry's change: kind, size or target, times. */
+const sigOf = (entry: Entry): string =>
+  isDir(entry) ? entry.sig : entry.kind === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
+
+/** Equal second counts and sizes share one bigint (a checkout's files share a few dozen times), so 100,000 nodes hold far fewer. */
+const interned = new Map<number, bigint>();
+function big(value: number): bigint {
+  let out = interned.get(value);
+  if (out === undefined) {
+    if (interned.size >= 4096) interned.clear();
+    interned.set(value, (out = BigInt(value)));
+  }
+  return out;
 }
 
 type Watcher = typeof import("@parcel/watcher");
@@ -57,8 +134,14 @@ export function watchTree(root: string, options: TreeOptions = {}): AsyncIterabl
   return new TreeWatch(root, options);
 }
 
+/** One Snapshot of the tree under `root` (a real path), walked as a watch's is, with no watch. */
+export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ kind: "Snapshot"; children: FiletreeNode[] }> {
+  return { kind: "Snapshot", children: await new TreeWatch(root, options).once() };
+}
+
 class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private readonly left: string[];
+  private readonly leftKeys: string[];
   private readonly maxQueued: number;
   private readonly queue: FiletreeFrame[] = [];
   private waiting: { resolve: (r: IteratorResult<FiletreeFrame>) => void; reject: (e: unknown) => void } | undefined;
@@ -71,12 +154,19 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private work: Promise<void> = Promise.resolve();
   private resyncPending = false;
   private readonly onAbort = () => void this.return();
+  /** The root, held by descriptor for this watch; `rootId` its identity when opened. */
+  private beneath: Beneath | undefined;
+  private rootId = "";
+  private rootTimer: NodeJS.Timeout | undefined;
+  /** Served FUSE mount points as `dev:ino` of their parent directory → names in it (refreshed per walk). */
+  private mounts = new Map<string, Set<string>>();
 
   constructor(
     private readonly root: string,
     options: TreeOptions,
   ) {
     this.left = leftOut(root, options.ignore);
+    this.leftKeys = leftOutKeys(options.ignore);
     this.maxQueued = options.maxQueued ?? 10_000;
     if (options.signal?.aborted) this.ended = true;
     options.signal?.addEventListener("abort", this.onAbort, { once: true });
@@ -113,11 +203,22 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       const waiting = this.waiting;
       this.waiting = undefined;
       waiting?.resolve({ value: undefined, done: true });
-      const subscription = this.subscription;
-      this.subscription = undefined;
-      await subscription?.unsubscribe().catch(() => undefined);
+      await this.release();
     }
     return { value: undefined, done: true };
+  }
+
+  /** Drops the watch, the timer and the root's descriptor. */
+  private async release(): Promise<void> {
+    clearInterval(this.rootTimer);
+    this.rootTimer = undefined;
+    const subscription = this.subscription;
+    this.subscription = undefined;
+    await subscription?.unsubscribe().catch(() => undefined);
+    // Closed once the work in flight (a walk using it) is over.
+    const beneath = this.beneath;
+    this.beneath = undefined;
+    if (beneath) void this.work.finally(() => beneath.close().catch(() => undefined));
   }
 
   private emit(frame: FiletreeFrame): void {
@@ -142,13 +243,25 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     if (this.ended) return;
     this.ended = true;
     this.signal?.removeEventListener("abort", this.onAbort);
-    const subscription = this.subscription;
-    this.subscription = undefined;
-    void subscription?.unsubscribe().catch(() => undefined);
+    void this.release();
     const waiting = this.waiting;
     this.waiting = undefined;
     if (waiting) waiting.reject(error);
     else this.failure = error;
+  }
+
+  /** An error of the watcher (not ours): its text with the root's host path named as the container's. */
+  private watchError(error: unknown): FsError {
+    return new FsError("watch", containerText(this.root, error instanceof Error ? error.message : String(error)));
+  }
+
+  /** Whether the root path still names the directory this watch holds; fails the watch when not. */
+  private async rootHolds(): Promise<boolean> {
+    if (this.ended) return false;
+    const now = await stat(this.root).then(identity, () => "");
+    if (now === this.rootId) return true;
+    this.fail(new FsError("watch", ROOT_REPLACED));
+    return false;
   }
 
   private async start(): Promise<void> {
@@ -156,18 +269,29 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     try {
       watcher = await loadWatcher();
     } catch (error) {
-      return this.fail(new FsError("watch", (error as Error).message));
+      return this.fail(this.watchError(error));
     }
+    try {
+      this.beneath = await Beneath.open(this.root);
+      this.rootId = identity(await fstat(this.beneath.fd));
+    } catch (error) {
+      return this.fail(new FsError("watch", `the root cannot be opened: ${osText(error)}`));
+    }
+    if (this.ended) return void (await this.release());
     const pending: WatchEvent[][] = [];
     let live = false;
+    // Served FUSE mounts under the root are never watched either (the watcher would walk into them).
+    const served = () => [...servedMountPoints()].filter((m) => m.startsWith(this.root === sep ? sep : this.root + sep));
     const subscribe = (ignore: string[]) =>
       watcher.subscribe(
         this.root,
         (error, events) => {
           if (this.ended) return;
           if (error) {
-            // Lost events: the next thing sent is a fresh snapshot.
-            this.work = this.work.then(() => this.resync());
+            // Lost events: the next thing sent is a fresh snapshot (if the root still holds).
+            this.work = this.work.then(async () => {
+              if (await this.rootHolds()) await this.resync();
+            });
             return;
           }
           if (!live) pending.push(events);
@@ -178,17 +302,17 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     let subscription: { unsubscribe(): Promise<void> };
     // Armed before the walk, so that changes during the walk arrive as deltas after the snapshot.
     try {
-      subscription = await subscribe(this.left);
+      subscription = await subscribe([...this.left, ...served()]);
     } catch (first) {
       // The watcher gives up on a whole tree when one directory in it cannot be read. Such a
       // directory cannot be watched: it is left out of the watch (not the tree, where it is an
       // empty directory with `changes: false`) and the watch is armed again.
       const unreadable = (await this.unreadable(this.root).catch(() => [])).filter((d) => d !== this.root);
-      if (unreadable.length === 0) return this.fail(new FsError("watch", (first as Error).message));
+      if (unreadable.length === 0) return this.fail(this.watchError(first));
       try {
-        subscription = await subscribe([...this.left, ...unreadable]);
+        subscription = await subscribe([...this.left, ...served(), ...unreadable]);
       } catch (error) {
-        return this.fail(new FsError("watch", (error as Error).message));
+        return this.fail(this.watchError(error));
       }
     }
     if (this.ended) {
@@ -196,27 +320,62 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       return;
     }
     this.subscription = subscription;
+    this.rootTimer = setInterval(() => {
+      this.work = this.work.then(async () => void (await this.rootHolds()));
+    }, ROOT_CHECK_MS);
+    this.rootTimer.unref();
     await this.resync();
     live = true;
     for (const events of pending) await this.apply(events);
   }
 
+  /** The served FUSE mount points as parent identity → names, so that the walk never stats one. */
+  private async refreshMounts(): Promise<void> {
+    const mounts = new Map<string, Set<string>>();
+    for (const point of servedMountPoints()) {
+      // The parent lies outside the mount: stat'ing it asks nothing of the mount's provider.
+      const parent = await lstat(dirname(point)).then(identity, () => undefined);
+      if (parent === undefined) continue;
+      let names = mounts.get(parent);
+      if (!names) mounts.set(parent, (names = new Set()));
+      names.add(basename(point));
+    }
+    this.mounts = mounts;
+  }
+
   private async resync(): Promise<void> {
-    if (this.ended) return;
+    if (this.ended || !this.beneath) return;
     this.resyncPending = false;
     let children: FiletreeNode[];
     const shadow: Shadow = { sig: "root", children: new Map() };
+    await this.refreshMounts();
     try {
-      children = await this.walkDir(this.root, [], shadow, false, true);
+      children = await this.walkDir(this.beneath.fd, this.rootId, [], shadow, false, true);
     } catch (error) {
       return this.fail(new FsError("walk", error instanceof FsError ? error.error : osText(error)));
     }
+    if (this.ended) return;
     this.shadow = shadow;
     this.queue.length = 0;
     this.emit({ kind: "Snapshot", children });
   }
 
-  /** Every directory under `dir` (not left out, links not followed) that cannot be listed. */
+  /** One walk with no watch: the Snapshot's children. */
+  async once(): Promise<FiletreeNode[]> {
+    const beneath = await Beneath.open(this.root).catch((error: unknown) => {
+      throw new FsError("walk", `the root cannot be opened: ${osText(error)}`);
+    });
+    try {
+      await this.refreshMounts();
+      return await this.walkDir(beneath.fd, identity(await fstat(beneath.fd)), [], { sig: "root", children: new Map() }, false, true).catch((error: unknown) => {
+        throw new FsError("walk", osText(error));
+      });
+    } finally {
+      await beneath.close().catch(() => undefined);
+    }
+  }
+
+  /** Every directory under `dir` (not left out, links not followed) that cannot be listed (for the watcher's ignore list only). */
   private async unreadable(dir: string): Promise<string[]> {
     let entries;
     try {
@@ -224,80 +383,144 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     } catch {
       return [dir];
     }
-    const nested = await Promise.all(
-      entries.filter((e) => e.isDirectory() && !this.isLeftOut(join(dir, e.name))).map((e) => this.unreadable(join(dir, e.name))),
-    );
-    return nested.flat();
+    const out: string[] = [];
+    for (const e of entries) {
+      const absolute = join(dir, e.name);
+      if (!e.isDirectory() || this.isLeftOut(absolute) || servedMountPoints().has(absolute)) continue;
+      out.push(...(await this.unreadable(absolute)));
+    }
+    return out;
   }
 
   private isLeftOut(absolute: string): boolean {
     return this.left.some((l) => absolute === l || absolute.startsWith(l + sep));
   }
 
-  /** The entries of a directory as nodes, recording them in `shadow`. The root's own failure to read is thrown. */
-  private async walkDir(dir: string, components: readonly string[], shadow: Shadow, unwatched: boolean, isRoot = false): Promise<FiletreeNode[]> {
+  private isLeftOutPath(components: readonly string[]): boolean {
+    const key = components.join("/");
+    return this.leftKeys.some((l) => key === l || key.startsWith(l + "/"));
+  }
+
+  /**
+   * The entries of the directory held by `dir` (identity `id`) as nodes, recording them in
+   * `shadow`: entries stat'ed STAT_CONCURRENCY at a time, subdirectories walked one at a time.
+   * The root's own failure to read is thrown.
+   */
+  private async walkDir(dir: number, id: string, components: readonly string[], shadow: Shadow, unwatched: boolean, isRoot = false): Promise<FiletreeNode[]> {
     let names: string[];
     try {
-      names = await readdir(dir);
+      names = await readdir(fdPath(dir));
     } catch (error) {
       if (isRoot) throw error;
       // An unreadable directory is an empty list, and cannot be watched either.
       shadow.sig = "d:unreadable";
       return [];
     }
-    const nodes = await Promise.all(
-      names.map(async (name) => {
-        const absolute = join(dir, name);
-        if (this.isLeftOut(absolute)) return undefined;
-        return this.node(absolute, [...components, name], shadow, unwatched);
-      }),
-    );
+    const mounted = this.mounts.get(id);
+    const nodes = await mapLimit(names, STAT_CONCURRENCY, async (name) => {
+      if (this.ended || mounted?.has(name)) return undefined;
+      const path = [...components, name];
+      if (this.isLeftOutPath(path)) return undefined;
+      return this.entry(dir, path, shadow, unwatched, false);
+    });
+    // Directories, one at a time: each holds a descriptor while its subtree is walked.
+    for (let i = 0; i < nodes.length; i++) {
+      const node = nodes[i];
+      if (node?.kind !== "Directory") continue;
+      nodes[i] = await this.entry(dir, [...components, node.name], shadow, unwatched, true);
+    }
     return nodes.filter((n): n is FiletreeNode => n !== undefined);
   }
 
-  /** One entry as a complete node (a directory with its subtree), recorded under `parent`; undefined when it cannot be stat'ed. */
-  private async node(absolute: string, components: readonly string[], parent: Shadow, unwatched: boolean): Promise<FiletreeNode | undefined> {
+  /**
+   * One entry of the held directory `dir` as a node, recorded under `parent`; undefined when it
+   * cannot be stat'ed (or, entered, is no longer a directory). A directory is returned as a
+   * placeholder (no subtree) unless `enter`, which opens it O_NOFOLLOW from `dir` and walks it.
+   */
+  private async entry(dir: number, components: readonly string[], parent: Shadow, unwatched: boolean, enter: boolean): Promise<FiletreeNode | undefined> {
     const name = components[components.length - 1]!;
+    const where = fdPath(dir, name);
+    if (enter) {
+      let fd: number;
+      try {
+        fd = await openFd(where, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      } catch {
+        return undefined; // Swapped for something else since: the watcher reports it.
+      }
+      try {
+        const stats = await fstat(fd);
+        const created_at = seconds(stats.birthtimeMs);
+        const modified_at = seconds(stats.mtimeMs);
+        const shadow: Shadow = { sig: "", children: new Map() };
+        const children = await this.walkDir(fd, identity(stats), components, shadow, unwatched);
+        const changes = !unwatched && shadow.sig !== "d:unreadable";
+        shadow.sig = `d:${changes}:${created_at}:${modified_at}`;
+        parent.children.set(name, shadow);
+        return { kind: "Directory", name, created_at, modified_at, changes, children };
+      } catch {
+        return undefined;
+      } finally {
+        await closeFd(fd).catch(() => undefined);
+      }
+    }
     let stats;
     try {
-      stats = await lstat(absolute);
+      stats = await lstat(where);
     } catch {
       return undefined;
     }
     const created_at = seconds(stats.birthtimeMs);
     const modified_at = seconds(stats.mtimeMs);
-    if (stats.isDirectory()) {
-      const shadow: Shadow = { sig: "", children: new Map() };
-      const children = await this.walkDir(absolute, components, shadow, unwatched);
-      const changes = !unwatched && shadow.sig !== "d:unreadable";
-      shadow.sig = `d:${changes}:${created_at}:${modified_at}`;
-      parent.children!.set(name, shadow);
-      return { kind: "Directory", name, created_at, modified_at, changes, children };
-    }
+    if (stats.isDirectory()) return { kind: "Directory", name, created_at, modified_at, changes: false, children: [] };
     if (stats.isSymbolicLink()) {
       let target: string;
       try {
-        target = await readlink(absolute);
+        target = await readlink(where);
       } catch {
         return undefined; // A link whose target cannot be read is left out.
       }
       const path = lexical(components.slice(0, -1), target);
-      parent.children!.set(name, { sig: `l:${path.join("/")}:${created_at}:${modified_at}` });
-      return { kind: "Symlink", name, path, created_at, modified_at };
+      const node = { kind: "Symlink" as const, name, path, created_at, modified_at };
+      parent.children.set(name, node);
+      return node;
     }
-    const size = BigInt(stats.size);
-    parent.children!.set(name, { sig: `f:${size}:${created_at}:${modified_at}` });
-    return { kind: "File", name, size, created_at, modified_at };
+    const node = { kind: "File" as const, name, size: big(stats.size), created_at, modified_at };
+    parent.children.set(name, node);
+    return node;
   }
 
-  private lookup(components: readonly string[]): Shadow | undefined {
-    let at: Shadow | undefined = this.shadow;
-    for (const c of components) at = at?.children?.get(c);
+  /** One node at `components` (from the root), resolved by descriptor with no link followed; undefined when absent. */
+  private async node(components: readonly string[], parent: Shadow, unwatched: boolean): Promise<FiletreeNode | undefined> {
+    if (!this.beneath) return undefined;
+    let dir: number;
+    try {
+      dir = await this.beneath.directory(components.slice(0, -1));
+    } catch (error) {
+      if (error instanceof BeneathError) return undefined; // No directory there any more (or a link now).
+      throw error;
+    }
+    try {
+      const id = identity(await fstat(dir));
+      if (this.mounts.get(id)?.has(components[components.length - 1]!)) return undefined;
+      const first = await this.entry(dir, components, parent, unwatched, false);
+      return first?.kind === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
+    } catch {
+      return undefined;
+    } finally {
+      await closeFd(dir).catch(() => undefined);
+    }
+  }
+
+  private lookup(components: readonly string[]): Entry | undefined {
+    let at: Entry | undefined = this.shadow;
+    for (const c of components) at = isDir(at) ? at.children.get(c) : undefined;
     return at;
   }
 
   /** One batch of watcher events, as deltas in order. */
   private async apply(events: readonly WatchEvent[]): Promise<void> {
+    if (!(await this.rootHolds())) return;
+    await this.refreshMounts();
     const seen = new Set<string>();
     for (const event of events) {
       if (this.ended || this.resyncPending) return;
@@ -312,14 +535,16 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private async change(components: readonly string[]): Promise<void> {
     // The highest ancestor not yet known is what changed: it is sent whole.
     let depth = 0;
-    while (depth < components.length - 1 && this.lookup(components.slice(0, depth + 1))?.children) depth++;
+    while (depth < components.length - 1 && isDir(this.lookup(components.slice(0, depth + 1)))) depth++;
     const top = components.slice(0, depth + 1);
+    if (!top.every(isName)) return;
     const parent = this.lookup(top.slice(0, -1));
-    if (!parent?.children) return;
+    if (!isDir(parent)) return;
     const name = top[top.length - 1]!;
     const before = parent.children.get(name);
     const scratch: Shadow = { sig: "", children: new Map() };
-    const node = await this.node(join(this.root, ...top), top, scratch, !this.watchedUnder(top));
+    const node = await this.node(top, scratch, !this.watchedUnder(top));
+    if (this.ended) return;
     if (!node) {
       if (before) {
         parent.children.delete(name);
@@ -327,25 +552,25 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       }
       return;
     }
-    const after = scratch.children!.get(name)!;
-    if (before && before.sig === after.sig) return; // Nothing new (a replayed event, or one already sent inside its directory).
+    const after = scratch.children.get(name)!;
+    if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
     parent.children.set(name, after);
     this.emit(before ? { kind: "Modified", path: [...top], node } : { kind: "Inserted", path: [...top], node });
   }
 
   /** Whether the directory holding `components` is watched (no unwatched directory above it). */
   private watchedUnder(components: readonly string[]): boolean {
-    let at: Shadow | undefined = this.shadow;
+    let at: Entry | undefined = this.shadow;
     for (const c of components.slice(0, -1)) {
-      at = at?.children?.get(c);
-      if (!at || at.sig.startsWith("d:false")) return false;
+      at = isDir(at) ? at.children.get(c) : undefined;
+      if (!isDir(at) || at.sig.startsWith("d:false")) return false;
     }
     return true;
   }
 }
 
 function seconds(ms: number): bigint | null {
-  return Number.isFinite(ms) && ms > 0 ? BigInt(Math.floor(ms / 1000)) : null;
+  return Number.isFinite(ms) && ms > 0 ? big(Math.floor(ms / 1000)) : null;
 }
 
 /** A link target as components from the root, resolved lexically against the link's directory (never above the root). */

@@ -1,11 +1,27 @@
 // filesystem::write and /filesystem/write: the new content arrives in pieces, goes to a temporary
 // beside the destination, and is renamed over it only when whole. A write that fails or is
-// abandoned leaves the destination unchanged and no temporary behind.
+// abandoned leaves the destination unchanged and no temporary behind. The destination's directory
+// is resolved beneath the root by descriptor (path-checks.ts) and held: the temporary is created,
+// renamed and removed through it. Temporary names are random (128 bits), created O_EXCL and tried
+// again on EEXIST, so a temporary left by a proxy that died mid-write never blocks a later write.
+import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
-import { checkPath, FsError, inside, osText, parentInside, PATH_NAMES_NO_FILE, whereOpen } from "./path-checks.js";
+import type { Place } from "@diverge/multiplexer/beneath";
+import { beneathText, checkPath, FsError, openRoot, osText, PATH_NAMES_NO_FILE } from "./path-checks.js";
 
-let counter = 0;
+/** Attempts at a fresh temporary name before giving up (each collision is a 2^-128 event, or a planted file). */
+const TEMPORARY_ATTEMPTS = 8;
+/** The longest name a Linux filesystem takes, in bytes. */
+const NAME_MAX = 255;
+
+/** A fresh temporary name beside `name`: `.<name>.diverge-write-<32 hex>`, the name cut to fit NAME_MAX. */
+export function temporaryName(name: string): string {
+  const suffix = `.diverge-write-${randomBytes(16).toString("hex")}`;
+  let stem = name;
+  while (Buffer.byteLength(`.${stem}${suffix}`) > NAME_MAX) stem = [...stem].slice(0, -1).join("");
+  return `.${stem}${suffix}`;
+}
 
 export interface WriteOptions {
   /** Abandons the write: the temporary is removed and the promise rejects with an `AbortError`. */
@@ -32,36 +48,39 @@ export interface PreparedWrite {
 }
 
 /**
- * Checks the path and creates the temporary `.<name>.diverge-write-<n>` exclusively beside the
+ * Checks the path and creates the temporary `.<name>.diverge-write-<random>` exclusively beside the
  * destination. Fails with FsError `path` (bad path) or `create` (parent missing or not a directory,
  * outside the root, or not creatable).
  */
 export async function prepareWrite(root: string, path: unknown): Promise<PreparedWrite> {
   const components = checkPath(path);
   if (!components) throw new FsError("path", PATH_NAMES_NO_FILE);
-  const name = components[components.length - 1]!;
-  const parent = await parentInside(root, components, "create");
-  // The parent directory is pinned by a descriptor and named through it (/proc/self/fd/N/…) from
-  // here on, as openat/renameat would: a component swapped for a link later changes nothing.
-  let dir: FileHandle;
+  const beneath = await openRoot(root, "create");
+  // The parent directory, held by descriptor and named through it (/proc/self/fd/N/…) from here on,
+  // as openat/renameat would: a component swapped for a link at any time changes nothing.
+  let dir: Place;
   try {
-    dir = await open(parent, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    dir = await beneath.parent(components, { follow: true });
   } catch (error) {
-    throw new FsError("create", osText(error));
+    throw new FsError("create", beneathText(error));
+  } finally {
+    await beneath.close().catch(() => undefined);
   }
+  const destination = dir.path;
+  let temporary = "";
   let handle: FileHandle | undefined;
-  const at = `/proc/self/fd/${dir.fd}`;
-  const temporary = `${at}/.${name}.diverge-write-${++counter}`;
-  const destination = `${at}/${name}`;
   try {
-    if (!inside(root, await whereOpen(dir))) throw new FsError("create", "the path leads outside the root");
-    try {
-      handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-    } catch (error) {
-      throw new FsError("create", osText(error));
+    for (let attempt = 1; !handle; attempt++) {
+      temporary = `/proc/self/fd/${dir.dir}/${temporaryName(dir.name)}`;
+      try {
+        handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "EEXIST" && attempt < TEMPORARY_ATTEMPTS) continue;
+        throw new FsError("create", osText(error));
+      }
     }
   } catch (error) {
-    await dir.close().catch(() => undefined);
+    await dir.release().catch(() => undefined);
     throw error;
   }
   let done = false;
@@ -70,7 +89,7 @@ export async function prepareWrite(root: string, path: unknown): Promise<Prepare
     done = true;
     await handle!.close().catch(() => undefined);
     if (removeTemporary) await unlink(temporary).catch(() => undefined);
-    await dir.close().catch(() => undefined);
+    await dir.release().catch(() => undefined);
   };
   return {
     abandon: () => release(true),
