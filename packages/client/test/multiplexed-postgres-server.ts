@@ -11,6 +11,8 @@ import pg from "pg";
 export interface ThrowawayPostgres {
   readonly port: number;
   readonly url: string;
+  /** The directory of its Unix socket (reachable from another network namespace). */
+  readonly socketDir: string;
   stop(): Promise<void>;
 }
 
@@ -76,6 +78,7 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
   return {
     port,
     url,
+    socketDir: dir,
     async stop() {
       if (server.exitCode === null) {
         const exited = new Promise((resolve) => server.once("exit", resolve));

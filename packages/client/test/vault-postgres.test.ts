@@ -90,9 +90,10 @@ describe("PostgresVault on one real PostgreSQL", () => {
     expect(Date.now() - started).toBeGreaterThan(500);
     // A's own unlock after B's expiry: A holds it now, so it is done.
     expect((await a.call("POST", "/vault/lock-k/unlock")).status).toBe(204);
-    // A lock of zero seconds is refused.
+    // A lock of zero seconds is refused: by the API before asking, and by the store if asked.
     const zero = await a.call("POST", "/vault/lock-k/lock?ttl=0");
-    expect(zero).toEqual({ status: 502, text: "a lock of zero seconds is refused" });
+    expect(zero).toEqual({ status: 400, text: "ttl must be a number of seconds from 1 to 4294967295\n" });
+    expect(await a.vault.lock("lock-k", 0)).toEqual({ variant: "Error", message: "a lock of zero seconds is refused" });
   }, 30_000);
 });
 

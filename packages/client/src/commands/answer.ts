@@ -4,9 +4,7 @@ import { connectProxy, type ProxyHandlers } from "../paths/connect.js";
 import { relayToMcp, type McpRelay, type McpTarget } from "../families/mcp-outward/relay.js";
 import { commandExec } from "../families/command/exec.js";
 import { PostgresVault } from "../families/vault/store.js";
-import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { mkdirSync } from "node:fs";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
 import { sayPathsEvents } from "./paths-events.js";
 
@@ -23,8 +21,9 @@ MCP server: a Streamable HTTP endpoint (--mcp) or a command speaking MCP on stdi
 With --command-exec, each command runs that executable once with the command's bytes on stdin;
 each line it writes to stdout is one item; exit status 0 ends the command cleanly, any other the
 error {"exit":<status>,"stderr":"<last 4 KiB of stderr>"}. Vault asks are always answered, from
-PostgreSQL at --vault-database-url, else from an embedded PGlite database in --vault-dir (default a
-directory under the OS temp dir, printed at start); the tables are created on first use. Asks with
+PostgreSQL at --vault-database-url, else from an embedded PGlite database in --vault-dir (default in
+memory: it lasts this run and leaves nothing behind); the tables are created on first use. The
+vault's locks are held by the container: --container-id, else a random id of this run. Asks with
 no answerer here (postgres, FUSE, and MCP or command without their flags) are declined. Runs until
 SIGINT or SIGTERM.
 
@@ -45,6 +44,10 @@ Flags:
                   keep the vault in an embedded PGlite database here (without a URL)
   --vault-namespace <name>
                   which store the keys live in (default "default")
+  --container-id <id>
+                  who holds the vault's locks: the container's own id, so a restarted provider
+                  holds (refreshes, unlocks) what it held; default a random id of this run, whose
+                  locks are nobody's once it ends, until their time runs out
   --revision <r>  the spec revision to speak (default the newest spoken)
   --quiet         print nothing but errors
   -h, --help      this text
@@ -70,6 +73,7 @@ export async function runAnswer(args: string[]): Promise<number> {
         "vault-database-url": { type: "string" },
         "vault-dir": { type: "string" },
         "vault-namespace": { type: "string", default: "default" },
+        "container-id": { type: "string" },
         quiet: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -98,18 +102,19 @@ export async function runAnswer(args: string[]): Promise<number> {
   };
   const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
   const executable = values["command-exec"];
-  // The vault's holder is the container this run answers for: the proxy it dials.
-  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
+  // The vault's lock holder is the container: --container-id, else a random id of this run (never the --proxy URL).
+  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values["container-id"] };
   let vault: PostgresVault;
   try {
     if (values["vault-database-url"]) {
       vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
       say(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
     } else {
-      const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
-      mkdirSync(dir, { recursive: true });
+      // Without --vault-dir, in memory: nothing is left behind (the vault lasts this run).
+      const dir = values["vault-dir"];
+      if (dir !== undefined) mkdirSync(dir, { recursive: true });
       vault = PostgresVault.embedded(dir, vaultOptions);
-      say(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+      say(`vault in ${dir ?? "memory, for this run"} (embedded PGlite, namespace ${vaultOptions.namespace})`);
     }
   } catch (problem) {
     await relay?.close();

@@ -1,8 +1,6 @@
 // `diverge connect`: hold a container's proxy for as long as the command runs and answer everything
 // it asks, on the transport chosen; optionally serve the container's tools as an MCP server.
-import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { mkdirSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { connectProxy, type PathsConnection, type ProxyHandlers } from "../paths/connect.js";
 import { PathsTools, pathsGateWarning } from "../families/mcp-inward/paths.js";
@@ -33,7 +31,7 @@ const help = `Usage:
     [--arguments <json>] [--image <name@digest>] [--secret-env NAME]...      (begin, multiplexed)
     [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
-    [--vault-database-url <url>] [--vault-dir <dir>] [--command-exec <path>]
+    [--vault-database-url <url>] [--vault-dir <dir>] [--container-id <id>] [--command-exec <path>]
     [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]
       [--allow-host <name>]... [--allow-origin <origin>]...] [--serve-tools-stdio]
 ${agentConnectUsage}
@@ -63,8 +61,12 @@ Flags:
                             embedded PGlite, started on the first connection)
   --vault-database-url <url>
                             keep the vault in this PostgreSQL
-  --vault-dir <dir>         keep the vault in an embedded PGlite database here (default a temp dir)
+  --vault-dir <dir>         keep the vault in an embedded PGlite database here (default in memory:
+                            it lasts this run and leaves nothing behind)
   --vault-namespace <name>  which store the keys live in (default "default")
+  --container-id <id>       who holds the vault's locks: the container's own id, so a restarted
+                            provider holds (refreshes, unlocks) what it held; default a random id of
+                            this run, whose locks are nobody's once it ends, until their time runs out
   --command-exec <path>     run each command with this executable
   --serve-tools <host:port> serve the container's tools and resources as an MCP server (Streamable
                             HTTP at http://host:port/mcp, any number of sessions up to the cap)
@@ -110,6 +112,7 @@ export async function runConnect(args: string[]): Promise<number> {
         "vault-database-url": { type: "string" },
         "vault-dir": { type: "string" },
         "vault-namespace": { type: "string", default: "default" },
+        "container-id": { type: "string" },
         "command-exec": { type: "string" },
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
@@ -211,17 +214,19 @@ export async function runConnect(args: string[]): Promise<number> {
   if (relay) cleanups.push(() => relay.close());
   // Said once the proxy is held: a command refused at the dial says one sentence and nothing else.
   const backendLines: string[] = [];
-  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values.proxy! };
+  // The vault's lock holder is the container: --container-id, else a random id of this run (never the --proxy URL).
+  const vaultOptions = { namespace: values["vault-namespace"]!, holder: values["container-id"] };
   let vault: PostgresVault;
   try {
     if (values["vault-database-url"]) {
       vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
       backendLines.push(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
     } else {
-      const dir = values["vault-dir"] ?? mkdtempSync(join(tmpdir(), "diverge-vault-"));
-      mkdirSync(dir, { recursive: true });
+      // Without --vault-dir, in memory: nothing is left behind (the vault lasts this run).
+      const dir = values["vault-dir"];
+      if (dir !== undefined) mkdirSync(dir, { recursive: true });
       vault = PostgresVault.embedded(dir, vaultOptions);
-      backendLines.push(`vault in ${dir} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+      backendLines.push(`vault in ${dir ?? "memory, for this run"} (embedded PGlite, namespace ${vaultOptions.namespace})`);
     }
   } catch (problem) {
     await cleanUp();

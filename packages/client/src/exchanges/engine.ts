@@ -9,8 +9,20 @@ export interface AnswerContext {
   readonly channel: number;
   /** The answer path (`/vault/get/7`), or a description of the channel (`/ channel 7`). */
   readonly path: string;
-  /** Aborted when the answer path or channel has ended, whoever ended it. */
+  /**
+   * Aborted when the answer path or channel has ended, whoever ended it; with an
+   * {@link AnswerUndelivered} reason when the handler's answer came after the path had closed, so
+   * nobody received it (a lock taken then is released by its handler).
+   */
   readonly signal: AbortSignal;
+}
+
+/** The reason a handler's signal aborts when its answer came too late: the path had closed, and it was not sent. */
+export class AnswerUndelivered extends Error {
+  override readonly name = "AnswerUndelivered";
+  constructor(readonly path: string) {
+    super(`the answer on ${path} was not sent: the path had closed`);
+  }
 }
 
 /** The one answer message of a one-message exchange: none when there is no handler or it declines. */

@@ -9,6 +9,7 @@ import { checkMcp } from "@diverge/codec/mcp";
 import { endpointUrl, proxyBase } from "../url.js";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { ProviderError } from "./errors.js";
+import { AnswerUndelivered } from "../exchanges/engine.js";
 import { dispatchRequestsAsk, type DispatchedAsk, type ProviderHandlers } from "../gen/exchanges.js";
 import { requestsAskExchangesByKind } from "@diverge/codec/exchanges";
 import { defaultWebSocket, openSocket, type OpenFailure, type OpenSocket, type SocketEnding, type WebSocketConstructor } from "./socket.js";
@@ -175,7 +176,11 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     let sent = 0;
     try {
       for await (const bytes of dispatched.answer({ channel, path, signal: controller.signal })) {
-        if (!socket.isOpen) break;
+        if (!socket.isOpen) {
+          // Nobody receives it: the handler is told (a lock it took is released).
+          controller.abort(new AnswerUndelivered(path));
+          break;
+        }
         if (bytes.length > maxMessageBytes) throw new OversizedAnswer(`the answer is ${bytes.length} bytes, larger than the proxy's message limit of ${maxMessageBytes}`);
         socket.send(bytes);
         sent++;

@@ -33,12 +33,17 @@ function decode<A>(exchange: ExchangeDescriptor<string, A>, bytes: Uint8Array): 
   }
 }
 
+/** A channel request frame's header: its type, scope and channel (multiplexed.md §2). */
+const CHANNEL_REQUEST_HEADER_BYTES = 9;
+
 export class TransportChoice implements AskEngine {
   constructor(
     /** The begin scope when a provider has begun tools on `/`, else undefined. */
     private readonly beginScope: () => BeginScopeLink | undefined,
     /** The `/requests` engine. */
     private readonly requests: AskEngine,
+    /** The proxy's message limit: a channel request frame over it is refused (askTooLarge), never sent. */
+    private readonly maxMessageBytes?: number,
   ) {}
 
   private link(exchange: ExchangeDescriptor): BeginScopeLink | undefined {
@@ -51,6 +56,9 @@ export class TransportChoice implements AskEngine {
     if (options.signal?.aborted) return Promise.resolve({ type: "aborted" });
     // An ask that cannot be written (a field over its length prefix) throws here, as on `/requests`.
     const payload = encodeProxyChannelRequest(exchange.channel!.variant, ask);
+    // Refused before anything is sent, as `/requests` refuses it: never a frame over the proxy's own limit.
+    const frameBytes = CHANNEL_REQUEST_HEADER_BYTES + payload.length;
+    if (this.maxMessageBytes !== undefined && frameBytes > this.maxMessageBytes) return Promise.resolve({ type: "askTooLarge", bytes: frameBytes, limit: this.maxMessageBytes });
     return new Promise((resolve) => {
       let answer: Uint8Array | undefined;
       let settled = false;
@@ -71,6 +79,8 @@ export class TransportChoice implements AskEngine {
           finish: () => {
             if (!answer) return settle({ type: "notServed", channel });
             const read = decode(exchange, answer);
+            // Answered after the caller gave up: the caller may still act on it (a lock granted to nobody is released).
+            if (settled && "answer" in read) return options.answeredAfterAbort?.(read.answer);
             settle("answer" in read ? { type: "answered", answer: read.answer } : { type: "unreadable", channel, error: read.error });
           },
         lost: () => settle({ type: "lost" }),
@@ -103,7 +113,13 @@ export class TransportChoice implements AskEngine {
       resolveEnded(e);
       wake?.();
     };
-    const opened = link.openChannel(encodeProxyChannelRequest(exchange.channel!.variant, ask), {
+    const payload = encodeProxyChannelRequest(exchange.channel!.variant, ask);
+    const frameBytes = CHANNEL_REQUEST_HEADER_BYTES + payload.length;
+    if (this.maxMessageBytes !== undefined && frameBytes > this.maxMessageBytes) {
+      const refused: StreamEnding = { type: "askTooLarge", bytes: frameBytes, limit: this.maxMessageBytes };
+      return { ended: Promise.resolve(refused), async *[Symbol.asyncIterator]() {} };
+    }
+    const opened = link.openChannel(payload, {
       response: (payload) => {
         if (ending || lastSeen) return;
         const read = decode(exchange, payload);

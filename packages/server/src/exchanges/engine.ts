@@ -31,6 +31,13 @@ export interface AskOptions {
   /** Aborting forgets the exchange: its answer, if any comes, is disregarded and its path closed. */
   readonly signal?: AbortSignal;
   /**
+   * An exchange given up (its signal aborted) may be answered after all: a proxy-opened begin-scope
+   * channel cannot be withdrawn, and an answer path may carry its answer while it closes. That answer
+   * then comes here instead of being disregarded.
+   * A vault lock granted to a program that has gone is released through it.
+   */
+  readonly answeredAfterAbort?: (answer: unknown) => void;
+  /**
    * Streams only: once the answers held for a reader that does not pull reach this many bytes, the
    * answer path stops being read (TCP backpressure reaches the provider) until the reader has taken
    * half of them; without it a reader that does not pull ends the stream at `maxBufferedMessages`.
@@ -125,7 +132,14 @@ export class RequestsEngine implements AskEngine {
             },
             ended: (ending: PathEnding) => {
               current = undefined;
-              if (settled) return;
+              if (settled) {
+                // Answered while the path was closing after the caller gave up: the caller may still act on it.
+                if (answer && ending.how === "clean" && options.answeredAfterAbort) {
+                  const late = decodeAnswer(exchange, answer);
+                  if ("answer" in late) options.answeredAfterAbort(late.answer);
+                }
+                return;
+              }
               if (ending.how === "abrupt") {
                 if (exchange.unanswered === "askedAgain") {
                   log(`${exchange.pathPrefix}${path.channel} ended abruptly; asking again`);

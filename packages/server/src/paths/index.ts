@@ -34,7 +34,7 @@ export function attachPaths(context: ProxyContext): PathsPart {
   const { options, provider } = context;
   const board = new AskBoard(options.maxMessageBytes);
   let beginScope: () => BeginScopeLink | undefined = () => undefined;
-  const choice = new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log }));
+  const choice = new TransportChoice(() => beginScope(), new RequestsEngine({ board, log: options.log }), options.maxMessageBytes);
   const asks = bindProxyAsks(choice);
   provider.addUpgradeRoute(board);
   const families = attachPathsFamilies({ context, board, engine: choice, asks, beginScope: () => beginScope() });

@@ -10,9 +10,10 @@
 // the namespace and key as its payload) and every vault LISTENing there looks again at once. An
 // expiring lock sends nothing, so a waiter also looks again when the holder's time runs out, and at
 // the latest after `recheckMs` (a lost notification, or a listener that could not connect).
+import { createHash, randomUUID } from "node:crypto";
 import type { VaultAck, VaultGetAnswer } from "@diverge/codec";
 import type { RequestsAskBody } from "@diverge/codec/exchanges";
-import type { AnswerContext } from "../../exchanges/engine.js";
+import { AnswerUndelivered, type AnswerContext } from "../../exchanges/engine.js";
 
 /** What the vault needs of a database: one parameterised statement at a time. */
 export interface SqlClient {
@@ -29,8 +30,14 @@ export interface SqlClient {
 export interface VaultOptions {
   /** Which store the keys live in. */
   readonly namespace: string;
-  /** Who holds the locks this vault takes: the container it answers for. */
-  readonly holder: string;
+  /**
+   * Who holds the locks this vault takes: the container it answers for (`diverge connect
+   * --container-id`). Default a random id of this vault's own: its locks are then held by this vault
+   * alone, and one left held when it ends (a provider restarted) is nobody's until its time runs
+   * out. Give the container's own id for a restarted provider to hold, refresh and unlock what it held.
+   * Never the proxy's address: two containers reached at one address are two holders.
+   */
+  readonly holder?: string;
   /**
    * The longest a waiting lock goes without looking again, in milliseconds, when no notification
    * comes (an unlock notifies at once; an expiry is looked at when it is due). Default 1000.
@@ -40,13 +47,33 @@ export interface VaultOptions {
   readonly pollMs?: number;
 }
 
-/** The channel unlocks NOTIFY and waiting locks LISTEN on; the payload is the JSON of `[namespace, key]`. */
+/**
+ * The channel unlocks NOTIFY and waiting locks LISTEN on; the payload is the SHA-256 (hex) of the
+ * JSON of `[namespace, key]`: a notification carries at most 8000 bytes, and a key may be 65535.
+ */
 const LOCK_CHANNEL = "diverge_vault_lock_released";
 
-const SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS diverge_vault (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, PRIMARY KEY (namespace, key))`,
-  `CREATE TABLE IF NOT EXISTS diverge_vault_lock (namespace text NOT NULL, key text NOT NULL, holder text NOT NULL, expires_at timestamptz NOT NULL, PRIMARY KEY (namespace, key))`,
-];
+/**
+ * The tables, made (or brought up to date) in one statement under an advisory lock, so providers
+ * sharing a store never race each other's first use. Keys are `bytea`, the UTF-8 bytes of the key:
+ * PostgreSQL's text cannot hold U+0000, which a key may contain. A store made with text keys (before
+ * 2.3.0's hardening) is converted in place, each key to its UTF-8 bytes.
+ */
+const SCHEMA = `DO $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('diverge_vault schema'));
+  CREATE TABLE IF NOT EXISTS diverge_vault (namespace text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (namespace, key));
+  CREATE TABLE IF NOT EXISTS diverge_vault_lock (namespace text NOT NULL, key bytea NOT NULL, holder text NOT NULL, expires_at timestamptz NOT NULL, PRIMARY KEY (namespace, key));
+  IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'diverge_vault' AND column_name = 'key' AND data_type = 'text') THEN
+    ALTER TABLE diverge_vault ALTER COLUMN key TYPE bytea USING convert_to(key, 'UTF8');
+  END IF;
+  IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'diverge_vault_lock' AND column_name = 'key' AND data_type = 'text') THEN
+    ALTER TABLE diverge_vault_lock ALTER COLUMN key TYPE bytea USING convert_to(key, 'UTF8');
+  END IF;
+END $$`;
+
+/** A key as the store keeps it: its UTF-8 bytes. */
+const keyBytes = (key: string): Buffer => Buffer.from(key, "utf8");
 
 export class PostgresVault {
   private ready: Promise<void> | undefined;
@@ -59,11 +86,20 @@ export class PostgresVault {
   /** Lock attempts made so far (each one statement): how often waiting locks looked. */
   lockAttempts = 0;
 
+  /** Who holds the locks this vault takes: `options.holder`, else a random id of its own. */
+  readonly holder: string;
+
   constructor(
     private readonly sql: SqlClient,
     private readonly options: VaultOptions,
   ) {
     this.recheckMs = options.recheckMs ?? options.pollMs ?? 1000;
+    this.holder = options.holder ?? `provider-${randomUUID()}`;
+  }
+
+  /** What an unlock of `key` notifies, and what wakes the waiters of `key`. */
+  private wakePayload(key: string): string {
+    return createHash("sha256").update(JSON.stringify([this.options.namespace, key])).digest("hex");
   }
 
   /** A vault on the PostgreSQL at `url` (a `pg` pool of its own). */
@@ -113,12 +149,13 @@ export class PostgresVault {
   }
 
   /**
-   * A vault in an embedded PGlite database kept in `dir`. The database starts on the first ask (it
+   * A vault in an embedded PGlite database kept in `dir`, or in memory when no `dir` is given (it
+   * lasts as long as the vault, and leaves nothing behind). The database starts on the first ask (it
    * takes seconds), so a provider that is never asked about its vault never waits for it.
    */
-  static embedded(dir: string, options: VaultOptions): PostgresVault {
+  static embedded(dir: string | undefined, options: VaultOptions): PostgresVault {
     let opening: Promise<import("@electric-sql/pglite").PGlite> | undefined;
-    const db = () => (opening ??= import("@electric-sql/pglite").then(({ PGlite }) => PGlite.create(dir)));
+    const db = () => (opening ??= import("@electric-sql/pglite").then(({ PGlite }) => (dir === undefined ? PGlite.create() : PGlite.create(dir))));
     // PGlite runs one statement at a time; queue them so concurrent asks never interleave.
     let queue: Promise<unknown> = Promise.resolve();
     const serial = <T>(step: () => Promise<T>): Promise<T> => {
@@ -182,7 +219,7 @@ export class PostgresVault {
 
   private schema(): Promise<void> {
     this.ready ??= (async () => {
-      for (const statement of SCHEMA) await this.sql.query(statement);
+      await this.sql.query(SCHEMA);
     })().catch((problem: unknown) => {
       this.ready = undefined;
       throw problem;
@@ -204,7 +241,7 @@ export class PostgresVault {
   async get(key: string): Promise<VaultGetAnswer> {
     try {
       await this.schema();
-      const { rows } = await this.sql.query(`SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, key]);
+      const { rows } = await this.sql.query(`SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, keyBytes(key)]);
       if (rows.length === 0) return { variant: "Missing" };
       return { variant: "Present", value: new Uint8Array(rows[0]!.value as Uint8Array) };
     } catch (problem) {
@@ -214,12 +251,12 @@ export class PostgresVault {
 
   set(key: string, value: Uint8Array): Promise<VaultAck> {
     return this.ack(() =>
-      this.sql.query(`INSERT INTO diverge_vault (namespace, key, value) VALUES ($1, $2, $3) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value`, [this.options.namespace, key, Buffer.from(value)]),
+      this.sql.query(`INSERT INTO diverge_vault (namespace, key, value) VALUES ($1, $2, $3) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value`, [this.options.namespace, keyBytes(key), Buffer.from(value)]),
     );
   }
 
   delete(key: string): Promise<VaultAck> {
-    return this.ack(() => this.sql.query(`DELETE FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, key]));
+    return this.ack(() => this.sql.query(`DELETE FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, keyBytes(key)]));
   }
 
   /**
@@ -229,7 +266,7 @@ export class PostgresVault {
    */
   async lock(key: string, ttl: number, signal?: AbortSignal): Promise<VaultAck | undefined> {
     if (ttl === 0) return { variant: "Error", message: "a lock of zero seconds is refused" };
-    const payload = JSON.stringify([this.options.namespace, key]);
+    const payload = this.wakePayload(key);
     let woken = false;
     let wake: (() => void) | undefined;
     const onWake = () => {
@@ -255,9 +292,24 @@ export class PostgresVault {
            UNION ALL
            SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM diverge_vault_lock
              WHERE namespace = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM taken)`,
-          [this.options.namespace, key, this.options.holder, ttl],
+          [this.options.namespace, keyBytes(key), this.holder, ttl],
         );
-        if (rows.some((row) => row.taken === true)) return { variant: "Done" };
+        if (rows.some((row) => row.taken === true)) {
+          // Taken just as the path ended: nobody is told, so nobody keeps it.
+          if (signal?.aborted) {
+            await this.unlock(key);
+            return undefined;
+          }
+          // Taken, but the answer came after its path had closed: nobody was told, so nobody keeps it.
+          signal?.addEventListener(
+            "abort",
+            () => {
+              if (signal.reason instanceof AnswerUndelivered) void this.unlock(key);
+            },
+            { once: true },
+          );
+          return { variant: "Done" };
+        }
         if (!registered) {
           // Listen before looking again, so a release between the two is not missed.
           registered = true;
@@ -302,7 +354,7 @@ export class PostgresVault {
       const { rows } = await this.sql.query(
         `WITH released AS (DELETE FROM diverge_vault_lock WHERE namespace = $1 AND key = $2 AND holder = $3 AND expires_at > clock_timestamp() RETURNING key)
          SELECT pg_notify('${LOCK_CHANNEL}', $4) FROM released`,
-        [this.options.namespace, key, this.options.holder, JSON.stringify([this.options.namespace, key])],
+        [this.options.namespace, keyBytes(key), this.holder, this.wakePayload(key)],
       );
       return rows.length > 0 ? { variant: "Done" } : { variant: "Error", message: `the lock on ${JSON.stringify(key)} is not held by this container` };
     } catch (problem) {

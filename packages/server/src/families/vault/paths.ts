@@ -9,7 +9,8 @@
 //   POST /vault/<key>/lock?ttl=<s>      204 once held · 502 · 503 · 400
 //   POST /vault/<key>/unlock            204 · 502 · 503 · 400
 //
-// `<key>` is one percent-encoded path segment of UTF-8. The asks go through the generated typed
+// `<key>` is one percent-encoded path segment of UTF-8: the key is exactly its percent-decoded bytes,
+// read from the raw request target (no URL normalisation: `.`, `..`, `%2E` and `\\` are keys like any). The asks go through the generated typed
 // asks; which transport carries them is the engine's business.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RequestRoute } from "../../listener.js";
@@ -34,17 +35,15 @@ export class VaultApi {
     this.inFlight.abortAll();
   }
 
-  readonly route: RequestRoute = (request, response, pathname) => {
-    const match = /^\/vault\/([^/]*)(\/lock|\/unlock)?$/.exec(pathname);
+  readonly route: RequestRoute = (request, response) => {
+    // The raw request target, not the normalised pathname: `/vault/%2E` is the key ".", and
+    // `/vault/..` the key "..", never the segment URL normalisation would make of them.
+    const target = rawTarget(request.url ?? "");
+    const match = /^\/vault\/([^/]*)(\/lock|\/unlock)?$/.exec(target.path);
     if (!match) return false;
-    let key: string;
-    try {
-      key = decodeURIComponent(match[1]!);
-    } catch {
-      return reply(response, 400, "the key is not a percent-encoded UTF-8 segment\n"), true;
-    }
-    const action = match[2];
-    void this.vault(request, response, key, action, new URL(request.url ?? "/", "http://program").searchParams.get("ttl"));
+    const key = decodeKey(match[1]!);
+    if (key === undefined) return drain(request), reply(response, 400, "the key is not a percent-encoded UTF-8 segment\n"), true;
+    void this.vault(request, response, key, match[2], new URLSearchParams(target.query).get("ttl"));
     return true;
   };
 
@@ -72,8 +71,19 @@ export class VaultApi {
         outcome = await this.asks.vaultDelete({ key }, { signal: controller.signal });
       } else if (action === "/lock" && method === "POST") {
         drain(request);
-        if (ttlText === null || !/^[0-9]{1,10}$/.test(ttlText) || Number(ttlText) > 0xffffffff) return reply(response, 400, "ttl must be a number of seconds from 0 to 4294967295\n");
-        outcome = await this.asks.vaultLock({ key, ttl: Number(ttlText) }, { signal: controller.signal });
+        // A lock of zero seconds is refused by the lock's semantics (paths.md §7.2): refused here, before asking.
+        if (ttlText === null || !/^[0-9]{1,10}$/.test(ttlText) || Number(ttlText) < 1 || Number(ttlText) > 0xffffffff) return reply(response, 400, "ttl must be a number of seconds from 1 to 4294967295\n");
+        outcome = await this.asks.vaultLock(
+          { key, ttl: Number(ttlText) },
+          {
+            signal: controller.signal,
+            // Granted after its program left (a begin-scope channel cannot be withdrawn): released at
+            // once, so nobody holds it for its TTL. On `/requests` the closed path withdraws the ask instead.
+            answeredAfterAbort: (answer) => {
+              if ((answer as { variant?: string }).variant === "Done") void this.asks.vaultUnlock({ key });
+            },
+          },
+        );
       } else if (action === "/unlock" && method === "POST") {
         drain(request);
         outcome = await this.asks.vaultUnlock({ key }, { signal: controller.signal });
@@ -82,10 +92,54 @@ export class VaultApi {
         return reply(response, 405, "method not allowed\n");
       }
       if (outcome.type !== "answered") return failed(response, outcome);
+      if (outcome.answer.variant === "Done" && action === "/lock" && programGone(response)) {
+        // Granted as its program left: nobody is told, so nobody keeps it.
+        void this.asks.vaultUnlock({ key });
+        return;
+      }
       if (outcome.answer.variant === "Done") return void response.writeHead(204).end();
       return reply(response, 502, outcome.answer.message);
     } finally {
       this.inFlight.done(controller);
     }
   }
+}
+
+/** The path and query of a request target as sent: origin-form, or absolute-form with its scheme and authority dropped. */
+function rawTarget(url: string): { path: string; query: string } {
+  const origin = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(url);
+  const rest = origin ? url.slice(origin[0].length) || "/" : url;
+  const hash = rest.indexOf("#");
+  const withoutHash = hash < 0 ? rest : rest.slice(0, hash);
+  const question = withoutHash.indexOf("?");
+  return question < 0 ? { path: withoutHash, query: "" } : { path: withoutHash.slice(0, question), query: withoutHash.slice(question + 1) };
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** The key: exactly the percent-decoded bytes of the raw segment, as UTF-8; undefined when they are not UTF-8 or a `%` is not an escape. */
+function decodeKey(segment: string): string | undefined {
+  const bytes: number[] = [];
+  for (let i = 0; i < segment.length; i++) {
+    const code = segment.charCodeAt(i);
+    if (code === 0x25) {
+      const hex = segment.slice(i + 1, i + 3);
+      if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return undefined;
+      bytes.push(parseInt(hex, 16));
+      i += 2;
+    } else if (code > 0xff) return undefined;
+    // Node hands the target over byte for byte (latin1): a raw byte is itself.
+    else bytes.push(code);
+  }
+  try {
+    return utf8.decode(new Uint8Array(bytes));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the program's connection has gone, so an answer written now would reach nobody. */
+function programGone(response: ServerResponse): boolean {
+  const socket = response.socket;
+  return response.destroyed || !socket || socket.destroyed || !socket.writable;
 }
