@@ -42,6 +42,8 @@ describe.skipIf(!!unavailable)("the FUSE mount point under a swap loop", () => {
     const root = join(base, "root");
     const outside = join(base, "outside");
     await mkdir(join(root, "d"), { recursive: true });
+    // Directories where the cheap attempts ask a file mount (refused at the type check once placed).
+    for (let i = 0; i < 50; i++) await mkdir(join(root, "d", `p${i}`));
     await mkdir(outside);
     // `l` leads outside; the loop exchanges `d` and `l`, so `d` is now a directory, now that link.
     await symlink(outside, join(root, "l"));
@@ -52,11 +54,14 @@ describe.skipIf(!!unavailable)("the FUSE mount point under a swap loop", () => {
     try {
       const deadline = Date.now() + 30_000;
       for (let i = 0; i < 3000 && Date.now() < deadline; i++) {
-        // A fresh name each time (missing parents made too), and sometimes one already there.
-        const components = i % 3 === 0 ? ["d", `m${i}`, "deep"] : ["d", `m${i % 7}`];
+        // One in four a real mount (a fresh name, missing parents made too, or one already there);
+        // the others run the whole placement through the swapping directory and stop at its type
+        // check (a file mount asked on a directory), which is cheap: thousands of attempts.
+        const real = i % 4 === 0;
+        const components = real ? (i % 8 === 0 ? ["d", `m${i}`, "deep"] : ["d", `m${i % 7}`]) : ["d", `p${i % 50}`];
         let mount;
         try {
-          mount = await mountFuse({ root, path: components, kind: "directory", handlers: nothing });
+          mount = await mountFuse({ root, path: components, kind: real ? "directory" : "file", handlers: nothing });
         } catch (error) {
           expect(error).toBeInstanceOf(MountError);
           expect((error as Error).message).not.toContain(base);
