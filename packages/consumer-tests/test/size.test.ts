@@ -37,8 +37,10 @@ describe("tree-shaking", () => {
     expect(row("decoder").minified * 20).toBeLessThan(row("codec").minified);
   });
 
-  it("keeps the whole codec within its budget of 16 KiB gzipped", () => {
-    expect(row("codec").gzipped).toBeLessThanOrEqual(16 * 1024);
+  // 16 KiB until the agent family (agents::begin, its channels, the chunk JSON and its checks, /agent/*)
+  // joined the spec: about 5 KiB more for some 25 frames.
+  it("keeps the whole codec within its budget of 22 KiB gzipped", () => {
+    expect(row("codec").gzipped).toBeLessThanOrEqual(22 * 1024);
   });
 });
 

@@ -28,10 +28,13 @@ export interface IrJsonUnionVariant {
   readonly doc: string;
   /** Every member but the discriminant: its own, then those of the object types under `with`. */
   readonly members: readonly IrJsonMember[];
+  /** Its own members, and the object types whose members follow them. */
+  readonly own: readonly IrJsonMember[];
+  readonly with: readonly string[];
 }
 
 export type IrJsonShape =
-  | { readonly kind: "object"; readonly members: readonly IrJsonMember[] }
+  | { readonly kind: "object"; readonly members: readonly IrJsonMember[]; readonly own: readonly IrJsonMember[]; readonly with: readonly string[] }
   | { readonly kind: "union"; readonly on: string; readonly variants: readonly IrJsonUnionVariant[] }
   | { readonly kind: "array"; readonly of: IrJsonRef };
 
@@ -117,13 +120,16 @@ export function buildJsonTypes(entries: readonly Located[], taken: ReadonlyMap<s
         const at = [...entry.path, "union", "variants", i];
         if (values.has(v.value)) fail(entry.file, [...at, "value"], `${who} has two variants whose \`${t.union.on}\` is \`${v.value}\`.`);
         values.add(v.value);
-        return { value: v.value, name: v.name, doc: v.doc, members: membersOf(v, entry.file, at, `variant \`${v.name}\` of ${who}`, t.union.on) };
+        const members = membersOf(v, entry.file, at, `variant \`${v.name}\` of ${who}`, t.union.on);
+        const own = members.slice(0, (v.members ?? []).length);
+        return { value: v.value, name: v.name, doc: v.doc, members, own, with: (v.with ?? []) as string[] };
       });
       shape = { kind: "union", on: t.union.on, variants };
     } else if (t.array !== undefined) {
       shape = { kind: "array", of: ref(t.array, entry.file, [...entry.path, "array"]) };
     } else {
-      shape = { kind: "object", members: membersOf(t, entry.file, entry.path, who) };
+      const members = membersOf(t, entry.file, entry.path, who);
+      shape = { kind: "object", members, own: members.slice(0, (t.members ?? []).length), with: (t.with ?? []) as string[] };
     }
     types.push({ name: t.name, doc: t.doc, shape, file: entry.file.path });
   }

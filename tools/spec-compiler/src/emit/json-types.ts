@@ -3,6 +3,7 @@
 // the type, else why not), which the decoders of json fields that name the type run. The reasons are
 // worded like serde_json's and quote no value, only member names and positions.
 import type { IrJsonMember, IrJsonRef, IrJsonType, IrRevision } from "../ir.js";
+import type { IrJsonScalar } from "../json-ir.js";
 import { lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 
@@ -42,60 +43,16 @@ function interfaceLines(name: string, doc: string, members: readonly IrJsonMembe
   return out;
 }
 
-/** Statements that check `v` (at position expression `at`) against `r`, returning the reason when it is not. */
-function checkExpr(r: IrJsonRef, v: string, at: string): string {
-  switch (r.kind) {
-    case "scalar":
-      switch (r.scalar) {
-        case "any":
-          return "undefined";
-        case "string":
-          return `(typeof ${v} === "string" ? undefined : $wrong("a string", ${at}))`;
-        case "bool":
-          return `(typeof ${v} === "boolean" ? undefined : $wrong("a boolean", ${at}))`;
-        case "number":
-          return `(typeof ${v} === "number" ? undefined : $wrong("a number", ${at}))`;
-        case "decimal":
-          return `(typeof ${v} === "number" || typeof ${v} === "string" ? undefined : $wrong("a number or a string of one", ${at}))`;
-        case "u8":
-          return `(Number.isInteger(${v}) && (${v} as number) >= 0 && (${v} as number) <= 255 ? undefined : $wrong("an integer from 0 to 255", ${at}))`;
-        case "u64":
-          return `(Number.isInteger(${v}) && (${v} as number) >= 0 ? undefined : $wrong("a non-negative integer", ${at}))`;
-        case "object":
-          return `($isObject(${v}) ? undefined : $wrong("an object", ${at}))`;
-      }
-    // falls through (unreachable)
-    case "named":
-      return `$${checkName(r.name)}(${v}, ${at})`;
-    case "array":
-      return `$array(${v}, ${at}, (item, where) => ${checkExpr(r.of, "item", "where")})`;
-    case "nullable":
-      return `(${v} === null ? undefined : ${checkExpr(r.of, v, at)})`;
-  }
-}
-
-function membersCheck(members: readonly IrJsonMember[]): string[] {
-  const out: string[] = [];
-  for (const m of members) {
-    const get = `o[${lit(m.name)}]`;
-    const at = `$at(at, ${lit(m.name)})`;
-    if (m.optional) {
-      out.push(`  if (${get} !== undefined && ${get} !== null) {`);
-      out.push(`    const $p = ${checkExpr(m.type, get, at)};`);
-      out.push(`    if ($p !== undefined) return $p;`);
-      out.push(`  }`);
-    } else {
-      out.push(`  if (!$has(o, ${lit(m.name)})) return $missing(${lit(m.name)}, at);`);
-      if (!(m.type.kind === "scalar" && m.type.scalar === "any")) {
-        out.push(`  {`);
-        out.push(`    const $p = ${checkExpr(m.type, get, at)};`);
-        out.push(`    if ($p !== undefined) return $p;`);
-        out.push(`  }`);
-      }
-    }
-  }
-  return out;
-}
+const SCALAR_CODES: Record<IrJsonScalar, string> = {
+  string: "s",
+  bool: "b",
+  number: "n",
+  decimal: "d",
+  u8: "u8",
+  u64: "u64",
+  object: "o",
+  any: "a",
+};
 
 export function emitJsonTypes(ir: IrRevision, compilerVersion: string): GeneratedFile | undefined {
   if (ir.jsonTypes.length === 0) return undefined;
@@ -123,63 +80,107 @@ export function emitJsonTypes(ir: IrRevision, compilerVersion: string): Generate
     lines.push("");
   }
 
-  lines.push(`const $has = (o: Record<string, unknown>, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);`);
+  // The checks read one table: a type's members (or the object types whose members follow them), a
+  // union's variants by discriminant, an array's element. One small reader walks it, so the checks of
+  // every type cost a few bytes each in a consumer's bundle.
+  const ref = (r: IrJsonRef): string => {
+    switch (r.kind) {
+      case "scalar":
+        return lit(SCALAR_CODES[r.scalar]);
+      case "named":
+        return lit(r.name);
+      case "array":
+        return `["[", ${ref(r.of)}]`;
+      case "nullable":
+        return `["?", ${ref(r.of)}]`;
+    }
+  };
+  const members = (own: readonly IrJsonMember[], withs: readonly string[]) =>
+    `[${[...own.map((m) => `[${lit(m.name)}, ${ref(m.type)}, ${m.optional ? 1 : 0}]`), ...withs.map(lit)].join(", ")}]`;
+  lines.push(`/** A type: a scalar's code, a type's name, or an array (\`[\`) or nullable (\`?\`) of one. */`);
+  lines.push(`type $Ref = string | readonly ["[" | "?", $Ref];`);
+  lines.push(`/** A member (name, type, 1 when optional), or the name of an object type whose members follow. */`);
+  lines.push(`type $Member = readonly [string, $Ref, 0 | 1] | string;`);
+  lines.push(`type $Shape = { readonly m: readonly $Member[] } | { readonly a: $Ref } | { readonly on: string; readonly n: string; readonly v: ReadonlyMap<string, readonly $Member[]> };`);
+  lines.push("");
+  lines.push(`const $types: { readonly [name: string]: $Shape } = {`);
+  for (const t of ir.jsonTypes) {
+    if (t.shape.kind === "array") lines.push(`  ${t.name}: { a: ${ref(t.shape.of)} },`);
+    else if (t.shape.kind === "object") lines.push(`  ${t.name}: { m: ${members(t.shape.own, t.shape.with)} },`);
+    else {
+      lines.push(`  ${t.name}: {`);
+      lines.push(`    on: ${lit(t.shape.on)},`);
+      lines.push(`    n: ${lit(t.name)},`);
+      lines.push(`    v: new Map<string, readonly $Member[]>([`);
+      for (const v of t.shape.variants) lines.push(`      [${lit(v.value)}, ${members(v.own, v.with)}],`);
+      lines.push(`    ]),`);
+      lines.push(`  },`);
+    }
+  }
+  lines.push(`};`);
+  lines.push("");
+  lines.push(`const $scalars: { readonly [code: string]: readonly [string, (v: unknown) => boolean] } = {`);
+  lines.push(`  s: ["a string", (v) => typeof v === "string"],`);
+  lines.push(`  b: ["a boolean", (v) => typeof v === "boolean"],`);
+  lines.push(`  n: ["a number", (v) => typeof v === "number"],`);
+  lines.push(`  d: ["a number or a string of one", (v) => typeof v === "number" || typeof v === "string"],`);
+  lines.push(`  u8: ["an integer from 0 to 255", (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 255],`);
+  lines.push(`  u64: ["a non-negative integer", (v) => Number.isInteger(v) && (v as number) >= 0],`);
+  lines.push(`  o: ["an object", (v) => $isObject(v)],`);
+  lines.push(`  a: ["any JSON value", () => true],`);
+  lines.push(`};`);
+  lines.push("");
+  lines.push(`const $has = (o: object, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);`);
   lines.push(`const $isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);`);
-  lines.push(`const $at = (at: string, member: string): string => (at === "" ? member : \`\${at}.\${member}\`);`);
   lines.push(`const $where = (at: string): string => (at === "" ? "" : \` at \\\`\${at}\\\`\`);`);
   lines.push(`const $wrong = (expected: string, at: string): string => \`invalid type: expected \${expected}\${$where(at)}\`;`);
   lines.push(`const $missing = (member: string, at: string): string => \`missing field \\\`\${member}\\\`\${$where(at)}\`;`);
-  lines.push(`function $array(v: unknown, at: string, item: (value: unknown, at: string) => string | undefined): string | undefined {`);
-  lines.push(`  if (!Array.isArray(v)) return $wrong("an array", at);`);
-  lines.push(`  for (let i = 0; i < v.length; i++) {`);
-  lines.push(`    const p = item(v[i], \`\${at}[\${i}]\`);`);
+  lines.push("");
+  lines.push(`function $check(r: $Ref, v: unknown, at: string): string | undefined {`);
+  lines.push(`  if (typeof r !== "string") {`);
+  lines.push(`    if (r[0] === "?") return v === null ? undefined : $check(r[1], v, at);`);
+  lines.push(`    if (!Array.isArray(v)) return $wrong("an array", at);`);
+  lines.push(`    for (let i = 0; i < v.length; i++) {`);
+  lines.push(`      const p = $check(r[1], v[i], \`\${at}[\${i}]\`);`);
+  lines.push(`      if (p !== undefined) return p;`);
+  lines.push(`    }`);
+  lines.push(`    return undefined;`);
+  lines.push(`  }`);
+  lines.push(`  const scalar = $has($scalars, r) ? $scalars[r] : undefined;`);
+  lines.push(`  if (scalar) return scalar[1](v) ? undefined : $wrong(scalar[0], at);`);
+  lines.push(`  const t = $types[r]!;`);
+  lines.push(`  if ("a" in t) return $check(["[", t.a], v, at);`);
+  lines.push(`  if (!$isObject(v)) return $wrong("an object", at);`);
+  lines.push(`  if (!("on" in t)) return $members(t.m, v, at);`);
+  lines.push(`  if (!$has(v, t.on)) return $missing(t.on, at);`);
+  lines.push(`  const kind = v[t.on];`);
+  lines.push(`  const members = typeof kind === "string" ? t.v.get(kind) : undefined;`);
+  lines.push(`  return members ? $members(members, v, at) : \`unknown variant: \\\`\${t.on}\\\` names no \${t.n}\${$where(at)}\`;`);
+  lines.push(`}`);
+  lines.push("");
+  lines.push(`function $members(members: readonly $Member[], o: Record<string, unknown>, at: string): string | undefined {`);
+  lines.push(`  for (const m of members) {`);
+  lines.push(`    if (typeof m === "string") {`);
+  lines.push(`      const p = $members(($types[m] as { readonly m: readonly $Member[] }).m, o, at);`);
+  lines.push(`      if (p !== undefined) return p;`);
+  lines.push(`      continue;`);
+  lines.push(`    }`);
+  lines.push(`    const [name, r, optional] = m;`);
+  lines.push(`    const v = $has(o, name) ? o[name] : undefined;`);
+  lines.push(`    if (v === undefined || (optional && v === null)) {`);
+  lines.push(`      if (optional) continue;`);
+  lines.push(`      return $missing(name, at);`);
+  lines.push(`    }`);
+  lines.push(`    const p = $check(r, v, at === "" ? name : \`\${at}.\${name}\`);`);
   lines.push(`    if (p !== undefined) return p;`);
   lines.push(`  }`);
   lines.push(`  return undefined;`);
   lines.push(`}`);
   lines.push("");
   for (const t of ir.jsonTypes) {
-    const fn = `$${checkName(t.name)}`;
-    lines.push(`function ${fn}(v: unknown, at: string): string | undefined {`);
-    if (t.shape.kind === "array") {
-      lines.push(`  return ${checkExpr({ kind: "array", of: t.shape.of }, "v", "at")};`);
-    } else if (t.shape.kind === "object") {
-      lines.push(`  if (!$isObject(v)) return $wrong("an object", at);`);
-      lines.push(`  const o = v;`);
-      lines.push(...membersCheck(t.shape.members));
-      lines.push(`  return undefined;`);
-    } else {
-      const { on } = t.shape;
-      lines.push(`  if (!$isObject(v)) return $wrong("an object", at);`);
-      lines.push(`  const o = v;`);
-      lines.push(`  if (!$has(o, ${lit(on)})) return $missing(${lit(on)}, at);`);
-      lines.push(`  switch (o[${lit(on)}]) {`);
-      for (const variant of t.shape.variants) {
-        lines.push(`    case ${lit(variant.value)}:`);
-        lines.push(`      return ${fn}${variant.name}(o, at);`);
-      }
-      lines.push(`    default:`);
-      lines.push(`      return \`unknown variant: \\\`${on}\\\` names no ${t.name}\${$where(at)}\`;`);
-      lines.push(`  }`);
-      lines.push(`}`);
-      for (const variant of t.shape.variants) {
-        lines.push("");
-        lines.push(`function ${fn}${variant.name}(o: Record<string, unknown>, at: string): string | undefined {`);
-        lines.push(...membersCheck(variant.members));
-        lines.push(`  return undefined;`);
-        if (variant !== t.shape.variants[t.shape.variants.length - 1]) lines.push(`}`);
-      }
-    }
-    lines.push(`}`);
-    lines.push("");
     lines.push(`/** \`undefined\` when \`value\` is a {@link ${t.name}}, else why not (serde_json's wording; no value quoted). */`);
     lines.push(`export function ${checkName(t.name)}(value: unknown): string | undefined {`);
-    lines.push(`  return ${fn}(value, "");`);
-    lines.push(`}`);
-    lines.push("");
-    lines.push(`/** Whether \`value\` is a {@link ${t.name}}. */`);
-    lines.push(`export function is${t.name}(value: unknown): value is ${t.name} {`);
-    lines.push(`  return ${fn}(value, "") === undefined;`);
+    lines.push(`  return $check(${lit(t.name)}, value, "");`);
     lines.push(`}`);
     lines.push("");
   }

@@ -507,1080 +507,227 @@ export type ProgramDequeueOutcome =
 /** Every `type` a {@link ProgramDequeueOutcome} can have, in the spec's order. */
 export const programDequeueOutcomeKinds = ["dequeued", "empty"] as const;
 
-const $has = (o: Record<string, unknown>, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);
+/** A type: a scalar's code, a type's name, or an array (`[`) or nullable (`?`) of one. */
+type $Ref = string | readonly ["[" | "?", $Ref];
+/** A member (name, type, 1 when optional), or the name of an object type whose members follow. */
+type $Member = readonly [string, $Ref, 0 | 1] | string;
+type $Shape = { readonly m: readonly $Member[] } | { readonly a: $Ref } | { readonly on: string; readonly n: string; readonly v: ReadonlyMap<string, readonly $Member[]> };
+
+const $types: { readonly [name: string]: $Shape } = {
+  TextContent: { m: [["text", "s", 0], ["_meta", "o", 1], ["annotations", "o", 1]] },
+  ImageContent: { m: [["data", "s", 0], ["mimeType", "s", 0], ["_meta", "o", 1], ["annotations", "o", 1]] },
+  AudioContent: { m: [["data", "s", 0], ["mimeType", "s", 0], ["_meta", "o", 1], ["annotations", "o", 1]] },
+  ResourceContents: { m: [["uri", "s", 0], ["mimeType", "s", 1], ["text", "s", 1], ["blob", "s", 1], ["_meta", "o", 1]] },
+  EmbeddedResource: { m: [["resource", "ResourceContents", 0], ["_meta", "o", 1], ["annotations", "o", 1]] },
+  ResourceLink: { m: [["uri", "s", 0], ["name", "s", 0], ["title", "s", 1], ["description", "s", 1], ["mimeType", "s", 1], ["size", "u64", 1], ["icons", ["[", "o"], 1], ["_meta", "o", 1], ["annotations", "o", 1]] },
+  ContentBlock: {
+    on: "type",
+    n: "ContentBlock",
+    v: new Map<string, readonly $Member[]>([
+      ["text", ["TextContent"]],
+      ["image", ["ImageContent"]],
+      ["audio", ["AudioContent"]],
+      ["resource", ["EmbeddedResource"]],
+      ["resource_link", ["ResourceLink"]],
+    ]),
+  },
+  ContainerImage: { m: [["name", "s", 0], ["digest", "s", 0]] },
+  AgentBegin: { m: [["arguments", "a", 0], ["image", "ContainerImage", 1]] },
+  AgentMessage: { m: [["key", "s", 0], ["content", ["[", "ContentBlock"], 0]] },
+  AgentKey: { m: [["key", "s", 0]] },
+  AgentTools: { a: "a" },
+  TopLogprob: { m: [["token", "s", 0], ["bytes", ["[", "u8"], 1], ["logprob", "d", 1]] },
+  Logprob: { m: [["token", "s", 0], ["bytes", ["[", "u8"], 1], ["logprob", "d", 0], ["top_logprobs", ["[", "TopLogprob"], 0]] },
+  AgenticLoopChunk: {
+    on: "type",
+    n: "AgenticLoopChunk",
+    v: new Map<string, readonly $Member[]>([
+      ["assistant_reasoning", [["parent_tool_call_id", "s", 1], ["logprobs", ["[", "Logprob"], 1], "TextContent"]],
+      ["assistant_text_content", [["parent_tool_call_id", "s", 1], ["logprobs", ["[", "Logprob"], 1], "TextContent"]],
+      ["assistant_image_content", [["parent_tool_call_id", "s", 1], "ImageContent"]],
+      ["assistant_audio_content", [["parent_tool_call_id", "s", 1], "AudioContent"]],
+      ["assistant_tool_call", [["parent_tool_call_id", "s", 1], ["id", "s", 0], ["_meta", "o", 1], ["name", "s", 0], ["arguments", "s", 1]]],
+      ["assistant_refusal", [["parent_tool_call_id", "s", 1], ["logprobs", ["[", "Logprob"], 1], "TextContent"]],
+      ["tool_response", [["parent_tool_call_id", "s", 1], ["id", "s", 0], ["content", ["[", "ContentBlock"], 0], ["structuredContent", "a", 1], ["isError", "b", 1], ["_meta", "o", 1]]],
+      ["user_text_content", [["key", "s", 0], "TextContent"]],
+      ["user_image_content", [["key", "s", 0], "ImageContent"]],
+      ["user_audio_content", [["key", "s", 0], "AudioContent"]],
+      ["user_resource", [["key", "s", 0], "EmbeddedResource"]],
+      ["user_resource_link", [["key", "s", 0], "ResourceLink"]],
+      ["usage", [["completion_tokens", "u64", 0], ["prompt_tokens", "u64", 0], ["total_tokens", "u64", 0], ["_meta", "o", 1]]],
+      ["notification", [["is_fatal", "b", 0], ["message", "a", 0], ["_meta", "o", 1]]],
+    ]),
+  },
+  ProgramRegisterAnswer: { m: [["tools", "AgentTools", 1]] },
+  ProgramRunRequest: { m: [["messages", ["[", "AgentMessage"], 0]] },
+  ProgramEnqueueFate: {
+    on: "type",
+    n: "ProgramEnqueueFate",
+    v: new Map<string, readonly $Member[]>([
+      ["delivered", []],
+      ["dequeued", []],
+      ["missed", []],
+    ]),
+  },
+  ProgramDequeueOutcome: {
+    on: "type",
+    n: "ProgramDequeueOutcome",
+    v: new Map<string, readonly $Member[]>([
+      ["dequeued", []],
+      ["empty", []],
+    ]),
+  },
+};
+
+const $scalars: { readonly [code: string]: readonly [string, (v: unknown) => boolean] } = {
+  s: ["a string", (v) => typeof v === "string"],
+  b: ["a boolean", (v) => typeof v === "boolean"],
+  n: ["a number", (v) => typeof v === "number"],
+  d: ["a number or a string of one", (v) => typeof v === "number" || typeof v === "string"],
+  u8: ["an integer from 0 to 255", (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 255],
+  u64: ["a non-negative integer", (v) => Number.isInteger(v) && (v as number) >= 0],
+  o: ["an object", (v) => $isObject(v)],
+  a: ["any JSON value", () => true],
+};
+
+const $has = (o: object, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);
 const $isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-const $at = (at: string, member: string): string => (at === "" ? member : `${at}.${member}`);
 const $where = (at: string): string => (at === "" ? "" : ` at \`${at}\``);
 const $wrong = (expected: string, at: string): string => `invalid type: expected ${expected}${$where(at)}`;
 const $missing = (member: string, at: string): string => `missing field \`${member}\`${$where(at)}`;
-function $array(v: unknown, at: string, item: (value: unknown, at: string) => string | undefined): string | undefined {
-  if (!Array.isArray(v)) return $wrong("an array", at);
-  for (let i = 0; i < v.length; i++) {
-    const p = item(v[i], `${at}[${i}]`);
-    if (p !== undefined) return p;
+
+function $check(r: $Ref, v: unknown, at: string): string | undefined {
+  if (typeof r !== "string") {
+    if (r[0] === "?") return v === null ? undefined : $check(r[1], v, at);
+    if (!Array.isArray(v)) return $wrong("an array", at);
+    for (let i = 0; i < v.length; i++) {
+      const p = $check(r[1], v[i], `${at}[${i}]`);
+      if (p !== undefined) return p;
+    }
+    return undefined;
   }
-  return undefined;
+  const scalar = $has($scalars, r) ? $scalars[r] : undefined;
+  if (scalar) return scalar[1](v) ? undefined : $wrong(scalar[0], at);
+  const t = $types[r]!;
+  if ("a" in t) return $check(["[", t.a], v, at);
+  if (!$isObject(v)) return $wrong("an object", at);
+  if (!("on" in t)) return $members(t.m, v, at);
+  if (!$has(v, t.on)) return $missing(t.on, at);
+  const kind = v[t.on];
+  const members = typeof kind === "string" ? t.v.get(kind) : undefined;
+  return members ? $members(members, v, at) : `unknown variant: \`${t.on}\` names no ${t.n}${$where(at)}`;
 }
 
-function $checkTextContent(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
+function $members(members: readonly $Member[], o: Record<string, unknown>, at: string): string | undefined {
+  for (const m of members) {
+    if (typeof m === "string") {
+      const p = $members(($types[m] as { readonly m: readonly $Member[] }).m, o, at);
+      if (p !== undefined) return p;
+      continue;
+    }
+    const [name, r, optional] = m;
+    const v = $has(o, name) ? o[name] : undefined;
+    if (v === undefined || (optional && v === null)) {
+      if (optional) continue;
+      return $missing(name, at);
+    }
+    const p = $check(r, v, at === "" ? name : `${at}.${name}`);
+    if (p !== undefined) return p;
   }
   return undefined;
 }
 
 /** `undefined` when `value` is a {@link TextContent}, else why not (serde_json's wording; no value quoted). */
 export function checkTextContent(value: unknown): string | undefined {
-  return $checkTextContent(value, "");
-}
-
-/** Whether `value` is a {@link TextContent}. */
-export function isTextContent(value: unknown): value is TextContent {
-  return $checkTextContent(value, "") === undefined;
-}
-
-function $checkImageContent(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("TextContent", value, "");
 }
 
 /** `undefined` when `value` is a {@link ImageContent}, else why not (serde_json's wording; no value quoted). */
 export function checkImageContent(value: unknown): string | undefined {
-  return $checkImageContent(value, "");
-}
-
-/** Whether `value` is a {@link ImageContent}. */
-export function isImageContent(value: unknown): value is ImageContent {
-  return $checkImageContent(value, "") === undefined;
-}
-
-function $checkAudioContent(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ImageContent", value, "");
 }
 
 /** `undefined` when `value` is a {@link AudioContent}, else why not (serde_json's wording; no value quoted). */
 export function checkAudioContent(value: unknown): string | undefined {
-  return $checkAudioContent(value, "");
-}
-
-/** Whether `value` is a {@link AudioContent}. */
-export function isAudioContent(value: unknown): value is AudioContent {
-  return $checkAudioContent(value, "") === undefined;
-}
-
-function $checkResourceContents(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "uri")) return $missing("uri", at);
-  {
-    const $p = (typeof o["uri"] === "string" ? undefined : $wrong("a string", $at(at, "uri")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["mimeType"] !== undefined && o["mimeType"] !== null) {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["text"] !== undefined && o["text"] !== null) {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["blob"] !== undefined && o["blob"] !== null) {
-    const $p = (typeof o["blob"] === "string" ? undefined : $wrong("a string", $at(at, "blob")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("AudioContent", value, "");
 }
 
 /** `undefined` when `value` is a {@link ResourceContents}, else why not (serde_json's wording; no value quoted). */
 export function checkResourceContents(value: unknown): string | undefined {
-  return $checkResourceContents(value, "");
-}
-
-/** Whether `value` is a {@link ResourceContents}. */
-export function isResourceContents(value: unknown): value is ResourceContents {
-  return $checkResourceContents(value, "") === undefined;
-}
-
-function $checkEmbeddedResource(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "resource")) return $missing("resource", at);
-  {
-    const $p = $checkResourceContents(o["resource"], $at(at, "resource"));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ResourceContents", value, "");
 }
 
 /** `undefined` when `value` is a {@link EmbeddedResource}, else why not (serde_json's wording; no value quoted). */
 export function checkEmbeddedResource(value: unknown): string | undefined {
-  return $checkEmbeddedResource(value, "");
-}
-
-/** Whether `value` is a {@link EmbeddedResource}. */
-export function isEmbeddedResource(value: unknown): value is EmbeddedResource {
-  return $checkEmbeddedResource(value, "") === undefined;
-}
-
-function $checkResourceLink(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "uri")) return $missing("uri", at);
-  {
-    const $p = (typeof o["uri"] === "string" ? undefined : $wrong("a string", $at(at, "uri")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "name")) return $missing("name", at);
-  {
-    const $p = (typeof o["name"] === "string" ? undefined : $wrong("a string", $at(at, "name")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["title"] !== undefined && o["title"] !== null) {
-    const $p = (typeof o["title"] === "string" ? undefined : $wrong("a string", $at(at, "title")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["description"] !== undefined && o["description"] !== null) {
-    const $p = (typeof o["description"] === "string" ? undefined : $wrong("a string", $at(at, "description")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["mimeType"] !== undefined && o["mimeType"] !== null) {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["size"] !== undefined && o["size"] !== null) {
-    const $p = (Number.isInteger(o["size"]) && (o["size"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "size")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["icons"] !== undefined && o["icons"] !== null) {
-    const $p = $array(o["icons"], $at(at, "icons"), (item, where) => ($isObject(item) ? undefined : $wrong("an object", where)));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("EmbeddedResource", value, "");
 }
 
 /** `undefined` when `value` is a {@link ResourceLink}, else why not (serde_json's wording; no value quoted). */
 export function checkResourceLink(value: unknown): string | undefined {
-  return $checkResourceLink(value, "");
-}
-
-/** Whether `value` is a {@link ResourceLink}. */
-export function isResourceLink(value: unknown): value is ResourceLink {
-  return $checkResourceLink(value, "") === undefined;
-}
-
-function $checkContentBlock(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "type")) return $missing("type", at);
-  switch (o["type"]) {
-    case "text":
-      return $checkContentBlockTextBlock(o, at);
-    case "image":
-      return $checkContentBlockImageBlock(o, at);
-    case "audio":
-      return $checkContentBlockAudioBlock(o, at);
-    case "resource":
-      return $checkContentBlockResourceBlock(o, at);
-    case "resource_link":
-      return $checkContentBlockResourceLinkBlock(o, at);
-    default:
-      return `unknown variant: \`type\` names no ContentBlock${$where(at)}`;
-  }
-}
-
-function $checkContentBlockTextBlock(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkContentBlockImageBlock(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkContentBlockAudioBlock(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkContentBlockResourceBlock(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "resource")) return $missing("resource", at);
-  {
-    const $p = $checkResourceContents(o["resource"], $at(at, "resource"));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkContentBlockResourceLinkBlock(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "uri")) return $missing("uri", at);
-  {
-    const $p = (typeof o["uri"] === "string" ? undefined : $wrong("a string", $at(at, "uri")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "name")) return $missing("name", at);
-  {
-    const $p = (typeof o["name"] === "string" ? undefined : $wrong("a string", $at(at, "name")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["title"] !== undefined && o["title"] !== null) {
-    const $p = (typeof o["title"] === "string" ? undefined : $wrong("a string", $at(at, "title")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["description"] !== undefined && o["description"] !== null) {
-    const $p = (typeof o["description"] === "string" ? undefined : $wrong("a string", $at(at, "description")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["mimeType"] !== undefined && o["mimeType"] !== null) {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["size"] !== undefined && o["size"] !== null) {
-    const $p = (Number.isInteger(o["size"]) && (o["size"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "size")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["icons"] !== undefined && o["icons"] !== null) {
-    const $p = $array(o["icons"], $at(at, "icons"), (item, where) => ($isObject(item) ? undefined : $wrong("an object", where)));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ResourceLink", value, "");
 }
 
 /** `undefined` when `value` is a {@link ContentBlock}, else why not (serde_json's wording; no value quoted). */
 export function checkContentBlock(value: unknown): string | undefined {
-  return $checkContentBlock(value, "");
-}
-
-/** Whether `value` is a {@link ContentBlock}. */
-export function isContentBlock(value: unknown): value is ContentBlock {
-  return $checkContentBlock(value, "") === undefined;
-}
-
-function $checkContainerImage(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "name")) return $missing("name", at);
-  {
-    const $p = (typeof o["name"] === "string" ? undefined : $wrong("a string", $at(at, "name")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "digest")) return $missing("digest", at);
-  {
-    const $p = (typeof o["digest"] === "string" ? undefined : $wrong("a string", $at(at, "digest")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ContentBlock", value, "");
 }
 
 /** `undefined` when `value` is a {@link ContainerImage}, else why not (serde_json's wording; no value quoted). */
 export function checkContainerImage(value: unknown): string | undefined {
-  return $checkContainerImage(value, "");
-}
-
-/** Whether `value` is a {@link ContainerImage}. */
-export function isContainerImage(value: unknown): value is ContainerImage {
-  return $checkContainerImage(value, "") === undefined;
-}
-
-function $checkAgentBegin(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "arguments")) return $missing("arguments", at);
-  if (o["image"] !== undefined && o["image"] !== null) {
-    const $p = $checkContainerImage(o["image"], $at(at, "image"));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ContainerImage", value, "");
 }
 
 /** `undefined` when `value` is a {@link AgentBegin}, else why not (serde_json's wording; no value quoted). */
 export function checkAgentBegin(value: unknown): string | undefined {
-  return $checkAgentBegin(value, "");
-}
-
-/** Whether `value` is a {@link AgentBegin}. */
-export function isAgentBegin(value: unknown): value is AgentBegin {
-  return $checkAgentBegin(value, "") === undefined;
-}
-
-function $checkAgentMessage(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "content")) return $missing("content", at);
-  {
-    const $p = $array(o["content"], $at(at, "content"), (item, where) => $checkContentBlock(item, where));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("AgentBegin", value, "");
 }
 
 /** `undefined` when `value` is a {@link AgentMessage}, else why not (serde_json's wording; no value quoted). */
 export function checkAgentMessage(value: unknown): string | undefined {
-  return $checkAgentMessage(value, "");
-}
-
-/** Whether `value` is a {@link AgentMessage}. */
-export function isAgentMessage(value: unknown): value is AgentMessage {
-  return $checkAgentMessage(value, "") === undefined;
-}
-
-function $checkAgentKey(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("AgentMessage", value, "");
 }
 
 /** `undefined` when `value` is a {@link AgentKey}, else why not (serde_json's wording; no value quoted). */
 export function checkAgentKey(value: unknown): string | undefined {
-  return $checkAgentKey(value, "");
-}
-
-/** Whether `value` is a {@link AgentKey}. */
-export function isAgentKey(value: unknown): value is AgentKey {
-  return $checkAgentKey(value, "") === undefined;
-}
-
-function $checkAgentTools(v: unknown, at: string): string | undefined {
-  return $array(v, at, (item, where) => undefined);
+  return $check("AgentKey", value, "");
 }
 
 /** `undefined` when `value` is a {@link AgentTools}, else why not (serde_json's wording; no value quoted). */
 export function checkAgentTools(value: unknown): string | undefined {
-  return $checkAgentTools(value, "");
-}
-
-/** Whether `value` is a {@link AgentTools}. */
-export function isAgentTools(value: unknown): value is AgentTools {
-  return $checkAgentTools(value, "") === undefined;
-}
-
-function $checkTopLogprob(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "token")) return $missing("token", at);
-  {
-    const $p = (typeof o["token"] === "string" ? undefined : $wrong("a string", $at(at, "token")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["bytes"] !== undefined && o["bytes"] !== null) {
-    const $p = $array(o["bytes"], $at(at, "bytes"), (item, where) => (Number.isInteger(item) && (item as number) >= 0 && (item as number) <= 255 ? undefined : $wrong("an integer from 0 to 255", where)));
-    if ($p !== undefined) return $p;
-  }
-  if (o["logprob"] !== undefined && o["logprob"] !== null) {
-    const $p = (typeof o["logprob"] === "number" || typeof o["logprob"] === "string" ? undefined : $wrong("a number or a string of one", $at(at, "logprob")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("AgentTools", value, "");
 }
 
 /** `undefined` when `value` is a {@link TopLogprob}, else why not (serde_json's wording; no value quoted). */
 export function checkTopLogprob(value: unknown): string | undefined {
-  return $checkTopLogprob(value, "");
-}
-
-/** Whether `value` is a {@link TopLogprob}. */
-export function isTopLogprob(value: unknown): value is TopLogprob {
-  return $checkTopLogprob(value, "") === undefined;
-}
-
-function $checkLogprob(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "token")) return $missing("token", at);
-  {
-    const $p = (typeof o["token"] === "string" ? undefined : $wrong("a string", $at(at, "token")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["bytes"] !== undefined && o["bytes"] !== null) {
-    const $p = $array(o["bytes"], $at(at, "bytes"), (item, where) => (Number.isInteger(item) && (item as number) >= 0 && (item as number) <= 255 ? undefined : $wrong("an integer from 0 to 255", where)));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "logprob")) return $missing("logprob", at);
-  {
-    const $p = (typeof o["logprob"] === "number" || typeof o["logprob"] === "string" ? undefined : $wrong("a number or a string of one", $at(at, "logprob")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "top_logprobs")) return $missing("top_logprobs", at);
-  {
-    const $p = $array(o["top_logprobs"], $at(at, "top_logprobs"), (item, where) => $checkTopLogprob(item, where));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("TopLogprob", value, "");
 }
 
 /** `undefined` when `value` is a {@link Logprob}, else why not (serde_json's wording; no value quoted). */
 export function checkLogprob(value: unknown): string | undefined {
-  return $checkLogprob(value, "");
-}
-
-/** Whether `value` is a {@link Logprob}. */
-export function isLogprob(value: unknown): value is Logprob {
-  return $checkLogprob(value, "") === undefined;
-}
-
-function $checkAgenticLoopChunk(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "type")) return $missing("type", at);
-  switch (o["type"]) {
-    case "assistant_reasoning":
-      return $checkAgenticLoopChunkAssistantReasoningChunk(o, at);
-    case "assistant_text_content":
-      return $checkAgenticLoopChunkAssistantTextChunk(o, at);
-    case "assistant_image_content":
-      return $checkAgenticLoopChunkAssistantImageChunk(o, at);
-    case "assistant_audio_content":
-      return $checkAgenticLoopChunkAssistantAudioChunk(o, at);
-    case "assistant_tool_call":
-      return $checkAgenticLoopChunkAssistantToolCallChunk(o, at);
-    case "assistant_refusal":
-      return $checkAgenticLoopChunkAssistantRefusalChunk(o, at);
-    case "tool_response":
-      return $checkAgenticLoopChunkToolResponseChunk(o, at);
-    case "user_text_content":
-      return $checkAgenticLoopChunkUserTextChunk(o, at);
-    case "user_image_content":
-      return $checkAgenticLoopChunkUserImageChunk(o, at);
-    case "user_audio_content":
-      return $checkAgenticLoopChunkUserAudioChunk(o, at);
-    case "user_resource":
-      return $checkAgenticLoopChunkUserResourceChunk(o, at);
-    case "user_resource_link":
-      return $checkAgenticLoopChunkUserResourceLinkChunk(o, at);
-    case "usage":
-      return $checkAgenticLoopChunkUsageChunk(o, at);
-    case "notification":
-      return $checkAgenticLoopChunkNotificationChunk(o, at);
-    default:
-      return `unknown variant: \`type\` names no AgenticLoopChunk${$where(at)}`;
-  }
-}
-
-function $checkAgenticLoopChunkAssistantReasoningChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["logprobs"] !== undefined && o["logprobs"] !== null) {
-    const $p = $array(o["logprobs"], $at(at, "logprobs"), (item, where) => $checkLogprob(item, where));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkAssistantTextChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["logprobs"] !== undefined && o["logprobs"] !== null) {
-    const $p = $array(o["logprobs"], $at(at, "logprobs"), (item, where) => $checkLogprob(item, where));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkAssistantImageChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkAssistantAudioChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkAssistantToolCallChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "id")) return $missing("id", at);
-  {
-    const $p = (typeof o["id"] === "string" ? undefined : $wrong("a string", $at(at, "id")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "name")) return $missing("name", at);
-  {
-    const $p = (typeof o["name"] === "string" ? undefined : $wrong("a string", $at(at, "name")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["arguments"] !== undefined && o["arguments"] !== null) {
-    const $p = (typeof o["arguments"] === "string" ? undefined : $wrong("a string", $at(at, "arguments")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkAssistantRefusalChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["logprobs"] !== undefined && o["logprobs"] !== null) {
-    const $p = $array(o["logprobs"], $at(at, "logprobs"), (item, where) => $checkLogprob(item, where));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkToolResponseChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (o["parent_tool_call_id"] !== undefined && o["parent_tool_call_id"] !== null) {
-    const $p = (typeof o["parent_tool_call_id"] === "string" ? undefined : $wrong("a string", $at(at, "parent_tool_call_id")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "id")) return $missing("id", at);
-  {
-    const $p = (typeof o["id"] === "string" ? undefined : $wrong("a string", $at(at, "id")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "content")) return $missing("content", at);
-  {
-    const $p = $array(o["content"], $at(at, "content"), (item, where) => $checkContentBlock(item, where));
-    if ($p !== undefined) return $p;
-  }
-  if (o["structuredContent"] !== undefined && o["structuredContent"] !== null) {
-    const $p = undefined;
-    if ($p !== undefined) return $p;
-  }
-  if (o["isError"] !== undefined && o["isError"] !== null) {
-    const $p = (typeof o["isError"] === "boolean" ? undefined : $wrong("a boolean", $at(at, "isError")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUserTextChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "text")) return $missing("text", at);
-  {
-    const $p = (typeof o["text"] === "string" ? undefined : $wrong("a string", $at(at, "text")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUserImageChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUserAudioChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "data")) return $missing("data", at);
-  {
-    const $p = (typeof o["data"] === "string" ? undefined : $wrong("a string", $at(at, "data")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "mimeType")) return $missing("mimeType", at);
-  {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUserResourceChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "resource")) return $missing("resource", at);
-  {
-    const $p = $checkResourceContents(o["resource"], $at(at, "resource"));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUserResourceLinkChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "key")) return $missing("key", at);
-  {
-    const $p = (typeof o["key"] === "string" ? undefined : $wrong("a string", $at(at, "key")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "uri")) return $missing("uri", at);
-  {
-    const $p = (typeof o["uri"] === "string" ? undefined : $wrong("a string", $at(at, "uri")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "name")) return $missing("name", at);
-  {
-    const $p = (typeof o["name"] === "string" ? undefined : $wrong("a string", $at(at, "name")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["title"] !== undefined && o["title"] !== null) {
-    const $p = (typeof o["title"] === "string" ? undefined : $wrong("a string", $at(at, "title")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["description"] !== undefined && o["description"] !== null) {
-    const $p = (typeof o["description"] === "string" ? undefined : $wrong("a string", $at(at, "description")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["mimeType"] !== undefined && o["mimeType"] !== null) {
-    const $p = (typeof o["mimeType"] === "string" ? undefined : $wrong("a string", $at(at, "mimeType")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["size"] !== undefined && o["size"] !== null) {
-    const $p = (Number.isInteger(o["size"]) && (o["size"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "size")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["icons"] !== undefined && o["icons"] !== null) {
-    const $p = $array(o["icons"], $at(at, "icons"), (item, where) => ($isObject(item) ? undefined : $wrong("an object", where)));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["annotations"] !== undefined && o["annotations"] !== null) {
-    const $p = ($isObject(o["annotations"]) ? undefined : $wrong("an object", $at(at, "annotations")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkUsageChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "completion_tokens")) return $missing("completion_tokens", at);
-  {
-    const $p = (Number.isInteger(o["completion_tokens"]) && (o["completion_tokens"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "completion_tokens")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "prompt_tokens")) return $missing("prompt_tokens", at);
-  {
-    const $p = (Number.isInteger(o["prompt_tokens"]) && (o["prompt_tokens"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "prompt_tokens")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "total_tokens")) return $missing("total_tokens", at);
-  {
-    const $p = (Number.isInteger(o["total_tokens"]) && (o["total_tokens"] as number) >= 0 ? undefined : $wrong("a non-negative integer", $at(at, "total_tokens")));
-    if ($p !== undefined) return $p;
-  }
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
-}
-
-function $checkAgenticLoopChunkNotificationChunk(o: Record<string, unknown>, at: string): string | undefined {
-  if (!$has(o, "is_fatal")) return $missing("is_fatal", at);
-  {
-    const $p = (typeof o["is_fatal"] === "boolean" ? undefined : $wrong("a boolean", $at(at, "is_fatal")));
-    if ($p !== undefined) return $p;
-  }
-  if (!$has(o, "message")) return $missing("message", at);
-  if (o["_meta"] !== undefined && o["_meta"] !== null) {
-    const $p = ($isObject(o["_meta"]) ? undefined : $wrong("an object", $at(at, "_meta")));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("Logprob", value, "");
 }
 
 /** `undefined` when `value` is a {@link AgenticLoopChunk}, else why not (serde_json's wording; no value quoted). */
 export function checkAgenticLoopChunk(value: unknown): string | undefined {
-  return $checkAgenticLoopChunk(value, "");
-}
-
-/** Whether `value` is a {@link AgenticLoopChunk}. */
-export function isAgenticLoopChunk(value: unknown): value is AgenticLoopChunk {
-  return $checkAgenticLoopChunk(value, "") === undefined;
-}
-
-function $checkProgramRegisterAnswer(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (o["tools"] !== undefined && o["tools"] !== null) {
-    const $p = $checkAgentTools(o["tools"], $at(at, "tools"));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("AgenticLoopChunk", value, "");
 }
 
 /** `undefined` when `value` is a {@link ProgramRegisterAnswer}, else why not (serde_json's wording; no value quoted). */
 export function checkProgramRegisterAnswer(value: unknown): string | undefined {
-  return $checkProgramRegisterAnswer(value, "");
-}
-
-/** Whether `value` is a {@link ProgramRegisterAnswer}. */
-export function isProgramRegisterAnswer(value: unknown): value is ProgramRegisterAnswer {
-  return $checkProgramRegisterAnswer(value, "") === undefined;
-}
-
-function $checkProgramRunRequest(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "messages")) return $missing("messages", at);
-  {
-    const $p = $array(o["messages"], $at(at, "messages"), (item, where) => $checkAgentMessage(item, where));
-    if ($p !== undefined) return $p;
-  }
-  return undefined;
+  return $check("ProgramRegisterAnswer", value, "");
 }
 
 /** `undefined` when `value` is a {@link ProgramRunRequest}, else why not (serde_json's wording; no value quoted). */
 export function checkProgramRunRequest(value: unknown): string | undefined {
-  return $checkProgramRunRequest(value, "");
-}
-
-/** Whether `value` is a {@link ProgramRunRequest}. */
-export function isProgramRunRequest(value: unknown): value is ProgramRunRequest {
-  return $checkProgramRunRequest(value, "") === undefined;
-}
-
-function $checkProgramEnqueueFate(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "type")) return $missing("type", at);
-  switch (o["type"]) {
-    case "delivered":
-      return $checkProgramEnqueueFateProgramEnqueueDelivered(o, at);
-    case "dequeued":
-      return $checkProgramEnqueueFateProgramEnqueueDequeued(o, at);
-    case "missed":
-      return $checkProgramEnqueueFateProgramEnqueueMissed(o, at);
-    default:
-      return `unknown variant: \`type\` names no ProgramEnqueueFate${$where(at)}`;
-  }
-}
-
-function $checkProgramEnqueueFateProgramEnqueueDelivered(o: Record<string, unknown>, at: string): string | undefined {
-  return undefined;
-}
-
-function $checkProgramEnqueueFateProgramEnqueueDequeued(o: Record<string, unknown>, at: string): string | undefined {
-  return undefined;
-}
-
-function $checkProgramEnqueueFateProgramEnqueueMissed(o: Record<string, unknown>, at: string): string | undefined {
-  return undefined;
+  return $check("ProgramRunRequest", value, "");
 }
 
 /** `undefined` when `value` is a {@link ProgramEnqueueFate}, else why not (serde_json's wording; no value quoted). */
 export function checkProgramEnqueueFate(value: unknown): string | undefined {
-  return $checkProgramEnqueueFate(value, "");
-}
-
-/** Whether `value` is a {@link ProgramEnqueueFate}. */
-export function isProgramEnqueueFate(value: unknown): value is ProgramEnqueueFate {
-  return $checkProgramEnqueueFate(value, "") === undefined;
-}
-
-function $checkProgramDequeueOutcome(v: unknown, at: string): string | undefined {
-  if (!$isObject(v)) return $wrong("an object", at);
-  const o = v;
-  if (!$has(o, "type")) return $missing("type", at);
-  switch (o["type"]) {
-    case "dequeued":
-      return $checkProgramDequeueOutcomeProgramDequeueWithdrew(o, at);
-    case "empty":
-      return $checkProgramDequeueOutcomeProgramDequeueEmpty(o, at);
-    default:
-      return `unknown variant: \`type\` names no ProgramDequeueOutcome${$where(at)}`;
-  }
-}
-
-function $checkProgramDequeueOutcomeProgramDequeueWithdrew(o: Record<string, unknown>, at: string): string | undefined {
-  return undefined;
-}
-
-function $checkProgramDequeueOutcomeProgramDequeueEmpty(o: Record<string, unknown>, at: string): string | undefined {
-  return undefined;
+  return $check("ProgramEnqueueFate", value, "");
 }
 
 /** `undefined` when `value` is a {@link ProgramDequeueOutcome}, else why not (serde_json's wording; no value quoted). */
 export function checkProgramDequeueOutcome(value: unknown): string | undefined {
-  return $checkProgramDequeueOutcome(value, "");
-}
-
-/** Whether `value` is a {@link ProgramDequeueOutcome}. */
-export function isProgramDequeueOutcome(value: unknown): value is ProgramDequeueOutcome {
-  return $checkProgramDequeueOutcome(value, "") === undefined;
+  return $check("ProgramDequeueOutcome", value, "");
 }
