@@ -160,4 +160,20 @@ describe.each(["multiplexed", "paths"] as const)("an agent container on %s", (tr
     await agent.settled({ idleMs: 500 });
     expect(program.runs).toBe(2);
   }, 30_000);
+
+});
+
+describe("the multiplexed connection", () => {
+  it.skipIf(!proxyServesAgents)("one begin per connection, whichever family: a second begin is refused and the agent goes on", async () => {
+    const { proxy, program } = await proxyAndProgram();
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`);
+    closers.push(() => connection.close());
+    const agent = await connection.beginAgent({ arguments: {} });
+    await expect(connection.beginAgent({ arguments: {} })).rejects.toMatchObject({ detail: { variant: "Refused", error: { kind: "begun" } } });
+    // (The value is informative only: the tools family words it its own way.)
+    await expect(connection.beginTools({ arguments: {} })).rejects.toMatchObject({ detail: { variant: "Refused" } });
+    await agent.feedSecrets({ API_KEY: "k" });
+    expect(await agent.enqueue("k", "still here")).toBe("delivered");
+    expect(program.calls.filter((call) => call === "POST /register")).toHaveLength(1);
+  }, 30_000);
 });
