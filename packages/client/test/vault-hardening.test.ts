@@ -8,7 +8,7 @@
 //   URL: two containers reached at the same URL string (two network namespaces) are two holders;
 // - without --vault-dir nothing is left under the OS temp dir.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -174,6 +174,21 @@ describe("a key containing U+0000", () => {
     expect(await vault.get("ab")).toEqual({ variant: "Missing" });
     expect(await vault.lock("\u0000", 5)).toEqual({ variant: "Done" });
     expect(await vault.unlock("\u0000")).toEqual({ variant: "Done" });
+  });
+});
+
+describe("the embedded store's errors", () => {
+  it("never name the provider's directory, and a store that could not open is tried again", { timeout: 60_000 }, async () => {
+    const parent = mkdtempSync(join(tmpdir(), "diverge-vault-unopenable-"));
+    cleanups.push(async () => rmSync(parent, { recursive: true, force: true }));
+    writeFileSync(join(parent, "file"), "not a directory");
+    const vault = PostgresVault.embedded(join(parent, "file", "vault"), { namespace: "n" });
+    cleanups.push(() => vault.close());
+    const answer = await vault.get("k");
+    expect(answer.variant).toBe("Error");
+    expect(JSON.stringify(answer)).not.toContain(parent);
+    expect(JSON.stringify(answer)).toContain("the embedded vault database could not open");
+    expect((await vault.get("k")).variant).toBe("Error");
   });
 });
 

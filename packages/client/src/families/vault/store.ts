@@ -155,7 +155,15 @@ export class PostgresVault {
    */
   static embedded(dir: string | undefined, options: VaultOptions): PostgresVault {
     let opening: Promise<import("@electric-sql/pglite").PGlite> | undefined;
-    const db = () => (opening ??= import("@electric-sql/pglite").then(({ PGlite }) => (dir === undefined ? PGlite.create() : PGlite.create(dir))));
+    const db = () =>
+      (opening ??= import("@electric-sql/pglite")
+        .then(({ PGlite }) => (dir === undefined ? PGlite.create() : PGlite.create(dir)))
+        .catch((problem: unknown) => {
+          // Tried again on the next ask; the program is told why without the provider's own path.
+          opening = undefined;
+          const message = problem instanceof Error ? problem.message : String(problem);
+          throw new Error(`the embedded vault database could not open: ${dir === undefined ? message : message.split(dir).join("<vault dir>")}`);
+        }));
     // PGlite runs one statement at a time; queue them so concurrent asks never interleave.
     let queue: Promise<unknown> = Promise.resolve();
     const serial = <T>(step: () => Promise<T>): Promise<T> => {
