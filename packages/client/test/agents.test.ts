@@ -172,7 +172,10 @@ describe("the multiplexed connection", () => {
     await expect(connection.beginAgent({ arguments: {} })).rejects.toMatchObject({ detail: { variant: "Refused", error: { kind: "begun" } } });
     // (The value is informative only: the tools family words it its own way.)
     await expect(connection.beginTools({ arguments: {} })).rejects.toMatchObject({ detail: { variant: "Refused" } });
-    await agent.feedSecrets({ API_KEY: "k" });
+    // The connection's info and secrets are the agent's (tags 1 and 5 of its table); tools' channels are not asked on it.
+    expect((await connection.info())?.frontMatter.title).toBe("Example agent");
+    await connection.feedSecrets({ API_KEY: "k" });
+    await expect(connection.mcp.listTools()).rejects.toMatchObject({ detail: { variant: "NotBegun" } });
     expect(await agent.enqueue("k", "still here")).toBe("delivered");
     expect(program.calls.filter((call) => call === "POST /register")).toHaveLength(1);
   }, 30_000);

@@ -165,6 +165,8 @@ export class MultiplexedConnection {
   /** @internal The generated typed asks of the channels the provider opens on the begin scope, on this connection's channels. */
   readonly asks: ProviderAsks;
   private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
+  /** The agent, when this connection began an agent container (its scope's table is not tools::begin's). */
+  private agent: Agent | undefined;
   /** The spec revision this connection speaks. */
   readonly revision: SpokenRevision;
   /** How `read`s held this connection for readers slower than the wire (bytes held, pauses, stalls). */
@@ -190,7 +192,7 @@ export class MultiplexedConnection {
     this.asks = bindProviderAsks(
       channelAskEngine<ToolsBeginChannelRequest>({
         encode: encodeToolsBeginChannelRequest,
-        open: (payload, handlers) => void this.frames.mux.openChannel(this.channelScope("channel"), payload, handlers),
+        open: (payload, handlers) => void this.frames.mux.openChannel(this.toolsScope(), payload, handlers),
       }),
     );
   }
@@ -262,7 +264,13 @@ export class MultiplexedConnection {
    * took the arguments. One begin per connection, whichever family.
    */
   beginAgent(request: AgentBeginRequest, options?: RequestOptions): Promise<Agent> {
-    return beginAgentOn(this.agentHost, request, options);
+    return beginAgentOn(this.agentHost, request, options).then((agent) => (this.agent = agent));
+  }
+
+  /** The begin scope, for a channel of tools::begin's table; an agent container's scope has another table. */
+  private toolsScope(): number {
+    if (this.agent) throw new ContainerError({ variant: "NotBegun", what: "a tool container's channel (this connection began an agent container: use the Agent)" });
+    return this.channelScope("channel");
   }
 
   private get agentHost(): AgentScopeHost {
@@ -290,12 +298,12 @@ export class MultiplexedConnection {
 
   /** The container's `DIVERGE.md`, parsed; undefined when the image has none. */
   info(options?: RequestOptions): Promise<ContainerInfo | undefined> {
-    return askInfo(this, options);
+    return this.agent ? this.agent.info(options) : askInfo(this, options);
   }
 
   /** Feeds the secrets' values; resolves on `Fed`, rejects with `Refused` and the program's words. */
   feedSecrets(values: Record<string, string>, options?: RequestOptions): Promise<void> {
-    return feedSecretsOn(this, this.secretsGate, values, options);
+    return this.agent ? this.agent.feedSecrets(values, options) : feedSecretsOn(this, this.secretsGate, values, options);
   }
 
   /**
