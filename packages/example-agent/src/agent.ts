@@ -453,6 +453,13 @@ export async function startExampleAgent(options: ExampleAgentOptions = {}): Prom
           });
         });
         return;
+      case "burst":
+        // As fast as the stream takes them (only the socket's backpressure waits): for benchmarks.
+        for (let n = 0; n < step.count; n++) {
+          await emit(l, run, { type: "assistant_text_content", text: `${n} ` });
+          count();
+        }
+        return;
       case "seam":
         return seam(l, run);
       case "notify":

@@ -11,6 +11,7 @@ export type Step =
   | { readonly kind: "spawn"; readonly task: string }
   | { readonly kind: "pause"; readonly label: string }
   | { readonly kind: "sleep"; readonly ms: number }
+  | { readonly kind: "burst"; readonly count: number }
   | { readonly kind: "seam" }
   | { readonly kind: "notify"; readonly text: string }
   | { readonly kind: "refusal"; readonly text: string }
@@ -91,6 +92,11 @@ function stepOf(line: string): Step {
       const ms = Number(rest);
       if (rest === undefined || !/^[0-9]+$/.test(rest) || !Number.isSafeInteger(ms)) throw new Refusal("sleep: needs a whole number of milliseconds");
       return { kind: "sleep", ms };
+    }
+    case "burst": {
+      const count = Number(rest);
+      if (rest === undefined || !/^[0-9]+$/.test(rest) || !Number.isSafeInteger(count)) throw new Refusal("burst: needs a whole number of chunks");
+      return { kind: "burst", count };
     }
     case "seam":
       if (rest === undefined) return { kind: "seam" };

@@ -230,6 +230,17 @@ describe("POST /run", () => {
     expect(joined(chunks, "assistant_text_content")).toBe("I see a link to file:///b (b).");
   });
 
+  it("streams burst:N as N text chunks, in order, then the turn goes on", async () => {
+    const agent = await agentWith({});
+    const { stream } = await startRun(agent.url, [message("k1", "burst:500\nafter")]);
+    const chunks = await stream.rest();
+    const texts = chunks.filter((chunk) => chunk.type === "assistant_text_content").map((chunk) => (chunk as { text: string }).text);
+    expect(texts.slice(0, 500)).toEqual(Array.from({ length: 500 }, (_, n) => `${n} `));
+    expect(texts.slice(500).join("")).toBe("You said: after");
+    expect(chunks.at(-1)).toMatchObject({ type: "usage", completion_tokens: expect.any(Number) });
+    expect((chunks.at(-1) as { completion_tokens: number }).completion_tokens).toBeGreaterThanOrEqual(500);
+  });
+
   it("refuses a run already in progress, and content it cannot take (4xx, nothing ran)", async () => {
     const agent = await agentWith({});
     const { stream } = await startRun(agent.url, [message("k1", "pause")]);
@@ -249,6 +260,7 @@ describe("POST /run", () => {
       [message("k", "tool:add {not json"), 422],
       [message("k", "tool:add [1]"), 422],
       [message("k", "sleep:soon"), 422],
+      [message("k", "burst:many"), 422],
       [{ key: 1, content: [text("x")] }, 400],
       [{ content: [text("x")] }, 400],
     ];
