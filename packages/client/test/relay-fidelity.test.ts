@@ -168,8 +168,12 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
   it("answers methods the wire does not carry with -32601 and does not advertise them", { timeout: 30_000 }, async () => {
     const open = await relay.start(await far());
     const client = await open("agent");
-    expect(client.getServerCapabilities()).toEqual({ tools: { listChanged: true }, resources: { listChanged: true } });
-    for (const method of ["prompts/list", "prompts/get", "completion/complete", "logging/setLevel", "resources/templates/list", "resources/subscribe", "sampling/createMessage"]) {
+    // The --serve-tools bridge forwards the container's log messages, so it declares `logging` (MCP
+    // 2025-11-25) and keeps each session's logging/setLevel; the program's /mcp relays none.
+    const bridge = relay.name.includes("serve-tools");
+    expect(client.getServerCapabilities()).toEqual(bridge ? { tools: { listChanged: true }, resources: { listChanged: true }, logging: {} } : { tools: { listChanged: true }, resources: { listChanged: true } });
+    if (bridge) await client.setLoggingLevel("info");
+    for (const method of ["prompts/list", "prompts/get", "completion/complete", ...(bridge ? [] : ["logging/setLevel"]), "resources/templates/list", "resources/subscribe", "sampling/createMessage"]) {
       const failure = await outcome(client.request({ method, params: method === "logging/setLevel" ? { level: "info" } : {} } as never, CallToolResultSchema));
       expect(failure, method).toMatchObject({ code: ErrorCode.MethodNotFound });
     }

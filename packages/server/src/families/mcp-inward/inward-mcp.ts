@@ -165,8 +165,11 @@ export class InwardMcp {
       if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
       let session: Session;
       try {
-        session = await this.current();
+        // A session being made (its initialize, bounded by the SDK's 60 s) is waited for only as
+        // long as the asker waits.
+        session = await untilAborted(this.current(), signal);
       } catch (error) {
+        if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
         return { error: unreachable(this.url, error) };
       }
       if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
@@ -319,6 +322,20 @@ function isTransportFailure(error: unknown): boolean {
   if (error instanceof McpError) return error.code === ErrorCode.ConnectionClosed && /^MCP error -32000: Connection closed$/.test(error.message);
   if (error instanceof TypeError && error.message === "fetch failed") return true;
   return typeof (error as { cause?: { code?: unknown } } | undefined)?.cause?.code === "string";
+}
+
+/** `promise`, or a rejection as soon as `signal` fires (the promise itself goes on). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    promise.then(
+      (value) => (signal.removeEventListener("abort", abort), resolve(value)),
+      (error: unknown) => (signal.removeEventListener("abort", abort), reject(error)),
+    );
+  });
 }
 
 /** The asker gave the exchange up (its signal): -32603 with the reason, when it is one a caller can read. */
