@@ -1,6 +1,7 @@
 // pnpm demo: everything on loopback, nothing to install. First the many-paths transport (seed 000):
 // a program inside the container calls MCP through the proxy, the proxy asks on /requests, the
-// provider relays each ask to a real MCP server and answers on /mcp/*/{channel}. Then tools::begin.
+// provider relays each ask to a real MCP server and answers on /mcp/*/{channel}. Then tools::begin,
+// the bridge, vault and command, the filesystem, and agent containers (agents.ts).
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
@@ -16,6 +17,7 @@ import { runBeginDemo } from "./begin.js";
 import { runBridgeDemo } from "./bridge.js";
 import { runVaultDemo } from "./vault.js";
 import { runFilesystemDemo } from "./filesystem.js";
+import { runAgentsDemo } from "./agents.js";
 
 function show(label: string, value: unknown): void {
   const text = (typeof value === "string" ? value : JSON.stringify(value)).replace(/\s+/g, " ");
@@ -147,6 +149,7 @@ async function main(): Promise<void> {
   await runBridgeDemo();
   await runVaultDemo();
   await runFilesystemDemo();
+  await runAgentsDemo();
 }
 
 main().then(
