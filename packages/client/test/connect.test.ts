@@ -133,7 +133,8 @@ describe("diverge connect --serve-tools", () => {
     const direct = await mcpClient(app.url.replace(/\/$/, "") + "/mcp");
 
     // Only what is relayed is advertised.
-    expect(agents[0]!.getServerCapabilities()).toEqual({ tools: { listChanged: true }, resources: { listChanged: true } });
+    // `logging`: the bridge forwards the container's log messages (MCP 2025-11-25 requires the capability).
+    expect(agents[0]!.getServerCapabilities()).toEqual({ tools: { listChanged: true }, resources: { listChanged: true }, logging: {} });
     await sameAsDirect(agents, direct);
     // A method the bridge does not relay is MCP's method-not-found.
     const prompts = (await outcome(() => agents[1]!.listPrompts())) as { error: { code: number } };
