@@ -2,6 +2,7 @@
 // `pnpm bench`: runs every case, prints a table, writes results.json and RESULTS.md.
 //
 //   node packages/bench/dist/bench.js [--quick] [--only fixed,json,…] [--out DIR]
+//   node packages/bench/dist/bench.js --only agents --merge   (one case run, its rows merged into the committed results)
 //   node packages/bench/dist/bench.js --render [--out DIR]   (RESULTS.md again from results.json)
 //
 // --quick (or DIVERGE_BENCH_QUICK=1) runs each case only long enough to show it works; its numbers
@@ -11,7 +12,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { commentary } from "./commentary.js";
 import { markdownReport, textReport } from "./report.js";
-import { runBench, SUITES, type ExtraSuites, type Results, type Suite } from "./run.js";
+import { CASE_OF, runBench, SUITES, type ExtraSuites, type Results, type Suite } from "./run.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const packageDir = resolve(here, "..");
@@ -58,7 +59,31 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.filesystem = (problem as Error).message;
   }
+  try {
+    extra.agents = (await import("./cases/agents.js")).agentsSuite;
+  } catch (problem) {
+    problems.agents = (problem as Error).message;
+  }
   return { extra, problems };
+}
+
+/**
+ * The committed results with `suites` replaced by a run of those alone: their outcomes, results,
+ * tables and targets; every other case's rows kept as they were, and a `reruns` entry saying when.
+ */
+export function mergeInto(committed: Results, run: Results, suites: readonly Suite[]): Results {
+  const cases = new Set(suites.map((suite) => CASE_OF[suite]));
+  const ours = (title: string) => [...cases].some((n) => title.startsWith(`Case ${n}:`));
+  const merged: Record<string, unknown> = { ...committed };
+  for (const suite of suites) if ((run as unknown as Record<string, unknown>)[suite] !== undefined) merged[suite] = (run as unknown as Record<string, unknown>)[suite];
+  merged.suites = [...committed.suites.filter((s) => !suites.includes(s.suite)), ...run.suites.filter((s) => suites.includes(s.suite))];
+  merged.tables = [...committed.tables.filter((t) => !ours(t.title)), ...run.tables.filter((t) => ours(t.title))];
+  merged.targets = [...committed.targets.filter((t) => !cases.has(t.case)), ...run.targets.filter((t) => cases.has(t.case))];
+  merged.reruns = [
+    ...(committed.reruns ?? []),
+    { suites, date: run.machine.date, loadAverage: run.machine.loadAverage, reason: `run alone (--only ${suites.join(",")} --merge), its rows added to the full run's` },
+  ];
+  return merged as unknown as Results;
 }
 
 async function main(): Promise<void> {
@@ -77,8 +102,12 @@ async function main(): Promise<void> {
   }
   const { extra, problems } = await loadExtraSuites();
   for (const [suite, why] of Object.entries(problems)) console.error(`bench: the ${suite} suite cannot load: ${why}`);
-  const results = await runBench({ quick, repoRoot, suites, log: (line) => console.error(line) }, extra);
+  let results = await runBench({ quick, repoRoot, suites, log: (line) => console.error(line) }, extra);
   console.log(textReport(results));
+  if (args.includes("--merge")) {
+    if (!suites || suites.length === 0) throw new Error("--merge needs --only: the cases whose rows replace the committed ones");
+    results = mergeInto(JSON.parse(readFileSync(join(out ?? packageDir, "results.json"), "utf8")) as Results, results, suites);
+  }
   if (out) {
     mkdirSync(out, { recursive: true });
     writeFileSync(join(out, "results.json"), `${JSON.stringify(results, null, 2)}\n`);

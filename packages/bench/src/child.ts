@@ -8,6 +8,9 @@
 //   node child.js proxy <appPort>
 //   node child.js idle
 //   node child.js filesystem <root>   (a proxy serving the filesystem under <root>, and FUSE mounts in it)
+//   node child.js agent                the example agent program (no tools: the agents case asks for none)
+//   node child.js agent-proxy <appPort> a proxy in front of an agent program (its root the example agent's)
+import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
 
@@ -52,6 +55,14 @@ async function main(): Promise<void> {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root: arg, secretsGate: false, log: () => {} });
     close = () => proxy.close();
     ready = { type: "ready", port: proxy.port };
+  } else if (mode === "agent") {
+    const agent = await startExampleAgent({ port: 0, requiredSecrets: [] });
+    close = () => agent.close();
+    ready = { type: "ready", port: agent.port };
+  } else if (mode === "agent-proxy") {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: Number(arg), root: exampleAgentRoot, secretsGate: false, log: () => {} });
+    close = () => proxy.close();
+    ready = { type: "ready", port: proxy.port, programPort: proxy.programPort };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};
