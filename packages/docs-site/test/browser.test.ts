@@ -115,7 +115,7 @@ describe("the site in headless chromium", () => {
     await page.locator("header.top a.guide").click();
     await page.waitForURL(`${origin}/guide/`);
     expect(await page.locator("h1").textContent()).toBe("Guide");
-    expect((await tableRows(["Page", "What it covers"])).map((row) => row[0])).toEqual(["Run a provider", "Write a container program", "Run the proxy", "Use the codec"]);
+    expect((await tableRows(["Page", "What it covers"])).map((row) => row[0])).toEqual(["Run a provider", "Write a container program", "Run the proxy", "Use the codec", "Run an agent container"]);
     await page.locator("nav.side a", { hasText: "Run a provider" }).click();
     await page.waitForURL(`${origin}/guide/run-a-provider/`);
     expect(await page.locator("h1").textContent()).toBe("Run a provider");

@@ -104,6 +104,7 @@ describe("the generated site's links", () => {
       "/guide/write-a-container-program/",
       "/guide/run-the-proxy/",
       "/guide/use-the-codec/",
+      "/guide/run-an-agent-container/",
     ];
     for (const url of stable) {
       expect(fileOfUrl(url), `site page ${url}`).toBeDefined();
@@ -127,7 +128,7 @@ describe("the generated site's links", () => {
 
   it("links the guide and the wire reference both ways", () => {
     const guidePages = walk(join(siteDir, "guide")).filter((f) => f.endsWith(".html"));
-    expect(guidePages).toHaveLength(5);
+    expect(guidePages).toHaveLength(6);
     for (const file of guidePages) {
       const at = urlOfFile(file);
       const targets = linksOf(readFileSync(file, "utf8")).map((link) => resolveLink(at, link.split("#")[0]!));
