@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fuseUnavailable, isMountPoint, startProxy, type RunningProxy } from "@diverge/server";
-import { FilesystemError, PathsMounts, connectProxy, directoryHandlers, filesystemPaths, openContainer, type FuseAttrs, type FuseHandlers, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
+import { FilesystemError, PathsMounts, connectProxy, directoryHandlers, filesystemPaths, openContainer, type FuseAttrs, type FuseHandlers, type FuseTime, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
 
 const unavailable = fuseUnavailable();
 if (unavailable) console.log(`FUSE hardening tests skipped: ${unavailable}`);
@@ -261,27 +261,142 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(await readFile(join(provider, "f"), "utf8")).toBe("sma");
   });
 
-  // Known limitation, not fixed: libfuse 2.9's high-level API (which fuse-native 2.2.6 binds) calls
-  // utimens only when both times change, unless the filesystem sets `flag_utime_omit_ok` in its
-  // fuse_operations, which fuse-native's C code never does and JavaScript cannot reach; a setattr of
-  // one time alone is answered "done" by libfuse itself and never reaches a handler. Fixing it needs
-  // the low-level API or another binding (see the report of issue 24). `it.fails` turns this test
-  // red once it holds.
-  it.fails("multiplexed: `touch -m` and `touch -a` (one time alone) are asked as a setattr of that time only", async () => {
+  // libfuse 2.9's high-level API calls utimens for a change of one time alone only when the
+  // filesystem sets `flag_utime_omit_ok`, which fuse-native 2.2.6 never did (its index.js also got
+  // the access time twice and both in milliseconds); the proxy's patched build
+  // (patches/fuse-native@2.2.6.patch) sets it and passes both times to the nanosecond.
+  /** The directory backend, each setattr recorded; its times served back as set (exact to the nanosecond: lutimes takes seconds as a double). */
+  function recording() {
     const asked: { path: string; attrs: FuseAttrs }[] = [];
     const backend = directoryHandlers(provider);
+    const times = new Map<string, { atime?: FuseTime; mtime?: FuseTime }>();
+    const handlers: FuseHandlers = {
+      ...backend,
+      setattr: async (path, attrs) => {
+        asked.push({ path, attrs });
+        if (attrs.atime || attrs.mtime) times.set(path, { ...times.get(path), ...(attrs.atime ? { atime: attrs.atime } : {}), ...(attrs.mtime ? { mtime: attrs.mtime } : {}) });
+        return backend.setattr(path, attrs);
+      },
+      stat: async (path) => {
+        const a = await backend.stat(path);
+        return a.kind === "stat" ? { kind: "stat", stat: { ...a.stat, ...times.get(path) } } : a;
+      },
+    };
+    return { asked, handlers };
+  }
+  const near = (ns: bigint, want: bigint) => (ns > want ? ns - want : want - ns) < 2_000_000n;
+  const nsOf = (t: FuseTime | undefined) => (t === undefined ? undefined : t.secs * 1_000_000_000n + BigInt(t.nanos));
+  const statNs = (at: string) => program(`const s = await fs.stat(${JSON.stringify(at)}, { bigint: true }); return { atime: String(s.atimeNs), mtime: String(s.mtimeNs) };`);
+
+  it("multiplexed: `touch -m` and `touch -a` (one time alone) are asked as a setattr of that time only, to the nanosecond, and stat shows them back", async () => {
+    const { asked, handlers } = recording();
     await writeFile(join(provider, "t"), "");
-    const handlers: FuseHandlers = { ...backend, setattr: async (path, attrs) => (asked.push({ path, attrs }), backend.setattr(path, attrs)) };
+    const before = await stat(join(provider, "t"), { bigint: true });
     container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
     await container.mount(["t"], handlers);
     const at = join(root, "t", "t");
-    expect((await sh(`touch -m -d @1700000000 ${at} && touch -a -d @1600000000 ${at}`)).status).toBe(0);
-    expect(asked.map((a) => ({ path: a.path, atime: a.attrs.atime?.secs, mtime: a.attrs.mtime?.secs }))).toEqual([
-      { path: "t", atime: undefined, mtime: 1700000000n },
-      { path: "t", atime: 1600000000n, mtime: undefined },
+    expect(await sh(`touch -m -d @1700000000.123456789 ${at}`)).toMatchObject({ status: 0 });
+    // The access time left as it was: no ask for it (the directory backend rewrites it through lutimes, to about the millisecond).
+    const after = await stat(join(provider, "t"), { bigint: true });
+    expect([after.atimeNs, near(after.atimeNs, before.atimeNs)]).toEqual([after.atimeNs, true]);
+    expect(await statNs(at)).toEqual({ atime: String(after.atimeNs), mtime: "1700000000123456789" });
+    expect(await sh(`touch -a -d @1600000000.987654321 ${at}`)).toMatchObject({ status: 0 });
+    expect(await statNs(at)).toEqual({ atime: "1600000000987654321", mtime: "1700000000123456789" });
+    expect(asked.map((a) => ({ path: a.path, keys: Object.keys(a.attrs).sort(), atime: nsOf(a.attrs.atime), mtime: nsOf(a.attrs.mtime) }))).toEqual([
+      { path: "t", keys: ["mtime"], atime: undefined, mtime: 1700000000123456789n },
+      { path: "t", keys: ["atime"], atime: 1600000000987654321n, mtime: undefined },
     ]);
-    const s = await stat(join(provider, "t"));
-    expect(Math.floor(s.mtimeMs / 1000)).toBe(1700000000);
-    expect(Math.floor(s.atimeMs / 1000)).toBe(1600000000);
+    // The provider's own file took them, to the directory backend's precision (lutimes takes seconds as a double; within 2 ms).
+    const s = await stat(join(provider, "t"), { bigint: true });
+    expect([s.mtimeNs, near(s.mtimeNs, 1700000000123456789n)]).toEqual([s.mtimeNs, true]);
+    expect([s.atimeNs, near(s.atimeNs, 1600000000987654321n)]).toEqual([s.atimeNs, true]);
+  });
+
+  it("multiplexed: both times at once, and `touch` (the current time), are one setattr with both", async () => {
+    const { asked, handlers } = recording();
+    await writeFile(join(provider, "t"), "");
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], handlers);
+    const at = join(root, "t", "t");
+    expect(await sh(`touch -d @1500000000.000000001 ${at}`)).toMatchObject({ status: 0 });
+    expect(await statNs(at)).toEqual({ atime: "1500000000000000001", mtime: "1500000000000000001" });
+    const now = BigInt(Date.now()) * 1_000_000n;
+    expect(await sh(`touch ${at}`)).toMatchObject({ status: 0 });
+    expect(asked).toHaveLength(2);
+    expect(nsOf(asked[0]!.attrs.atime)).toBe(1500000000000000001n);
+    expect(nsOf(asked[0]!.attrs.mtime)).toBe(1500000000000000001n);
+    for (const t of [asked[1]!.attrs.atime, asked[1]!.attrs.mtime]) {
+      const ns = nsOf(t)!;
+      expect(ns > now - 5_000_000_000n && ns < now + 5_000_000_000n).toBe(true);
+    }
+  });
+
+  it("multiplexed: a time before the epoch (the spec's seconds are unsigned) fails EINVAL and asks nothing", async () => {
+    const { asked, handlers } = recording();
+    await writeFile(join(provider, "t"), "");
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], handlers);
+    const at = join(root, "t", "t");
+    const result = await sh(`touch -m -d @-100 ${at}`);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain("Invalid argument");
+    expect(asked).toEqual([]);
+  });
+
+  it("multiplexed: stat times from the provider are exact to the nanosecond", async () => {
+    const backend = directoryHandlers(provider);
+    await writeFile(join(provider, "t"), "");
+    const handlers: FuseHandlers = {
+      ...backend,
+      stat: async (path) => {
+        const a = await backend.stat(path);
+        if (a.kind !== "stat") return a;
+        return { kind: "stat", stat: { ...a.stat, atime: { secs: 1600000000n, nanos: 999_999_999 }, mtime: { secs: 1700000000n, nanos: 1 }, ctime: { secs: 1650000000n, nanos: 123_456_789 } } };
+      },
+    };
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], handlers);
+    const at = join(root, "t", "t");
+    const s = await program(`const s = await fs.stat(${JSON.stringify(at)}, { bigint: true }); return [String(s.atimeNs), String(s.mtimeNs), String(s.ctimeNs)];`);
+    expect(s).toEqual(["1600000000999999999", "1700000000000000001", "1650000000123456789"]);
+    expect((await sh(`stat -c '%x|%y' ${at}`)).stdout).toBe("2020-09-13 12:26:40.999999999 +0000|2023-11-14 22:13:20.000000001 +0000\n");
+  });
+
+  it("multiplexed: `tar x` of an archive into the mount keeps every mtime (files and directories)", async () => {
+    const source = join(base, "source");
+    await mkdir(join(source, "tree", "sub", "deeper"), { recursive: true });
+    const names = ["tree/a.txt", "tree/b.bin", "tree/sub/c.txt", "tree/sub/deeper/d.txt", "tree/sub/deeper/e"];
+    for (const [i, name] of names.entries()) await writeFile(join(source, name), `file ${i}\n`.repeat(i + 1));
+    const dirs = ["tree/sub/deeper", "tree/sub", "tree"];
+    const all = [...names, ...dirs];
+    for (const [i, name] of all.entries()) expect((await sh(`touch -h -d @${1500000000 + i * 86_400} ${join(source, name)}`)).status).toBe(0);
+    const archive = join(base, "tree.tar");
+    expect(await sh(`tar -C ${source} -cf ${archive} tree`)).toMatchObject({ status: 0 });
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["x"], directoryHandlers(provider));
+    expect(await sh(`tar -C ${join(root, "x")} -xf ${archive}`)).toMatchObject({ status: 0, stderr: "" });
+    for (const [i, name] of all.entries()) {
+      const want = 1500000000 + i * 86_400;
+      expect([name, (await stat(join(provider, name))).mtimeMs / 1000]).toEqual([name, want]);
+      expect([name, (await stat(join(root, "x", name))).mtimeMs / 1000]).toEqual([name, want]);
+    }
+    expect(await readFile(join(root, "x", "tree/sub/deeper/e"), "utf8")).toBe("file 4\n".repeat(5));
+  });
+
+  // The paths transport's generation has no setattr ask (fs-fuse.md): a setattr, of times as of
+  // anything, succeeds and changes nothing, and a stat shows the proxy's own times (the mount's).
+  it("paths: `touch -m` succeeds and changes nothing (no setattr ask on this transport); times are the mount's", async () => {
+    const made = new PathsMounts(`ws://127.0.0.1:${proxy!.port}`);
+    answering = connectProxy(`ws://127.0.0.1:${proxy!.port}`, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await writeFile(join(provider, "t"), "x");
+    const before = await stat(join(provider, "t"), { bigint: true });
+    await made.mount(["p"], provider);
+    const at = join(root, "p", "t");
+    const shown = await statNs(at);
+    expect(await sh(`touch -m -d @1700000000.123456789 ${at} && touch -a -d @1600000000.987654321 ${at}`)).toMatchObject({ status: 0 });
+    expect(await statNs(at)).toEqual(shown);
+    expect(shown.mtime).not.toBe("1700000000123456789");
+    expect((await stat(join(provider, "t"), { bigint: true })).mtimeNs).toBe(before.mtimeNs);
   });
 });

@@ -1,12 +1,21 @@
 // A real kernel FUSE filesystem at a path whose every operation is one typed ask (handlers.ts).
-// Binding: fuse-native 2.2.6 (prebuilt N-API binary in the npm package; it links libfuse.so.2,
-// Debian's `libfuse2`). Errno mapping exactly as fs-fuse.md §4.1: an error answer, a failed or
-// unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT.
+// Binding: fuse-native 2.2.6 with this repository's patch (patches/fuse-native@2.2.6.patch), built
+// from source at install (it links libfuse.so.2, Debian's `libfuse2`). Errno mapping exactly as
+// fs-fuse.md §4.1: an error answer, a failed or unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT.
 //
-// Known bug of the binding (fuse-native 2.2.6, fuse-native.c `FUSE_METHOD_VOID(utimens, …)`): it
-// hands JavaScript the access time twice (`FUSE_UINT64_TO_INTS_ARGV(l->atime, 5)` where `l->mtime`
-// was meant), so a program's modification time would be lost. Worked around in `withTrueMtime`:
-// the modification time is read from the binding's own per-thread record, which it fills correctly.
+// What the patch changes from fuse-native 2.2.6, which this file relies on: it sets libfuse's
+// `flag_utime_omit_ok`, so a change of one time alone (`touch -m`, `touch -a`, `tar x`) reaches
+// utimens with the other time UTIME_OMIT (libfuse 2.9's high-level API otherwise calls utimens only
+// when both change, and answers "done" itself); it hands utimens both times (2.2.6 passed the access
+// time twice) as `{ sec, nsec }`, to the nanosecond (2.2.6 truncated to milliseconds); and it takes
+// stat times to the nanosecond (`atimeNs`, `mtimeNs`, `ctimeNs`). Its index.js refuses to load a
+// binary not built from that source (the unpatched prebuilt one), so a mount is then refused with
+// the reason, never served with times lost.
+//
+// Where the unpatched fuse-native 2.2.6 is installed (pnpm's patch applies in this workspace only:
+// a project installing @diverge/server from the registry gets the package as published), mounts
+// work as before the patch: times to the millisecond, a change of one time alone not asked, and the
+// modification time read from the binding's per-thread record (`withTrueMtime`).
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import { constants as fsConstants, existsSync } from "node:fs";
@@ -32,6 +41,7 @@ const EIO = -5;
 const ENOENT = -2;
 const EROFS = -30;
 const ENOSYS = -38;
+const EINVAL = -22;
 const EFBIG = -27;
 
 type Cb = (code: number, ...rest: unknown[]) => void;
@@ -54,6 +64,8 @@ export function fuseUnavailable(): string | undefined {
 }
 
 let fuseClass: FuseCtor | undefined;
+/** Whether the binding loaded is this repository's patched build (patches/fuse-native@2.2.6.patch). */
+let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
   const Fuse = require("fuse-native") as FuseCtor;
@@ -61,7 +73,9 @@ function loadFuse(): FuseCtor {
   const fuseRequire = createRequire(require.resolve("fuse-native"));
   const binding = fuseRequire("node-gyp-build")(dirname(require.resolve("fuse-native"))) as {
     fuse_native_mount: (...args: unknown[]) => void;
+    utime_omit_ok?: number;
   };
+  patchedBinding = binding.utime_omit_ok === 1;
   /**
    * fuse-native refuses any mount point but a directory; a FUSE filesystem whose root is a file may
    * be mounted on a file (the kernel takes the root's type from the mount point). The same open as
@@ -69,8 +83,10 @@ function loadFuse(): FuseCtor {
    */
   class AnyMountPoint extends (Fuse as unknown as new (...args: unknown[]) => Record<string, any>) {
     _open(cb: (error: Error | null) => void): void {
-      const op = (binding as unknown as { op_utimens: number }).op_utimens;
-      this._handlers[op] = withTrueMtime(this._handlers[op]);
+      if (!patchedBinding) {
+        const op = (binding as unknown as { op_utimens: number }).op_utimens;
+        this._handlers[op] = withTrueMtime(this._handlers[op]);
+      }
       this._thread = Buffer.alloc((binding as unknown as { sizeof_fuse_thread_t: number }).sizeof_fuse_thread_t);
       this._openCallback = cb;
       try {
@@ -156,6 +172,34 @@ const toTime = (ms: number): FuseTime => {
   const secs = Math.floor(ms / 1000);
   return { secs: BigInt(secs < 0 ? 0 : secs), nanos: Math.round((ms - secs * 1000) * 1e6) };
 };
+/** A time as nanoseconds since the epoch, as the patched binding takes stat times exactly. */
+const toNs = (t: FuseTime) => t.secs * 1_000_000_000n + BigInt(t.nanos);
+
+/** The markers of the patched binding's utimens (Linux's own values, as the kernel gives them). */
+const UTIME_NOW = (1 << 30) - 1;
+const UTIME_OMIT = (1 << 30) - 2;
+/** One time of a utimens as the patched binding hands it. */
+interface Timespec {
+  readonly sec: bigint;
+  readonly nsec: number;
+}
+/**
+ * One time of a utimens as a setattr's: undefined when left as it is (UTIME_OMIT, the bit clear),
+ * the proxy's current time for UTIME_NOW; null when the spec cannot carry it (before the epoch:
+ * its seconds are a u64), which fails with EINVAL and asks nothing.
+ */
+function setTime(t: Timespec): FuseTime | undefined | null {
+  if (t.nsec === UTIME_OMIT) return undefined;
+  if (t.nsec === UTIME_NOW) {
+    const now = process.hrtime.bigint() - hrtimeAtStart + wallAtStart;
+    return { secs: now / 1_000_000_000n, nanos: Number(now % 1_000_000_000n) };
+  }
+  if (t.sec < 0n || !Number.isInteger(t.nsec) || t.nsec < 0 || t.nsec > 999_999_999) return null;
+  return { secs: t.sec, nanos: t.nsec };
+}
+/** The wall clock in nanoseconds: read once, then advanced by the monotonic clock (Date has milliseconds only). */
+const wallAtStart = BigInt(Date.now()) * 1_000_000n;
+const hrtimeAtStart = process.hrtime.bigint();
 
 /** Mounts FUSE at `options.path` (fs-fuse.md §3.2 steps 2–3) and serves it with the handlers. */
 export async function mountFuse(options: MountOptions): Promise<FuseMount> {
@@ -216,8 +260,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     atime: toDate(s.atime),
     mtime: toDate(s.mtime),
     ctime: toDate(s.ctime),
+    // What the patched binding uses: the times exact to the nanosecond.
+    atimeNs: toNs(s.atime),
+    mtimeNs: toNs(s.mtime),
+    ctimeNs: toNs(s.ctime),
   });
-  const rootDir = () => ({ mode: 0o040755, uid, gid, size: 0, nlink: 2, atime: toDate(mountedAt), mtime: toDate(mountedAt), ctime: toDate(mountedAt) });
+  const rootDir = () => ({ mode: 0o040755, uid, gid, size: 0, nlink: 2, atime: toDate(mountedAt), mtime: toDate(mountedAt), ctime: toDate(mountedAt), atimeNs: toNs(mountedAt), mtimeNs: toNs(mountedAt), ctimeNs: toNs(mountedAt) });
   let fds = 0;
   /**
    * The callback of an operation answering a descriptor (open, opendir, create): fuse-native reads
@@ -317,10 +365,18 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (g !== 0xffffffff && g !== -1) attrs.gid = g;
       setattr(p, attrs, cb);
     },
-    // Both times, in milliseconds (the binding's precision). libfuse 2.9.9's high-level API calls
-    // utimens only when a program sets both (fuse-native sets no `utime_omit_ok`): a change of one
-    // time alone (`touch -m -d …`) never reaches here and is not made.
-    utimens: (p: string, atime: number, mtime: number, cb: Cb) => setattr(p, { atime: toTime(atime), mtime: toTime(mtime) }, cb),
+    // The times the program set, to the nanosecond: a setattr with the bit of each time it changes
+    // only (fs-fuse.md §4.3), so `touch -m`/`touch -a` and `tar x` (atime UTIME_OMIT) are asked as
+    // one time alone; UTIME_NOW is the proxy's current time. Nothing to change asks nothing.
+    utimens: (p: string, atime: Timespec | number, mtime: Timespec | number, cb: Cb) => {
+      // The unpatched binding: both times, in milliseconds.
+      if (typeof atime === "number" || typeof mtime === "number") return setattr(p, { atime: toTime(Number(atime)), mtime: toTime(Number(mtime)) }, cb);
+      const a = setTime(atime);
+      const m = setTime(mtime);
+      if (a === null || m === null) return cb(EINVAL);
+      if (a === undefined && m === undefined) return cb(0);
+      setattr(p, { ...(a ? { atime: a } : {}), ...(m ? { mtime: m } : {}) }, cb);
+    },
     readlink: (_p: string, cb: Cb) => cb(ENOSYS),
     symlink: (_a: string, _b: string, cb: Cb) => cb(ENOSYS),
     link: (_a: string, _b: string, cb: Cb) => cb(ENOSYS),
