@@ -36,7 +36,8 @@ describe("pnpm demo: vault and command", () => {
       "provider (begin scope) vaultGet \"greeting\"",
       "→ answer 200 \"hello from the program\"",
       "→ answer 200 \"hello again, over the begin scope\"",
-      "→ answer 502 \"a lock of zero seconds is refused\"",
+      // ttl 0 is refused by the proxy itself (400), before any ask reaches the provider.
+      "→ answer 400 \"ttl must be a number of seconds from 1 to 4294967295\\n\"",
       "provider (begin scope) vaultLock \"greeting\"",
       "provider (begin scope) vaultUnlock \"greeting\"",
       "provider (begin scope) vaultDelete \"greeting\"",
