@@ -37,7 +37,12 @@ export function openMultiplexedFamilies(services: ConnectionServices) {
   const tools = toolsBegin(services, toolsChannels);
   const agents = agentsScopes(services, shared);
   /** What each scope the provider opens does: the begins are the begin families', the rest the families' own. */
-  const scopes: ScopeRoutes = { ToolsBegin: (request, responder) => tools.route(request, responder), ...fuse.routes, ...filesystem.routes };
+  const scopes: ScopeRoutes = {
+    AgentsBegin: (request, responder) => agents.route(request, responder),
+    ToolsBegin: (request, responder) => tools.route(request, responder),
+    ...fuse.routes,
+    ...filesystem.routes,
+  };
   return {
     postgres: postgres.pairs,
     daemons: daemon.pairs,
@@ -47,8 +52,6 @@ export function openMultiplexedFamilies(services: ConnectionServices) {
     },
     /** A scope the provider opened: served by the family of its endpoint; an unreadable request gets a bare finish. */
     routeScope(responder: Responder, payload: Uint8Array): Promise<void> {
-      // agents::begin (endpoint 0) is read by its own frame: this revision's container-proxy request frame has no tag 0.
-      if (agents.claims(payload)) return agents.route(payload, responder);
       let request: ContainerProxyRequest;
       try {
         request = decodeContainerProxyRequest(payload);

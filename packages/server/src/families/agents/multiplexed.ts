@@ -4,17 +4,15 @@
 // families' own (the registry hands them in), Enqueue and Dequeue are the run loop's.
 import {
   AgentsBeginChannelRequestError,
-  AgentsBeginRequestError,
-  AgentsBeginRequestTag,
   ProgramRunEventError,
   decodeAgentsBeginChannelRequest,
-  decodeAgentsBeginRequest,
   decodeProgramRunEvent,
   encodeAgentsBeginResponse,
   encodeDequeueAnswer,
   encodeEnqueueAnswer,
   type AgentBegin,
   type AgentsBeginChannelRequest,
+  type ContainerProxyRequest,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import type { Responder } from "@diverge/multiplexer";
@@ -37,10 +35,8 @@ const encoder = new TextEncoder();
 export const BEGUN_ERROR = { kind: "begun", error: "this connection has begun" } as const;
 
 export interface AgentsScopes {
-  /** Whether a scope request is agents::begin's (endpoint 0), read by its own frame. */
-  claims(payload: Uint8Array): boolean;
-  /** The scope route of endpoint 0. */
-  route(payload: Uint8Array, responder: Responder): Promise<void>;
+  /** The scope route of endpoint 0, its request read by the container-proxy request frame. */
+  route(request: Extract<ContainerProxyRequest, { endpoint: "AgentsBegin" }>, responder: Responder): Promise<void>;
   /** The run loop of the begun scope, when this connection began an agent (for tests and logs). */
   readonly loop: RunLoop | undefined;
 }
@@ -137,17 +133,7 @@ export function agentsScopes(services: ConnectionServices, shared: SharedAgentCh
     get loop() {
       return loop;
     },
-    claims: (payload) => payload.length > 0 && payload[0] === AgentsBeginRequestTag.Begin,
-    route(payload, responder) {
-      let begin: AgentBegin;
-      try {
-        begin = decodeAgentsBeginRequest(payload).begin;
-      } catch (error) {
-        if (!(error instanceof AgentsBeginRequestError)) throw error;
-        options.log(`unreadable begin on scope ${responder.scope}: ${error.message}`);
-        responder.finish();
-        return Promise.resolve();
-      }
+    route({ begin }, responder) {
       const family: BeginFamily = {
         refuse(responder, begun) {
           responder.respond(encodeAgentsBeginResponse({ variant: "NotBegun", error: begun ? BEGUN_ERROR : { kind: "begun", error: "another begin is being answered" } }));
