@@ -238,6 +238,59 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(await program(`return await ${code(`fs.readFile(${JSON.stringify(join(root, "u", "f"))})`)}`)).toBe("EIO");
   });
 
+  it("paths: a mount whose provider left is replaced by a new /fuse/mount at its path; a live one is still refused", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const first = join(base, "first");
+    const second = join(base, "second");
+    await mkdir(first);
+    await mkdir(second);
+    await writeFile(join(first, "f"), "old");
+    await writeFile(join(second, "f"), "new");
+    const at = join(root, "m", "f");
+    const read = () => program(`return await fs.readFile(${JSON.stringify(at)}, "utf8").catch((e) => e.code)`);
+    const oldMounts = new PathsMounts(url);
+    const oldAnswering = connectProxy(url, { ...oldMounts.handlers() });
+    await oldAnswering.whenConnected({ timeoutMs: 20_000 });
+    await oldMounts.mount(["m"], first, { id: "one" });
+    expect(await read()).toBe("old");
+    // While its provider is connected, the mount is live: another /fuse/mount there is refused.
+    expect(await failure(new PathsMounts(url).mount(["m"], second, { id: "other" }))).toBe("/m is already a mount");
+    // The provider leaves: the mount fails with EIO, still mounted.
+    await oldAnswering.close();
+    expect(await read()).toBe("EIO");
+    expect(await isMountPoint(join(root, "m"))).toBe(true);
+    // A new provider mounts at /m again: the dead mount is replaced and the new one serves its files.
+    const newMounts = new PathsMounts(url);
+    answering = connectProxy(url, { ...newMounts.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await newMounts.mount(["m"], second, { id: "two" });
+    expect(await read()).toBe("new");
+    expect(await program(`return await fs.readdir(${JSON.stringify(join(root, "m"))})`)).toEqual(["f"]);
+    // And the new one, live, is refused in turn.
+    expect(await failure(new PathsMounts(url).mount(["m"], first, { id: "three" }))).toBe("/m is already a mount");
+    expect(await read()).toBe("new");
+  });
+
+  it("a paths mount whose provider left is replaced by a fuse::mount over the multiplexed connection at its path", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    const first = join(base, "first");
+    await mkdir(first);
+    await writeFile(join(first, "f"), "old");
+    await writeFile(join(provider, "f"), "new");
+    const read = () => program(`return await fs.readFile(${JSON.stringify(join(root, "m", "f"))}, "utf8").catch((e) => e.code)`);
+    const oldMounts = new PathsMounts(url);
+    answering = connectProxy(url, { ...oldMounts.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await oldMounts.mount(["m"], first, { id: "one" });
+    expect(await read()).toBe("old");
+    await answering.close();
+    answering = undefined;
+    expect(await read()).toBe("EIO");
+    container = await openContainer(url);
+    await container.mount(["m"], provider);
+    expect(await read()).toBe("new");
+  });
+
   it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);

@@ -20,9 +20,6 @@ const KNOWN_BUGS: readonly { readonly name: string; readonly pattern: RegExp }[]
   // filesystem: a proxy stopped with SIGTERM mid-write leaves its write temporaries under the root,
   // and a restarted proxy does not remove them.
   { name: "filesystem: SIGTERM mid-write leaves .<name>.diverge-write-* temporaries", pattern: /^write: after (the proxy stopped \(SIGTERM\) mid-write|a \w+ write over \w+), \S*\.diverge-write-/ },
-  // fuse: a paths-transport mount whose provider left stays mounted (EIO), so a new provider's mount
-  // at the same path is refused "already a mount" (neither gone nor dead-and-cleared).
-  { name: "fuse: a paths mount whose provider left blocks its path", pattern: /^fuse: round \d+: a new mount at \/m over \w+ failed after the last round's provider left: fuse::mount: \/m is already a mount/ },
 ];
 
 describe(`families soak (seed ${SEED})`, () => {

@@ -76,7 +76,7 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
   const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, maxMessageBytes: options.maxMessageBytes, log: options.log });
   provider.addUpgradeRoute(filesystem);
   // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
-  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log, maxMessageBytes: options.maxMessageBytes, requestsOpen: () => board.requestsOpen });
+  const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log, maxMessageBytes: options.maxMessageBytes, requestsOpen: () => board.requestsOpen, requestsConnection: () => board.connection });
   provider.addUpgradeRoute(fuseMounts);
   // /agent/*: straight relays to an agent program.
   const agentPaths = new AgentPaths({ appPort: () => options.appPort, maxMessageBytes: options.maxMessageBytes, log: options.log });

@@ -8,6 +8,7 @@ import { askThrough } from "@diverge/multiplexer/fuse";
 import { checkPath } from "../filesystem/path-checks.js";
 import type { FuseMount } from "./mount.js";
 import { mountMembers, NOT_A_MOUNT_PATH } from "./place.js";
+import { releaseGonePathsMount } from "./paths.js";
 import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
 
 export interface FuseScopeOptions {
@@ -35,6 +36,8 @@ export class FuseScopes {
     if (!components) return refuse(NOT_A_MOUNT_PATH);
     const root = await this.options.root();
     const { mountFuse, MountError } = await import("./mount.js");
+    // A paths mount held there whose provider is gone is replaced (unmounted first); a live one refuses.
+    await releaseGonePathsMount(root, components);
     const scope = responder.scope;
     const frames = this.options.frames;
     // Each kernel operation: one channel on the scope, its ask the payload, its one answer the result.

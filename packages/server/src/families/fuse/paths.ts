@@ -22,6 +22,11 @@ export interface FuseMountPathsOptions {
   readonly maxMessageBytes?: number;
   /** Whether a `/requests` connection is open: without one an operation fails at once (EIO), never waits. */
   readonly requestsOpen?: () => boolean;
+  /**
+   * How many `/requests` connections have opened so far (the current one's number while one is open).
+   * With `requestsOpen`, it tells a mount whose provider left: a new `/fuse/mount` at its path replaces it.
+   */
+  readonly requestsConnection?: () => number;
 }
 
 /** Room left in a message for the file itself: the ask's kind, channel, id and path (at most 4 KiB) aside. */
@@ -134,12 +139,37 @@ function bytesOf(data: RawData): Uint8Array {
   return data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 
+/** Every FuseMountPaths of this process, so a mount over either transport can replace a paths mount whose provider is gone. */
+const pathsMounters = new Set<FuseMountPaths>();
+
+/**
+ * Before a mount at `components` beneath `root` (a real path): a paths mount this process holds
+ * there whose provider is gone is unmounted (by descriptor); a live one is left (the mount then
+ * refuses "already a mount"). Resolves when done.
+ */
+export async function releaseGonePathsMount(root: string, components: readonly string[]): Promise<void> {
+  await Promise.all([...pathsMounters].map((m) => m.releaseGone(root, "/" + components.join("/"))));
+}
+
 export class FuseMountPaths implements UpgradeRoute {
-  private readonly mounts = new Set<FuseMount>();
+  /** Every mount made here, by its path under the root (`/a/b`), with the `/requests` connection serving it. */
+  private readonly mounts = new Map<string, { readonly mount: FuseMount; readonly servedBy: number }>();
   private root: Promise<string> | undefined;
   private closed = false;
 
-  constructor(private readonly options: FuseMountPathsOptions) {}
+  constructor(private readonly options: FuseMountPathsOptions) {
+    pathsMounters.add(this);
+  }
+
+  /** Unmounts the mount made here at `key` (`/a/b`) beneath `root` when its provider is gone. */
+  async releaseGone(root: string, key: string): Promise<void> {
+    if (!this.root || (await this.root.catch(() => undefined)) !== root) return;
+    const held = this.mounts.get(key);
+    if (!held || !this.providerGone(held.servedBy)) return;
+    this.mounts.delete(key);
+    this.options.log(`fuse: replacing the mount at ${key}, whose /fuse/mount provider is gone`);
+    await held.mount.close();
+  }
 
   decide(pathname: string, _request: IncomingMessage): UpgradeDecision {
     if (pathname !== "/fuse/mount" || this.closed) return undefined;
@@ -149,9 +179,23 @@ export class FuseMountPaths implements UpgradeRoute {
   /** Unmounts every mount made here (the proxy is ending); resolves when they are gone. */
   async close(): Promise<void> {
     this.closed = true;
-    const mounts = [...this.mounts];
+    pathsMounters.delete(this);
+    const mounts = [...this.mounts.values()];
     this.mounts.clear();
-    await Promise.allSettled(mounts.map((m) => m.close()));
+    await Promise.allSettled(mounts.map((m) => m.mount.close()));
+  }
+
+  private requestsOpen(): boolean {
+    return this.options.requestsOpen?.() ?? true;
+  }
+
+  private connection(): number {
+    return this.options.requestsConnection?.() ?? 0;
+  }
+
+  /** No `/requests` connection is open, or the one that served the mount has closed since. */
+  private providerGone(servedBy: number): boolean {
+    return !this.requestsOpen() || this.connection() > servedBy;
   }
 
   private open(socket: WebSocket): void {
@@ -185,6 +229,12 @@ export class FuseMountPaths implements UpgradeRoute {
     if (!components) return refuse(NOT_A_MOUNT_PATH);
     const root = await (this.root ??= realRoot(this.options.root));
     const { mountFuse, MountError } = await import("./mount.js");
+    const key = "/" + components.join("/");
+    // A mount made here whose provider is gone (its asks fail with EIO) is replaced: unmounted (by
+    // descriptor), then the place mounted again. A live one is left and refused below.
+    await releaseGonePathsMount(root, components);
+    // The connection that will serve this mount: the open one, else the next to open.
+    const servedBy = this.connection() + (this.requestsOpen() ? 0 : 1);
     let mounted: FuseMount;
     try {
       const maxFileBytes = this.options.maxMessageBytes === undefined ? undefined : pathsMaxFileBytes(this.options.maxMessageBytes, members.id);
@@ -196,7 +246,9 @@ export class FuseMountPaths implements UpgradeRoute {
     }
     if (this.closed) return void (await mounted.close());
     // The mount lives until the proxy ends, whatever becomes of this socket.
-    this.mounts.add(mounted);
+    // One left over whose place was cleared meanwhile (a dead connection, ENOTCONN) is let go.
+    void this.mounts.get(key)?.mount.close();
+    this.mounts.set(key, { mount: mounted, servedBy });
     this.options.log(`mounted ${members.kind} /${components.join("/")} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
     socket.send(encodeFuseAck({ ack: "Ok" }));
     socket.close();
