@@ -160,6 +160,11 @@ async function main(argv: string[]): Promise<number> {
   const { log: _log, ...shown } = proxy.options;
   options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   await stopped;
+  // The temporaries of writes still in flight are removed first, by their held directory and name
+  // (write.ts), and again on every way out below: a stopped proxy leaves none under the root.
+  const { removeTemporaries, settleTemporaries } = await import("./families/filesystem/index.js");
+  removeTemporaries();
+  process.once("exit", () => removeTemporaries());
   // Closing aborts every call still waiting on the program (/register, /secrets, the inward MCP
   // session) and ends every socket; should anything still hang, the proxy exits regardless after
   // SHUTDOWN_GRACE_MS. A second signal exits at once.
@@ -168,6 +173,7 @@ async function main(argv: string[]): Promise<number> {
   process.once("SIGTERM", again);
   const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), SHUTDOWN_GRACE_MS).unref());
   if ((await Promise.race([proxy.close(), grace])) === "late") options.log?.(`diverge-proxy: closing took longer than ${SHUTDOWN_GRACE_MS} ms; exiting anyway`);
+  await settleTemporaries();
   return 0;
 }
 

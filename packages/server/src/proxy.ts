@@ -7,6 +7,7 @@ import { attachPaths, type PathsPart } from "./paths/index.js";
 import type { PairStats } from "./multiplexed/pairs.js";
 import { attachMultiplexed, type MultiplexedPart } from "./multiplexed/index.js";
 import { SharedInwardMcp } from "./families/mcp-inward/shared.js";
+import { realRoot, removeTemporaries, settleTemporaries } from "./families/filesystem/index.js";
 import { resolveOptions, type ProxyContext, type ProxyOptions, type ResolvedProxyOptions } from "./context.js";
 
 // The options and what every part is given live in context.ts (the transports import them from there).
@@ -141,9 +142,13 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
       };
     },
     async close() {
+      // The temporaries of writes still in flight go first (by their held directory and name).
+      const root = await realRoot(resolved.root).catch(() => undefined);
+      if (root !== undefined) removeTemporaries(root);
       await Promise.allSettled([paths.close(), multiplexed.close()]);
       await inward.close();
       await Promise.allSettled([provider.close(), program.close()]);
+      if (root !== undefined) await settleTemporaries(root);
     },
   };
 }

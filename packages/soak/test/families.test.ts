@@ -17,9 +17,6 @@ const KNOWN_BUGS: readonly { readonly name: string; readonly pattern: RegExp }[]
   // vault: a departed waiter's grant is released by an unlock of the key, which also ends the lock a
   // live program of the same container was just granted (the holder is the container).
   { name: "vault: a departed waiter's release unlocks its container's live holder", pattern: /^vault: (unlock \S+ through \S+ after its grant: 502|\S+ granted to \S+ while \S+ holds it)/ },
-  // filesystem: a proxy stopped with SIGTERM mid-write leaves its write temporaries under the root,
-  // and a restarted proxy does not remove them.
-  { name: "filesystem: SIGTERM mid-write leaves .<name>.diverge-write-* temporaries", pattern: /^write: after (the proxy stopped \(SIGTERM\) mid-write|a \w+ write over \w+), \S*\.diverge-write-/ },
 ];
 
 describe(`families soak (seed ${SEED})`, () => {

@@ -6,6 +6,6 @@
 // paths.md §9.
 export { watchTree, snapshotOf, leftOut, lexical, tooLarge, ALWAYS_LEFT_OUT, ROOT_REPLACED, STAT_CONCURRENCY, type TreeOptions } from "./tree.js";
 export { readPieces, CHUNK_SIZE, type ReadOptions } from "./read.js";
-export { prepareWrite, writeFile, temporaryName, ContentError, type PreparedWrite, type WriteOptions } from "./write.js";
+export { prepareWrite, writeFile, temporaryName, removeTemporaries, settleTemporaries, ContentError, type PreparedWrite, type WriteOptions } from "./write.js";
 export { checkPath, isName, realRoot, inside, FsError, PATH_NAMES_NO_FILE } from "./path-checks.js";
 export { ContentQueue, type Flow } from "./content-queue.js";

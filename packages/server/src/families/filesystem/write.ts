@@ -4,8 +4,11 @@
 // is resolved beneath the root by descriptor (path-checks.ts) and held: the temporary is created,
 // renamed and removed through it. Temporary names are random (128 bits), created O_EXCL and tried
 // again on EEXIST, so a temporary left by a proxy that died mid-write never blocks a later write.
+// Every temporary in flight is kept (its held directory and name) until its write ends, so a proxy
+// that stops (removeTemporaries, from RunningProxy.close and the CLI's SIGINT/SIGTERM) removes them
+// first; only temporaries this process made are ever removed, never a name found on disk.
 import { randomBytes } from "node:crypto";
-import { constants } from "node:fs";
+import { constants, unlinkSync } from "node:fs";
 import { lstat, open, rename, unlink, type FileHandle } from "node:fs/promises";
 import type { Place } from "@diverge/multiplexer/beneath";
 import { beneathText, checkPath, FsError, openRoot, osText, PATH_NAMES_NO_FILE } from "./path-checks.js";
@@ -14,6 +17,41 @@ import { beneathText, checkPath, FsError, openRoot, osText, PATH_NAMES_NO_FILE }
 const TEMPORARY_ATTEMPTS = 8;
 /** The longest name a Linux filesystem takes, in bytes. */
 const NAME_MAX = 255;
+
+/** The temporaries of the writes in flight: each by the held descriptor of its directory and its name. */
+const inFlight = new Set<{ readonly root: string; readonly dir: number; readonly name: string }>();
+
+/**
+ * Removes the temporary of every write still in flight, synchronously (it runs as the process
+ * stops, even just before `process.exit`), each through its held directory descriptor and name.
+ * Those writes then fail at their end (nothing to rename) and leave the destination unchanged.
+ * With `root`, only those of writes prepared under that root (as given to prepareWrite: a proxy's
+ * own, when several run in one process); without it, every one of this process. Returns how many
+ * were removed.
+ */
+export function removeTemporaries(root?: string): number {
+  let removed = 0;
+  // Each stays in the set until its write ends (and releases its directory): removing it again is harmless.
+  for (const temporary of inFlight) {
+    if (root !== undefined && temporary.root !== root) continue;
+    try {
+      unlinkSync(`/proc/self/fd/${temporary.dir}/${temporary.name}`);
+      removed++;
+    } catch {
+      // Already gone (renamed into place or removed by its write).
+    }
+  }
+  return removed;
+}
+
+/** The opens (O_CREAT) of temporaries still running: a temporary they create is removed once they settle. */
+const opening = new Set<Promise<unknown>>();
+
+/** As removeTemporaries, after every open of a temporary still running has settled (for the last step of a stop). */
+export async function settleTemporaries(root?: string): Promise<number> {
+  while (opening.size > 0) await Promise.allSettled([...opening]);
+  return removeTemporaries(root);
+}
 
 /** A fresh temporary name beside `name`: `.<name>.diverge-write-<32 hex>`, the name cut to fit NAME_MAX. */
 export function temporaryName(name: string): string {
@@ -69,12 +107,24 @@ export async function prepareWrite(root: string, path: unknown): Promise<Prepare
   const destination = dir.path;
   let temporary = "";
   let handle: FileHandle | undefined;
+  let held: { readonly root: string; readonly dir: number; readonly name: string } | undefined;
   try {
     for (let attempt = 1; !handle; attempt++) {
-      temporary = `/proc/self/fd/${dir.dir}/${temporaryName(dir.name)}`;
+      const name = temporaryName(dir.name);
+      temporary = `/proc/self/fd/${dir.dir}/${name}`;
       try {
-        handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        // Kept from before the open: a stop while it runs still removes what it creates.
+        held = { root, dir: dir.dir, name };
+        inFlight.add(held);
+        const opened = open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        opening.add(opened);
+        try {
+          handle = await opened;
+        } finally {
+          opening.delete(opened);
+        }
       } catch (error) {
+        inFlight.delete(held!);
         if ((error as NodeJS.ErrnoException).code === "EEXIST" && attempt < TEMPORARY_ATTEMPTS) continue;
         throw new FsError("create", osText(error));
       }
@@ -89,6 +139,8 @@ export async function prepareWrite(root: string, path: unknown): Promise<Prepare
     done = true;
     await handle!.close().catch(() => undefined);
     if (removeTemporary) await unlink(temporary).catch(() => undefined);
+    // Forgotten only now, before its directory's descriptor is closed (and its number reused).
+    inFlight.delete(held!);
     await dir.release().catch(() => undefined);
   };
   return {
