@@ -18,6 +18,7 @@ import pg from "pg";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy, type RunningProxy } from "@diverge/server";
 import { connectProxy, openContainer, PostgresVault, type ProviderHandlers } from "../src/index.js";
+import { AnswerUndelivered } from "../src/exchanges/engine.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "./multiplexed-postgres-server.js";
 
 type Transport = "multiplexed" | "paths";
@@ -237,6 +238,76 @@ describe("a lock whose program left while waiting", () => {
       expect(await c.unlock("k")).toEqual({ variant: "Done" });
       expect((await raw(p.programPort, "POST", "/vault/k/lock?ttl=30")).status).toBe(204);
       expect(await c.unlock("k")).toEqual({ variant: "Error", message: 'the lock on "k" is not held by this container' });
+    });
+  }
+});
+
+describe("a departed waiter's release", () => {
+  for (const transport of TRANSPORTS) {
+    it(`never ends the lock a live program of the same container was given — ${transport}`, { timeout: 60_000 }, async () => {
+      const p = await proxy();
+      const namespace = `departed-${process.pid}-${transport}`;
+      const a = await store("container-a", namespace);
+      const b = await store("container-b", namespace);
+      // Container A's provider, its lock asks counted as they settle. The first ask (A1's) does not
+      // see its program leave until it is granted: the race of a leave with the grant, made certain.
+      let lockSettled = 0;
+      let asks = 0;
+      let tellA1 = () => {};
+      const answered = new Promise<void>((resolve) => (tellA1 = resolve));
+      // A's releases, seen as they end.
+      let unlocked = () => {};
+      const released = new Promise<void>((resolve) => (unlocked = resolve));
+      const unlock = a.unlock.bind(a);
+      a.unlock = (key) => unlock(key).finally(unlocked);
+      const handlers = a.handlers();
+      await provide(p, transport, {
+        ...handlers,
+        vaultLock: async (ask, context) => {
+          try {
+            if (++asks > 1) return await handlers.vaultLock(ask, context);
+            const late = new AbortController();
+            const answer = await handlers.vaultLock(ask, { ...context, signal: late.signal });
+            // Granted after the path closed: nobody received it (told once A2 has been answered).
+            if (context.signal.aborted) void answered.then(() => late.abort(new AnswerUndelivered(context.path)));
+            return answer;
+          } finally {
+            lockSettled++;
+          }
+        },
+      });
+      const waitUntil = async (done: () => boolean) => {
+        while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
+      };
+      expect(await b.lock("k", 3600)).toEqual({ variant: "Done" });
+      // A1 waits behind B and leaves.
+      const program = new AbortController();
+      const first = fetch(`http://127.0.0.1:${p.programPort}/vault/k/lock?ttl=3600`, { method: "POST", signal: program.signal }).catch(() => undefined);
+      await waitUntil(() => a.lockAttempts >= 2);
+      program.abort();
+      await first;
+      // A2 of the same container asks, and waits behind B too.
+      const attempts = a.lockAttempts;
+      const second = raw(p.programPort, "POST", "/vault/k/lock?ttl=3600");
+      await waitUntil(() => a.lockAttempts >= attempts + 2);
+      expect(await b.unlock("k")).toEqual({ variant: "Done" });
+      expect((await second).status).toBe(204);
+      // Every lock ask of A has been answered (A1's too, where it was still asked).
+      await waitUntil(() => lockSettled >= 2);
+      tellA1();
+      // A release, were one made, is made now (a hang guard, not an assertion).
+      await settledWithin(released, 2000);
+      // A2 holds k: B's next lock waits (it looks, and looks again)...
+      const before = b.lockAttempts;
+      const next = b.lock("k", 30);
+      let nextSettled = false;
+      void next.then(() => (nextSettled = true));
+      await waitUntil(() => b.lockAttempts >= before + 2 || nextSettled);
+      expect(nextSettled).toBe(false);
+      // ...until A2 unlocks it.
+      expect(await raw(p.programPort, "POST", "/vault/k/unlock")).toEqual({ status: 204, text: "" });
+      expect(await next).toEqual({ variant: "Done" });
+      expect(await b.unlock("k")).toEqual({ variant: "Done" });
     });
   }
 });

@@ -14,9 +14,6 @@ const ROUNDS: Record<FamilyScenario, number> = { vault: 2, command: 3, write: 2,
 
 /** Failures of a bug of another family, reported to the lead (README, "Known bugs"). */
 const KNOWN_BUGS: readonly { readonly name: string; readonly pattern: RegExp }[] = [
-  // vault: a departed waiter's grant is released by an unlock of the key, which also ends the lock a
-  // live program of the same container was just granted (the holder is the container).
-  { name: "vault: a departed waiter's release unlocks its container's live holder", pattern: /^vault: (unlock \S+ through \S+ after its grant: 502|\S+ granted to \S+ while \S+ holds it)/ },
 ];
 
 describe(`families soak (seed ${SEED})`, () => {

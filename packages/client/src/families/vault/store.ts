@@ -83,6 +83,25 @@ export class PostgresVault {
   /** The waiting locks of this vault, by the notification payload that wakes them. */
   private readonly waiters = new Map<string, Set<() => void>>();
   private closed = false;
+  /**
+   * The grants this vault has made, by key: a count each grant takes the next of. A release for an
+   * ask whose answer reached nobody is made only when no other grant of the key followed it (the
+   * holder is the container: one unlock ends every program's hold of the key).
+   */
+  private readonly grants = new Map<string, number>();
+  /** By key, the takes and releases in progress: one at a time, so a release never passes a take made before it. */
+  private readonly keyTurns = new Map<string, Promise<unknown>>();
+
+  /** Runs `step` after every take or release of `key` before it. */
+  private inTurn<T>(key: string, step: () => Promise<T>): Promise<T> {
+    const run = (this.keyTurns.get(key) ?? Promise.resolve()).then(step);
+    const tail = run.catch(() => {});
+    this.keyTurns.set(key, tail);
+    void tail.then(() => {
+      if (this.keyTurns.get(key) === tail) this.keyTurns.delete(key);
+    });
+    return run;
+  }
   /** Lock attempts made so far (each one statement): how often waiting locks looked. */
   lockAttempts = 0;
 
@@ -290,29 +309,42 @@ export class PostgresVault {
         // Taken when free, expired, or held by this container (a refresh); otherwise how long until
         // the holder's time runs out, in milliseconds.
         this.lockAttempts++;
-        const { rows } = await this.sql.query(
+        let grant = 0;
+        const { rows } = await this.inTurn(key, async () => {
+          const result = await this.sql.query(
           `WITH taken AS (
              INSERT INTO diverge_vault_lock (namespace, key, holder, expires_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
              ON CONFLICT (namespace, key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
              WHERE diverge_vault_lock.holder = excluded.holder OR diverge_vault_lock.expires_at <= clock_timestamp()
-             RETURNING holder)
-           SELECT true AS taken, 0::float8 AS wait_ms FROM taken
+             RETURNING (xmax = 0) AS inserted),
+           prior AS (SELECT holder = $3 AND expires_at > clock_timestamp() AS held FROM diverge_vault_lock WHERE namespace = $1 AND key = $2)
+           SELECT true AS taken, 0::float8 AS wait_ms, (inserted OR NOT EXISTS (SELECT 1 FROM prior WHERE held)) AS fresh FROM taken
            UNION ALL
-           SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM diverge_vault_lock
+           SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000, false FROM diverge_vault_lock
              WHERE namespace = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM taken)`,
           [this.options.namespace, keyBytes(key), this.holder, ttl],
-        );
-        if (rows.some((row) => row.taken === true)) {
+          );
+          if (result.rows.some((row) => row.taken === true)) this.grants.set(key, (grant = (this.grants.get(key) ?? 0) + 1));
+          return result;
+        });
+        const taken = rows.find((row) => row.taken === true);
+        if (taken) {
+          // Released for an ask nobody was told of only when this ask took the hold itself (it was
+          // not already the container's: a re-lock) and no other grant of the key came after it.
+          const release = () =>
+            this.inTurn(key, async () => {
+              if (taken.fresh === true && this.grants.get(key) === grant) await this.unlock(key);
+            });
           // Taken just as the path ended: nobody is told, so nobody keeps it.
           if (signal?.aborted) {
-            await this.unlock(key);
+            await release();
             return undefined;
           }
           // Taken, but the answer came after its path had closed: nobody was told, so nobody keeps it.
           signal?.addEventListener(
             "abort",
             () => {
-              if (signal.reason instanceof AnswerUndelivered) void this.unlock(key);
+              if (signal.reason instanceof AnswerUndelivered) void release();
             },
             { once: true },
           );

@@ -18,11 +18,43 @@ import type { AskOutcome } from "../../exchanges/engine.js";
 import type { ProxyAsks } from "../../gen/exchanges.js";
 import { drain, failed, InFlight, readBody, reply } from "../../paths/program-http.js";
 
+/** A container's locks of one key, as its programs have them: grants not yet unlocked (each with its expiry), asks waiting, a departed waiter's release owed. */
+interface LiveLocks {
+  held: { seq: number; until: number }[];
+  waiting: number;
+  release: boolean;
+}
+
 /** The longest key a vault set can carry: its length is a u16. */
 const MAX_SET_KEY_BYTES = 0xffff;
 
 export class VaultApi {
   private readonly inFlight = new InFlight();
+  /**
+   * By key, the grants handed to programs (answered 204) and not yet seen unlocked, and the lock asks
+   * of programs still waiting. The holder is the container: an unlock on behalf of a program that left
+   * ends every program's hold of the key, so it is sent only when no program holds or awaits it.
+   */
+  private readonly live = new Map<string, LiveLocks>();
+  private grants = 0;
+
+  private entry(key: string): LiveLocks {
+    let entry = this.live.get(key);
+    if (!entry) this.live.set(key, (entry = { held: [], waiting: 0, release: false }));
+    // A grant whose time has run out is held no more.
+    const now = Date.now();
+    entry.held = entry.held.filter((grant) => grant.until > now);
+    return entry;
+  }
+
+  /** Releases `key` for a program that left, once no program holds or awaits it; until then it waits. */
+  private releaseDeparted(key: string, asked = true): void {
+    const entry = this.entry(key);
+    if (asked) entry.release = true;
+    if (entry.held.length > 0 || entry.waiting > 0) return;
+    this.live.delete(key);
+    if (entry.release) void this.asks.vaultUnlock({ key });
+  }
 
   constructor(
     private readonly asks: ProxyAsks,
@@ -73,28 +105,54 @@ export class VaultApi {
         drain(request);
         // A lock of zero seconds is refused by the lock's semantics (paths.md §7.2): refused here, before asking.
         if (ttlText === null || !/^[0-9]{1,10}$/.test(ttlText) || Number(ttlText) < 1 || Number(ttlText) > 0xffffffff) return reply(response, 400, "ttl must be a number of seconds from 1 to 4294967295\n");
-        outcome = await this.asks.vaultLock(
-          { key, ttl: Number(ttlText) },
-          {
-            signal: controller.signal,
-            // Granted after its program left (a begin-scope channel cannot be withdrawn): released at
-            // once, so nobody holds it for its TTL. On `/requests` the closed path withdraws the ask instead.
-            answeredAfterAbort: (answer) => {
-              if ((answer as { variant?: string }).variant === "Done") void this.asks.vaultUnlock({ key });
+        const entry = this.entry(key);
+        entry.waiting++;
+        let waiting = true;
+        const stopWaiting = () => {
+          if (!waiting) return;
+          waiting = false;
+          this.entry(key).waiting--;
+        };
+        // A program that leaves while waiting no longer awaits the key.
+        controller.signal.addEventListener("abort", () => (stopWaiting(), this.releaseDeparted(key, false)), { once: true });
+        try {
+          outcome = await this.asks.vaultLock(
+            { key, ttl: Number(ttlText) },
+            {
+              signal: controller.signal,
+              // Granted after its program left (a begin-scope channel cannot be withdrawn): released at
+              // once, so nobody holds it for its TTL, unless a live program of this container holds or
+              // awaits the key. On `/requests` the closed path withdraws the ask instead.
+              answeredAfterAbort: (answer) => {
+                if ((answer as { variant?: string }).variant === "Done") this.releaseDeparted(key);
+              },
             },
-          },
-        );
+          );
+        } finally {
+          stopWaiting();
+        }
+        if (outcome.type === "answered" && outcome.answer.variant === "Done" && !programGone(response)) this.entry(key).held.push({ seq: ++this.grants, until: Date.now() + Number(ttlText) * 1000 });
+        else this.releaseDeparted(key, false);
       } else if (action === "/unlock" && method === "POST") {
         drain(request);
+        const before = this.grants;
         outcome = await this.asks.vaultUnlock({ key }, { signal: controller.signal });
+        // Answered (done, or not held): the container's hold is gone, a departed waiter's with it;
+        // grants made since are kept.
+        if (outcome.type === "answered") {
+          const entry = this.entry(key);
+          entry.held = entry.held.filter((grant) => grant.seq > before);
+          entry.release = false;
+          this.releaseDeparted(key, false);
+        }
       } else {
         drain(request);
         return reply(response, 405, "method not allowed\n");
       }
       if (outcome.type !== "answered") return failed(response, outcome);
       if (outcome.answer.variant === "Done" && action === "/lock" && programGone(response)) {
-        // Granted as its program left: nobody is told, so nobody keeps it.
-        void this.asks.vaultUnlock({ key });
+        // Granted as its program left: nobody is told, so nobody keeps it (unless a live program holds or awaits it).
+        this.releaseDeparted(key);
         return;
       }
       if (outcome.answer.variant === "Done") return void response.writeHead(204).end();
