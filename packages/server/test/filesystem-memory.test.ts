@@ -16,7 +16,7 @@ afterEach(async () => {
   if (base) await rm(base, { recursive: true, force: true });
 });
 
-it(`a Snapshot of ${FILES} files peaks the heap within 10 times its message size (plus a fixed 8 MB)`, { timeout: 120_000 }, async () => {
+it(`a Snapshot of ${FILES} files peaks the heap within 10 times its message size (plus a fixed 32 MB)`, { timeout: 120_000 }, async () => {
   base = await realpath(await mkdtemp(join(tmpdir(), "diverge-fs-memory-")));
   // Directories of 1,000 empty files, made at once by python (node's one by one is slow).
   const script = "import os,sys\nfor d in range(int(sys.argv[2])):\n p=os.path.join(sys.argv[1],'dir-%d'%d); os.mkdir(p)\n for f in range(1000): open(os.path.join(p,'file-%05d.txt'%f),'w').close()";
@@ -49,7 +49,9 @@ it(`a Snapshot of ${FILES} files peaks the heap within 10 times its message size
   const rssPeak = peak.rss - before.rss;
   console.log(`snapshot of ${FILES} files: ${bytes} bytes; heap peak +${(heapPeak / 1e6).toFixed(1)} MB, rss peak +${(rssPeak / 1e6).toFixed(1)} MB (the watcher's native crawl included), ${Date.now() - started} ms`);
   expect(children).toBe(Math.ceil(FILES / 1000));
-  // Generous: 10 times the message, plus a fixed 8 MB for what any walk costs (the watcher's module,
-  // garbage not yet collected). Measured: 100,000 files, 3.0 MB message, heap peak +25.6 MB.
-  expect(heapPeak).toBeLessThan(10 * bytes + 8e6);
+  // Generous: 10 times the message, plus a fixed 32 MB for what any walk costs (the watcher's module,
+  // garbage the collector has not reached yet: 10-19 MB seen for 20,000 files, the higher under CI's
+  // full load). Measured: 100,000 files, 3.0 MB message, heap peak +25.6 MB. The bug this guards
+  // against cost ~5.4 KB an entry (+540 MB for 100,000 files, ~108 MB for 20,000).
+  expect(heapPeak).toBeLessThan(10 * bytes + 32e6);
 });
