@@ -11,12 +11,13 @@
 // goes with it), when the path ends (the program left, the exchange ended) and when this process
 // exits (the provider stops). Its stdout is read only as fast as the answer path drains: the
 // executable blocks on a full pipe instead of the provider holding its output.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import type { CommandResponse } from "@diverge/codec";
 import type { RequestsAskBody } from "@diverge/codec/exchanges";
 import type { AnswerContext } from "../../exchanges/engine.js";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "../../limits.js";
+import { endGroup, spawnInGroup } from "../../process-group.js";
 
 /** How much of the end of stderr the error carries. */
 export const STDERR_TAIL_BYTES = 4096;
@@ -35,54 +36,18 @@ export interface CommandContext extends AnswerContext {
   readonly maxItemBytes?: number;
 }
 
-/** The groups of commands still running: ended with SIGKILL if this process exits first. */
-const liveGroups = new Set<number>();
-let exitHooked = false;
-function hookExit(): void {
-  if (exitHooked) return;
-  exitHooked = true;
-  process.on("exit", () => {
-    for (const group of liveGroups) signalGroup(group, "SIGKILL");
-  });
-}
-
-/** False once the group has no process left. */
-function signalGroup(group: number, signal: NodeJS.Signals): boolean {
-  try {
-    process.kill(-group, signal);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Ends a command's group: SIGTERM now, SIGKILL after `graceMs` to whatever is left. */
-function endGroup(child: ChildProcess, graceMs: number): void {
-  const group = child.pid;
-  if (group === undefined || !liveGroups.has(group)) return;
-  if (!signalGroup(group, "SIGTERM")) return void liveGroups.delete(group);
-  const timer = setTimeout(() => {
-    liveGroups.delete(group);
-    signalGroup(group, "SIGKILL");
-  }, graceMs);
-  // Not what keeps the provider alive: a provider exiting first SIGKILLs the group on its way out.
-  timer.unref();
-}
-
 /** A `command` handler for `ProviderHandlers` that runs `executable` once per command. */
 export function commandExec(executable: string, args: readonly string[] = [], options: CommandExecOptions = {}): (ask: RequestsAskBody<"Command">, context: AnswerContext) => AsyncIterable<CommandResponse> {
   const graceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   return async function* run({ command }, context: CommandContext) {
     const maxLine = options.maxLineBytes ?? (context.maxItemBytes ?? DEFAULT_MAX_MESSAGE_BYTES - 1);
     if (context.signal.aborted) return;
-    hookExit();
-    const child = spawn(executable, [...args], { stdio: ["pipe", "pipe", "pipe"], detached: true });
-    if (child.pid !== undefined) liveGroups.add(child.pid);
+    const child: ChildProcess = spawnInGroup(executable, args, { stdio: ["pipe", "pipe", "pipe"] });
     let ending = false;
     const end = () => {
       if (ending) return;
       ending = true;
-      endGroup(child, graceMs);
+      void endGroup(child, graceMs);
     };
     let stderr = Buffer.alloc(0);
     child.stderr!.on("data", (chunk: Buffer) => {

@@ -1,7 +1,6 @@
 // relayToMcp: answer every MCP ask of a proxy by forwarding it to a real MCP server through the MCP
 // SDK's client (Streamable HTTP or stdio), and relay that server's notifications on the stream.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
@@ -17,6 +16,7 @@ import type { ErrorData } from "@diverge/codec";
 import type { ProxyHandlers } from "../../paths/connect.js";
 import type { McpAnswer, NotificationSink } from "./answering.js";
 import { perRequestSignalFetch } from "@diverge/multiplexer";
+import { GroupStdioTransport } from "./stdio-transport.js";
 
 /** Where the MCP server is: a Streamable HTTP endpoint, or a command speaking MCP on stdio. */
 export type McpTarget =
@@ -52,7 +52,7 @@ export function relayToMcp(target: McpTarget, options: RelayOptions = {}): McpRe
   const makeTransport = (): Transport =>
     "url" in target
       ? new StreamableHTTPClientTransport(new URL(String(target.url)), { fetch: perRequestSignalFetch() })
-      : new StdioClientTransport({ command: target.command, args: [...(target.args ?? [])], env: target.env, cwd: target.cwd, stderr: "inherit" });
+      : new GroupStdioTransport(target);
 
   /** One client, dialled on first use and again after its transport ended. */
   const client = (): Promise<Client> => {
