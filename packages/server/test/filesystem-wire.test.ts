@@ -608,6 +608,76 @@ describe("a tree whose root is removed and made again", () => {
   });
 });
 
+describe("a watched subdirectory removed and made again under an open tree", () => {
+  /** The files under root/sub the frames so far say exist (a Snapshot resets what the deltas built). */
+  const filesUnderSub = (frames: FiletreeFrame[]): Set<string> => {
+    const seen = new Set<string>();
+    for (const frame of frames) {
+      const f = frame as { kind: string; path?: string[]; children?: { name: string; kind: string; children?: { name: string }[] }[]; node?: { kind: string; name: string; children?: { name: string }[] } };
+      if (f.kind === "Snapshot") {
+        seen.clear();
+        for (const child of f.children?.find((c) => c.name === "sub")?.children ?? []) seen.add(child.name);
+      } else if (f.path?.[0] === "sub") {
+        if (f.path.length === 1) {
+          seen.clear();
+          for (const child of f.node?.children ?? []) if (f.kind !== "Removed") seen.add(child.name);
+        } else if (f.kind === "Removed") seen.delete(f.path[1]!);
+        else seen.add(f.path[1]!);
+      }
+    }
+    return seen;
+  };
+  const scenario = async (frames: () => Promise<FiletreeFrame[]>) => {
+    await rm(join(root, "sub"), { recursive: true });
+    await mkdir(join(root, "sub"));
+    await writeFile(join(root, "sub", "after-1"), "x");
+    // Written a while after the re-creation, so it lands on whatever watch the new directory has.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await writeFile(join(root, "sub", "after-2"), "y");
+    const deadline = Date.now() + 20_000;
+    let seen = new Set<string>();
+    const all: FiletreeFrame[] = [];
+    while (Date.now() < deadline) {
+      all.push(...(await frames()));
+      seen = filesUnderSub(all);
+      if (seen.has("after-1") && seen.has("after-2")) break;
+    }
+    expect([...seen].sort()).toEqual(["after-1", "after-2"]);
+  };
+
+  it("multiplexed: the tree tells the removal and everything made in the new directory", { timeout: 40_000 }, async () => {
+    const proxy = await fresh();
+    await mkdir(join(root, "sub"));
+    await writeFile(join(root, "sub", "before"), "");
+    const raw = await rawConnect(proxy.port);
+    open(raw, 2, "FilesystemTree", { ignore: [] });
+    const first = decodeTreeResponse(payloadOf(await raw.next(onScope(2))));
+    expect(filesUnderSub([(first as { frame: FiletreeFrame }).frame])).toEqual(new Set(["before"]));
+    await scenario(async () => {
+      const answer = decodeTreeResponse(payloadOf(await raw.next(onScope(2), 20_000)));
+      expect(answer.variant).toBe("Frame");
+      return [(answer as { frame: FiletreeFrame }).frame];
+    });
+    raw.socket.close();
+  });
+
+  it("paths: the tree tells the removal and everything made in the new directory", { timeout: 40_000 }, async () => {
+    const proxy = await fresh();
+    await mkdir(join(root, "sub"));
+    await writeFile(join(root, "sub", "before"), "");
+    const tree = await openPath(proxy.port, "/filesystem/tree", { ignore: [] });
+    const first = decodeTreeMessage(await tree.next());
+    expect(filesUnderSub([(first as { frame: FiletreeFrame }).frame])).toEqual(new Set(["before"]));
+    await scenario(async () => {
+      const answer = decodeTreeMessage(await tree.next(20_000));
+      expect(answer.variant).toBe("Frame");
+      return [(answer as { frame: FiletreeFrame }).frame];
+    });
+    tree.socket.close();
+    await tree.closed;
+  });
+});
+
 describe("a Snapshot larger than the message limit", () => {
   const many = async () => {
     await mkdir(join(root, "many"));
