@@ -29,6 +29,8 @@ export interface ChildMemory {
   readonly arrayBuffers: number;
   /** CPU time this process has used (user + system), in microseconds. */
   readonly cpu?: number;
+  /** The highest RSS this process has had since it started (the kernel's count), in bytes. */
+  readonly maxRss?: number;
 }
 
 const cpuOf = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
@@ -77,7 +79,7 @@ async function main(): Promise<void> {
         gc();
       }
       const m = process.memoryUsage();
-      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, cpu: cpuOf(process.cpuUsage()) } satisfies ChildMemory);
+      process.send!({ type: "memory", rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, cpu: cpuOf(process.cpuUsage()), maxRss: process.resourceUsage().maxRSS * 1024 } satisfies ChildMemory);
     } else if (message.type === "stats") {
       process.send!({ type: "stats", stats: stats() });
     } else if (message.type === "close") {

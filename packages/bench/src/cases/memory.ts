@@ -16,6 +16,7 @@ import { WebSocket } from "ws";
 import type { ChildMemory } from "../child.js";
 import { startChild, type Child } from "../processes.js";
 import type { SuiteReport, Target } from "../run.js";
+import { familiesMemory, type FamiliesMemory } from "./memory-families.js";
 
 const MB = 1024 * 1024;
 
@@ -38,6 +39,8 @@ export interface MemoryResult {
     readonly maxProgramBuffered: number;
     readonly maxProviderBuffered: number;
   };
+  /** The families' rows (tree Snapshot, command backpressure). */
+  readonly families: FamiliesMemory;
 }
 
 const used = (m: ChildMemory) => m.heapUsed + m.external;
@@ -216,11 +219,13 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
     await stream(proxy, proxy.ready.pgPort!, nextAnnounced(), warmBytes);
     log(`  memory: the postgres pair streaming ${streamBytes / MB} MB`);
     const streamed = await stream(proxy, proxy.ready.pgPort!, nextAnnounced(), streamBytes);
+    const families = await familiesMemory(quick, log);
     const result: MemoryResult = {
       idle: { proxyRss: idleMem.rss, proxyHeap: idleMem.heapUsed, bareNodeRss },
       perChannel: channel,
       perAsk: ask,
       stream: streamed,
+      families: families.result,
     };
     const growth = streamed.rssPeak - streamed.rssBefore;
     const climb = streamed.rssLastQuarterPeak - streamed.rssFirstQuarterPeak;
@@ -262,6 +267,7 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
           `largest buffers ${(streamed.maxProviderBuffered / 1024).toFixed(0)} KB to the provider, ${(streamed.maxProgramBuffered / 1024).toFixed(0)} KB to the program; ${(streamed.bytes / MB / streamed.seconds).toFixed(0)} MB/s`,
         met: growth <= flatLimit && climb <= climbLimit,
       },
+      ...families.targets,
     ];
     return {
       result,
@@ -284,6 +290,7 @@ export async function memorySuite(quick: boolean, log: (line: string) => void): 
               "largest buffers of the pair (the proxy's PairStats)",
               `${(streamed.maxProviderBuffered / 1024).toFixed(0)} KB waiting to the provider, ${(streamed.maxProgramBuffered / 1024).toFixed(0)} KB waiting in the program's socket`,
             ],
+            ...families.rows,
           ],
         },
       ],

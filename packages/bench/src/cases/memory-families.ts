@@ -1,0 +1,230 @@
+// Case 5, the families' rows: memory that grew without bound before issue 24, measured from outside
+// with the kernel's own count of each process's peak RSS (getrusage's maxRSS, /proc's VmHWM).
+//   - a tree Snapshot of many files on /filesystem/tree: the proxy's peak beside the Snapshot's size
+//     (every entry stat'ed at once cost +540 MB for a 2.8 MB Snapshot of 100,000 files);
+//   - a command that writes faster than the program reads (`yes`), its answer read with pauses: the
+//     proxy's and the provider's (`diverge connect --command-exec`) peaks (+~800 MB in 6 s before:
+//     nothing paused the executable).
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
+import { request } from "node:http";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { encodeFilesystemPathsRequest } from "@diverge/codec";
+import { WebSocket } from "ws";
+import { startChild, type Child } from "../processes.js";
+import type { Target } from "../run.js";
+
+const MB = 1024 * 1024;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface FamiliesMemory {
+  readonly snapshot: {
+    readonly files: number;
+    readonly messageBytes: number;
+    readonly rssBefore: number;
+    readonly rssPeak: number;
+    /** heapUsed + external: after a full GC before the tree, and the highest of samples taken every 20 ms while it is made. */
+    readonly heapBefore: number;
+    readonly heapPeak: number;
+    /** heapUsed + external after a full GC once the Snapshot is sent: what the watch keeps (its shadow of the tree). */
+    readonly heapAfter: number;
+    readonly samples: number;
+  };
+  readonly command: {
+    readonly bytesRead: number;
+    readonly pauses: number;
+    readonly proxy: { readonly rssBefore: number; readonly rssPeak: number };
+    readonly provider: { readonly rssBefore: number; readonly rssPeak: number };
+  };
+}
+
+/** A process's current and peak RSS from /proc (bytes). */
+function procMemory(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: field("VmRSS"), peak: field("VmHWM") };
+}
+
+async function snapshotPeak(files: number): Promise<FamiliesMemory["snapshot"]> {
+  const root = mkdtempSync(join(tmpdir(), "diverge-bench-snapshot-"));
+  const perDirectory = 1000;
+  for (let d = 0; d * perDirectory < files; d++) {
+    const dir = join(root, `d${d}`);
+    mkdirSync(dir);
+    for (let f = 0; f < perDirectory && d * perDirectory + f < files; f++) writeFileSync(join(dir, `file-${f}.txt`), "");
+  }
+  let proxy: Child | undefined;
+  try {
+    proxy = await startChild(["filesystem", root]);
+    await sleep(500);
+    const before = await proxy.memory();
+    const socket = new WebSocket(`ws://127.0.0.1:${proxy.ready.port}/filesystem/tree`);
+    const first = new Promise<Buffer>((resolve, reject) => {
+      socket.once("message", (data: Buffer) => resolve(data));
+      socket.once("error", reject);
+      socket.once("close", () => reject(new Error("the tree closed before its Snapshot")));
+    });
+    await new Promise<void>((resolve, reject) => {
+      socket.once("open", () => resolve());
+      socket.once("error", reject);
+    });
+    const heapOf = (m: { heapUsed: number; external: number }) => m.heapUsed + m.external;
+    let heapPeak = heapOf(before);
+    let samples = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        heapPeak = Math.max(heapPeak, heapOf(await proxy!.memory(false)));
+        samples++;
+        await sleep(20);
+      }
+    })();
+    socket.send(encodeFilesystemPathsRequest({ request: { ignore: [] } }));
+    const timer = setTimeout(() => socket.terminate(), 120_000);
+    const snapshot = await first.finally(() => {
+      clearTimeout(timer);
+      sampling = false;
+    });
+    await sampler;
+    const after = await proxy.memory();
+    socket.close();
+    return {
+      files,
+      messageBytes: snapshot.length,
+      rssBefore: before.rss,
+      rssPeak: Math.max(after.maxRss ?? NaN, before.rss),
+      heapBefore: heapOf(before),
+      heapPeak,
+      heapAfter: heapOf(after),
+      samples,
+    };
+  } finally {
+    await proxy?.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** The program reads `total` bytes of a command's answer, stopping for `pauseMs` after every `every` bytes. */
+async function commandPeaks(total: number, every: number, pauseMs: number): Promise<FamiliesMemory["command"]> {
+  const dir = mkdtempSync(join(tmpdir(), "diverge-bench-command-"));
+  const script = join(dir, "fast.sh");
+  // Each command prints one long-ish line after another, as fast as the pipe takes them.
+  writeFileSync(script, "#!/bin/sh\nexec yes 'a line of output, written far faster than the program reads it, 64 bytes'\n");
+  chmodSync(script, 0o755);
+  const container = await startChild(["container"]);
+  const proxy = await startChild(["proxy", String(container.ready.port)]);
+  const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
+  const provider = spawn(process.execPath, [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.ready.port}`, "--transport", "paths", "--quiet", "--command-exec", script], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  provider.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  try {
+    // Connected once the proxy counts a provider on /requests: ask until a command is answered.
+    const started = Date.now();
+    let answered = false;
+    while (!answered) {
+      if (Date.now() - started > 30_000 || provider.exitCode !== null) throw new Error(`the provider never answered a command: ${stderr}`);
+      answered = await new Promise<boolean>((resolve) => {
+        const req = request({ host: "127.0.0.1", port: proxy.ready.programPort, method: "POST", path: "/command" }, (res) => {
+          res.once("data", () => {
+            resolve(res.statusCode === 200);
+            req.destroy();
+          });
+          res.once("error", () => resolve(false));
+        });
+        req.on("error", () => resolve(false));
+        req.end("probe");
+      });
+      if (!answered) await sleep(200);
+    }
+    await sleep(500);
+    const proxyBefore = await proxy.memory();
+    const providerBefore = procMemory(provider.pid!);
+    let read = 0;
+    let pauses = 0;
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port: proxy.ready.programPort, method: "POST", path: "/command" }, (res) => {
+        let nextPause = every;
+        res.on("data", (chunk: Buffer) => {
+          read += chunk.length;
+          if (read >= total) {
+            req.destroy();
+            resolve();
+          } else if (read >= nextPause) {
+            nextPause += every;
+            pauses++;
+            res.pause();
+            setTimeout(() => res.resume(), pauseMs);
+          }
+        });
+        res.once("error", () => (read >= total ? resolve() : reject(new Error(`the answer broke after ${read} bytes`))));
+        res.once("end", () => (read >= total ? resolve() : reject(new Error(`the answer ended after ${read} bytes`))));
+      });
+      req.on("error", (problem) => (read >= total ? resolve() : reject(problem)));
+      req.setTimeout(120_000, () => req.destroy(new Error("the command read took more than 120 s")));
+      req.end("go");
+    });
+    const proxyAfter = await proxy.memory();
+    const providerAfter = procMemory(provider.pid!);
+    return {
+      bytesRead: read,
+      pauses,
+      proxy: { rssBefore: proxyBefore.rss, rssPeak: Math.max(proxyAfter.maxRss ?? NaN, proxyBefore.rss) },
+      provider: { rssBefore: providerBefore.rss, rssPeak: providerAfter.peak },
+    };
+  } finally {
+    provider.kill("SIGTERM");
+    await new Promise((resolve) => (provider.exitCode !== null ? resolve(undefined) : provider.once("exit", resolve)));
+    await proxy.close();
+    await container.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function familiesMemory(quick: boolean, log: (line: string) => void): Promise<{ result: FamiliesMemory; targets: Target[]; rows: string[][] }> {
+  const files = quick ? 5_000 : 100_000;
+  log(`  memory: a tree Snapshot of ${files} files`);
+  const snapshot = await snapshotPeak(files);
+  const total = quick ? 16 * MB : 256 * MB;
+  const every = quick ? 4 * MB : 32 * MB;
+  log(`  memory: a command's ${total / MB} MB answer read with pauses`);
+  const command = await commandPeaks(total, every, 1000);
+  const mb = (bytes: number) => `${(bytes / MB).toFixed(1)} MB`;
+  const snapshotGrowth = snapshot.rssPeak - snapshot.rssBefore;
+  const heapGrowth = snapshot.heapPeak - snapshot.heapBefore;
+  const snapshotLimit = 4 * snapshot.messageBytes;
+  const proxyGrowth = command.proxy.rssPeak - command.proxy.rssBefore;
+  const providerGrowth = command.provider.rssPeak - command.provider.rssBefore;
+  // The same allowance as the postgres stream (V8 grows its young generation once under this allocation rate).
+  const commandLimit = 48 * MB;
+  const targets: Target[] = [
+    {
+      case: 5,
+      what: `tree Snapshot of ${files} files (/filesystem/tree)`,
+      goal: "proxy peak RSS within a few times (4×) the Snapshot's size of where it started",
+      value:
+        `RSS +${mb(snapshotGrowth)} at the kernel's peak for a ${mb(snapshot.messageBytes)} Snapshot (${(snapshotGrowth / snapshot.messageBytes).toFixed(1)}×; ${mb(snapshot.rssBefore)} → ${mb(snapshot.rssPeak)}); ` +
+        `heap +${mb(heapGrowth)} at the sampled peak, +${mb(snapshot.heapAfter - snapshot.heapBefore)} kept by the watch after a GC`,
+      met: snapshotGrowth <= snapshotLimit,
+    },
+    {
+      case: 5,
+      what: `a command writing faster than the program reads (${mb(command.bytesRead)} read, ${command.pauses} pauses of 1 s)`,
+      goal: `proxy and provider peak RSS each within ${commandLimit / MB} MB of where they started`,
+      value: `proxy +${mb(proxyGrowth)}, provider (diverge connect) +${mb(providerGrowth)} at the peak`,
+      met: proxyGrowth <= commandLimit && providerGrowth <= commandLimit,
+    },
+  ];
+  const rows = [
+    [
+      `tree Snapshot of ${files} files (${mb(snapshot.messageBytes)})`,
+      `proxy heap+external ${mb(snapshot.heapBefore)} before, peak ${mb(snapshot.heapPeak)} (sampled), ${mb(snapshot.heapAfter)} after a GC; RSS ${mb(snapshot.rssBefore)} before, peak ${mb(snapshot.rssPeak)} (kernel maxRSS)`,
+    ],
+    [
+      `command answer of ${mb(command.bytesRead)} read with ${command.pauses} pauses`,
+      `proxy RSS ${mb(command.proxy.rssBefore)} → peak ${mb(command.proxy.rssPeak)}; provider ${mb(command.provider.rssBefore)} → peak ${mb(command.provider.rssPeak)} (VmHWM)`,
+    ],
+  ];
+  return { result: { snapshot, command }, targets, rows };
+}
