@@ -64,6 +64,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.agents = (problem as Error).message;
   }
+  try {
+    extra.pgwire = (await import("./cases/pgwire.js")).pgwireSuite;
+  } catch (problem) {
+    problems.pgwire = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

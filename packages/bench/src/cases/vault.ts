@@ -27,7 +27,7 @@ interface Database {
   stop(): Promise<void>;
 }
 
-function postgresBin(): string | undefined {
+export function postgresBin(): string | undefined {
   const fromEnv = process.env.DIVERGE_PG_BIN;
   if (fromEnv) return fromEnv;
   const root = "/usr/lib/postgresql";
@@ -45,7 +45,7 @@ async function freePort(): Promise<number> {
 }
 
 /** A throwaway PostgreSQL cluster (as root it runs as `postgres`, which refuses root), or PGlite when there is none. */
-async function startDatabase(): Promise<Database> {
+export async function startDatabase(): Promise<Database> {
   const bin = postgresBin();
   if (!bin) {
     const { PGlite } = await import("@electric-sql/pglite");
