@@ -25,10 +25,31 @@ export interface Child {
   close(): Promise<void>;
 }
 
+/** The suite running now, for the names of the CPU profiles (`DIVERGE_BENCH_PROFILE=<dir>`). */
+let profileLabel = "bench";
+const profileCounts = new Map<string, number>();
+export function setProfileLabel(label: string): void {
+  profileLabel = label;
+}
+
+/**
+ * With `DIVERGE_BENCH_PROFILE=<dir>`: the Node flags that write a CPU profile of the process started
+ * with them to `<dir>/<suite>-<role>[-n].cpuprofile` as it exits; otherwise none.
+ */
+export function profileArgs(role: string): string[] {
+  const dir = process.env.DIVERGE_BENCH_PROFILE;
+  if (!dir) return [];
+  const key = `${profileLabel}-${role}`;
+  const n = (profileCounts.get(key) ?? 0) + 1;
+  profileCounts.set(key, n);
+  return ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${key}${n > 1 ? `-${n}` : ""}.cpuprofile`];
+}
+
 /** Forks `child.js <args>` and resolves once it says it is listening (at most 30 s). */
 export function startChild(args: readonly string[], options: { readonly cpuProfile?: { readonly dir: string; readonly name: string } } = {}): Promise<Child> {
   if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
-  const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : [];
+  const auto = ["proxy", "filesystem", "pg-provider"].includes(args[0] ?? "") ? profileArgs(args[0] === "pg-provider" ? "provider" : "proxy") : [];
+  const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : auto;
   const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {

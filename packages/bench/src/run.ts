@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { fixedFrames, jsonFrames, protobufPeer } from "./cases/codec.js";
 import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
+import { setProfileLabel } from "./processes.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
 export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents", "pgwire"] as const;
@@ -272,6 +273,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       continue;
     }
     log(`case ${CASE_OF[suite]} (${suite}) …`);
+    setProfileLabel(suite);
     try {
       const out = await run(options.quick, log);
       if (suite === "relay") relay = out.result;

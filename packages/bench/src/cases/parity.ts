@@ -18,7 +18,7 @@ import { connectProxy, mcpProviderHandlers, openContainer, perRequestSignalFetch
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import pg from "pg";
-import { load, socatChain, startChild, type LoadResult } from "../processes.js";
+import { load, profileArgs, socatChain, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
@@ -41,7 +41,7 @@ async function sdkClient(url: string, name: string): Promise<Client> {
 
 /** `diverge connect … --serve-tools 127.0.0.1:0` as a process; resolves with its MCP URL. */
 async function serveTools(args: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [cli, "connect", ...args, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, API_KEY: "bench-key" } });
+  const child = spawn(process.execPath, [...profileArgs("provider"), cli, "connect", ...args, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, API_KEY: "bench-key" } });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const deadline = Date.now() + 30_000;

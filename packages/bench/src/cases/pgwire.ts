@@ -88,6 +88,9 @@ interface SlowReader {
   readonly rssStart: number;
   readonly rssPeak: number;
   readonly rssEnd: number;
+  /** Heap and external (Buffers) memory: what the proxy holds, without the allocator's retained pages. */
+  readonly heldStart: number;
+  readonly heldPeak: number;
   readonly spilled?: number;
 }
 
@@ -124,14 +127,20 @@ function otherChannel(port: number): { stop(): Promise<number[]> } {
 }
 
 async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Relay, pauseMs: number, quick: boolean): Promise<SlowReader> {
-  const rssStart = (await r.proxy.memory(false)).rss;
+  const first = await r.proxy.memory(false);
+  const rssStart = first.rss;
+  const heldStart = first.heapUsed + first.external;
+  let heldPeak = heldStart;
   const baseline = otherChannel(r.pgPort);
   await new Promise((resolve) => setTimeout(resolve, quick ? 200 : 2000));
   const before = await baseline.stop();
   const during = otherChannel(r.pgPort);
   let rssPeak = rssStart;
   const sampler = setInterval(() => {
-    void r.proxy.memory(false).then((m) => (rssPeak = Math.max(rssPeak, m.rss)));
+    void r.proxy.memory(false).then((m) => {
+      rssPeak = Math.max(rssPeak, m.rss);
+      heldPeak = Math.max(heldPeak, m.heapUsed + m.external);
+    });
   }, 250);
   const start = performance.now();
   const dump = spawn(join(bin, "pg_dump"), ["-h", "127.0.0.1", "-p", String(r.pgPort), "-U", "postgres", "-t", "big", "postgres"], { stdio: ["ignore", "pipe", "pipe"] });
@@ -161,6 +170,8 @@ async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Re
     rssStart,
     rssPeak,
     rssEnd,
+    heldStart,
+    heldPeak,
     spilled: transport === "multiplexed" ? stats.postgres?.spilledBytes : undefined,
   };
 }
@@ -168,8 +179,8 @@ async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Re
 export async function pgwireSuite(quick: boolean, log: (line: string) => void): Promise<SuiteReport> {
   const bin = postgresBin();
   if (!bin) throw new Error("no PostgreSQL binaries (pgbench, pg_dump): install Debian's postgresql");
-  const seconds = quick ? 1 : 4;
-  const rounds = quick ? 1 : 2;
+  const seconds = quick ? 1 : 3;
+  const rounds = quick ? 1 : 3;
   const profileDir = process.env.DIVERGE_BENCH_PROFILE;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
   const closers: (() => Promise<unknown> | unknown)[] = [];
@@ -244,7 +255,7 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
         case: 12,
         what: `slow reader (${s.transport}): pg_dump of ${(s.bytes / MB || rows * 0.000656).toFixed(0)} MB into a reader pausing ${pauseMs / 1000} s`,
         goal: "completes; the other driver's p99 unchanged (≤ 2× its p99 before); proxy RSS flat (peak ≤ 64 MB over the start)",
-        value: `${s.completed ? "completed" : `failed (${s.error})`}, ${(s.bytes / MB).toFixed(0)} MB in ${s.seconds.toFixed(1)} s; other driver p99 ${s.p99During.toFixed(2)} ms during vs ${s.p99Before.toFixed(2)} ms before (${s.queriesDuring} queries); proxy RSS ${(s.rssStart / MB).toFixed(0)} → peak ${(s.rssPeak / MB).toFixed(0)} → ${(s.rssEnd / MB).toFixed(0)} MB${s.spilled !== undefined ? `; ${(s.spilled / MB).toFixed(0)} MB through disk` : ""}`,
+        value: `${s.completed ? "completed" : `failed (${s.error})`}, ${(s.bytes / MB).toFixed(0)} MB in ${s.seconds.toFixed(1)} s; other driver p99 ${s.p99During.toFixed(2)} ms during vs ${s.p99Before.toFixed(2)} ms before (${s.queriesDuring} queries); proxy RSS ${(s.rssStart / MB).toFixed(0)} → peak ${(s.rssPeak / MB).toFixed(0)} → ${(s.rssEnd / MB).toFixed(0)} MB (heap + external ${(s.heldStart / MB).toFixed(0)} → peak ${(s.heldPeak / MB).toFixed(0)} MB)${s.spilled !== undefined ? `; ${(s.spilled / MB).toFixed(0)} MB through disk` : ""}`,
         met: s.completed && s.p99During <= Math.max(2 * s.p99Before, s.p99Before + 1) && rise <= 64,
       });
     }
@@ -266,7 +277,7 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
         },
         {
           title: "Case 12: pgwire: a slow reader (pg_dump into a reader that pauses)",
-          columns: ["transport", "completed", "MB", "seconds", "other driver p99 before", "p99 during", "proxy RSS start", "peak", "end", "through disk"],
+          columns: ["transport", "completed", "MB", "seconds", "other driver p99 before", "p99 during", "proxy RSS start", "peak", "end", "heap + external start", "peak", "through disk"],
           rows: slow.map((s) => [
             s.transport,
             s.completed ? "yes" : `no: ${s.error}`,
@@ -277,6 +288,8 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
             `${(s.rssStart / MB).toFixed(0)} MB`,
             `${(s.rssPeak / MB).toFixed(0)} MB`,
             `${(s.rssEnd / MB).toFixed(0)} MB`,
+            `${(s.heldStart / MB).toFixed(0)} MB`,
+            `${(s.heldPeak / MB).toFixed(0)} MB`,
             s.spilled !== undefined ? `${(s.spilled / MB).toFixed(0)} MB` : "— (paths: pushed back per path)",
           ]),
           notes: [`The reader reads nothing for ${pauseMs / 1000} s, then everything; the other driver runs one-row queries (one each 2 ms) on its own connection through the same proxy.`],

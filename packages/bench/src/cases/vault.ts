@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
-import { load, startChild, type LoadResult } from "../processes.js";
+import { load, profileArgs, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
@@ -112,7 +112,7 @@ export async function startDatabase(): Promise<Database> {
 
 /** `diverge answer` for the proxy at `proxyPort`; resolves once its /requests is open. */
 async function answer(args: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [cli, "answer", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(process.execPath, [...profileArgs("provider"), cli, "answer", ...args], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   const collect = (chunk: Buffer) => (stderr += chunk.toString());
   child.stderr!.on("data", collect);
