@@ -175,7 +175,7 @@ async function main(argv: string[]): Promise<number> {
     await ports.close();
     throw problem;
   }
-  const { log: _log, ...shown } = proxy.options;
+  const { log: _log, spillPool: _pool, ...shown } = proxy.options;
   options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   await stopped;
   // The temporaries of writes still in flight are removed first, by their held directory and name
