@@ -39,13 +39,40 @@ export function selfTimes(profile: Profile): { total: number; rows: { name: stri
   return { total, rows: [...micros.values()].sort((a, b) => b.micros - a.micros) };
 }
 
+/**
+ * The profile as folded stacks (`frame;frame;frame count` per line, the format of flamegraph.pl,
+ * inferno and speedscope), weighted by sampled microseconds.
+ */
+export function foldedStacks(profile: Profile): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const weights = new Map<number, number>();
+  for (let i = 0; i < profile.samples.length; i++) weights.set(profile.samples[i]!, (weights.get(profile.samples[i]!) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  const lines: string[] = [];
+  for (const [id, micros] of weights) {
+    const names: string[] = [];
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const frame = byId.get(at)!.callFrame;
+      if (frame.functionName === "(root)") break;
+      names.push((frame.functionName || "(anonymous)").replace(/[; ]/g, "_"));
+    }
+    if (names.length > 0 && micros > 0) lines.push(`${names.reverse().join(";")} ${Math.round(micros)}`);
+  }
+  return `${lines.sort().join("\n")}\n`;
+}
+
 function main(): void {
   const [dir, topText] = process.argv.slice(2);
   if (!dir) throw new Error("usage: profile-summary <dir> [top]");
   const top = Number(topText ?? 15);
-  const lines = ["# CPU profiles: top self-time functions", "", "Each profile is `node --cpu-prof` of one process for the whole workload (idle time is `(idle)`).", ""];
+  const lines = ["# CPU profiles: top self-time functions", "", "Each profile is `node --cpu-prof` of one process for the whole workload (idle time is `(idle)`). Open a",
+    "`.cpuprofile` in Chrome DevTools (Performance) or speedscope for its flame graph; each `.folded` beside it is",
+    "the same profile as folded stacks (weights in µs) for flamegraph.pl or inferno.", ""];
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile")).sort()) {
-    const { total, rows } = selfTimes(JSON.parse(readFileSync(join(dir, file), "utf8")) as Profile);
+    const profile = JSON.parse(readFileSync(join(dir, file), "utf8")) as Profile;
+    writeFileSync(join(dir, `${basename(file, ".cpuprofile")}.folded`), foldedStacks(profile));
+    const { total, rows } = selfTimes(profile);
     const busy = rows.filter((r) => r.name !== "(idle)" && r.name !== "(program)").reduce((sum, r) => sum + r.micros, 0);
     lines.push(`## ${basename(file, ".cpuprofile")}`, "", `${(total / 1e6).toFixed(1)} s sampled, ${(busy / 1e6).toFixed(1)} s in JavaScript and native calls (not idle, not "(program)").`, "");
     lines.push("| self | % of sampled | function | where |", "| ---: | ---: | --- | --- |");
