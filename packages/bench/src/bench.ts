@@ -4,6 +4,9 @@
 //   node packages/bench/dist/bench.js [--quick] [--only fixed,json,…] [--out DIR]
 //   node packages/bench/dist/bench.js --only agents --merge   (one case run, its rows merged into the committed results)
 //   node packages/bench/dist/bench.js --render [--out DIR]   (RESULTS.md again from results.json)
+//   DIVERGE_BENCH_PROFILE=packages/bench/profiles node packages/bench/dist/bench.js --only pgwire,parity,vault --merge
+//     (also writes a CPU profile of every proxy and provider process, <suite>-<role>[-n].cpuprofile;
+//      node packages/bench/dist/profile-summary.js packages/bench/profiles  writes SUMMARY.md and .folded stacks)
 //
 // --quick (or DIVERGE_BENCH_QUICK=1) runs each case only long enough to show it works; its numbers
 // mean nothing, and it writes no files unless --out says where.
@@ -63,6 +66,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
     extra.agents = (await import("./cases/agents.js")).agentsSuite;
   } catch (problem) {
     problems.agents = (problem as Error).message;
+  }
+  try {
+    extra.pgwire = (await import("./cases/pgwire.js")).pgwireSuite;
+  } catch (problem) {
+    problems.pgwire = (problem as Error).message;
   }
   return { extra, problems };
 }

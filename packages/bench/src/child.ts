@@ -10,9 +10,14 @@
 //   node child.js filesystem <root>   (a proxy serving the filesystem under <root>, and FUSE mounts in it)
 //   node child.js agent                the example agent program (no tools: the agents case asks for none)
 //   node child.js agent-proxy <appPort> a proxy in front of an agent program (its root the example agent's)
+//   node child.js vault-provider <proxyPort> <databaseUrl> <namespace>
+//                                      a provider begun on the multiplexed connection, answering the vault from <databaseUrl>
+//   node child.js pg-provider <proxyPort> <multiplexed|paths> <databaseUrl>
+//                                      a provider carrying the proxy's database connections to <databaseUrl>
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
+import { connectProxy, openContainer, pipePostgres, postgresOverPaths, PostgresVault } from "@diverge/client";
 
 export interface ChildReady {
   readonly type: "ready";
@@ -40,7 +45,7 @@ function gc(): void {
 }
 
 async function main(): Promise<void> {
-  const [mode, arg] = process.argv.slice(2);
+  const [mode, arg, transport, databaseUrl] = process.argv.slice(2);
   let close: () => Promise<void>;
   let ready: ChildReady;
   let stats: () => unknown = () => undefined;
@@ -65,6 +70,28 @@ async function main(): Promise<void> {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: Number(arg), root: exampleAgentRoot, secretsGate: false, log: () => {} });
     close = () => proxy.close();
     ready = { type: "ready", port: proxy.port, programPort: proxy.programPort };
+  } else if (mode === "vault-provider") {
+    const vault = await PostgresVault.connect(transport!, { namespace: databaseUrl! });
+    const connection = await openContainer(`ws://127.0.0.1:${arg}/`, { handlers: vault.handlers() });
+    await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } });
+    await connection.feedSecrets({ API_KEY: "bench-key" });
+    close = async () => {
+      connection.close();
+      await vault.close();
+    };
+    ready = { type: "ready", port: 0 };
+  } else if (mode === "pg-provider") {
+    const url = `ws://127.0.0.1:${arg}`;
+    if (transport === "paths") {
+      const connection = connectProxy(url, { raw: postgresOverPaths(databaseUrl!) });
+      close = async () => connection.close();
+    } else {
+      const connection = await openContainer(`${url}/`, { onPostgres: (announced) => void pipePostgres(announced, databaseUrl!).catch(() => {}) });
+      await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } });
+      await connection.feedSecrets({ API_KEY: "bench-key" });
+      close = async () => connection.close();
+    }
+    ready = { type: "ready", port: 0 };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};

@@ -25,10 +25,32 @@ export interface Child {
   close(): Promise<void>;
 }
 
+/** The suite running now, for the names of the CPU profiles (`DIVERGE_BENCH_PROFILE=<dir>`). */
+let profileLabel = "bench";
+const profileCounts = new Map<string, number>();
+export function setProfileLabel(label: string): void {
+  profileLabel = label;
+}
+
+/**
+ * With `DIVERGE_BENCH_PROFILE=<dir>`: the Node flags that write a CPU profile of the process started
+ * with them to `<dir>/<suite>-<role>[-n].cpuprofile` as it exits; otherwise none.
+ */
+export function profileArgs(role: string): string[] {
+  const dir = process.env.DIVERGE_BENCH_PROFILE;
+  if (!dir) return [];
+  const key = `${profileLabel}-${role}`;
+  const n = (profileCounts.get(key) ?? 0) + 1;
+  profileCounts.set(key, n);
+  return ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${key}${n > 1 ? `-${n}` : ""}.cpuprofile`];
+}
+
 /** Forks `child.js <args>` and resolves once it says it is listening (at most 30 s). */
-export function startChild(args: readonly string[]): Promise<Child> {
+export function startChild(args: readonly string[], options: { readonly cpuProfile?: { readonly dir: string; readonly name: string } } = {}): Promise<Child> {
   if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
-  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const auto = ["proxy", "filesystem", "pg-provider"].includes(args[0] ?? "") ? profileArgs(args[0] === "pg-provider" ? "provider" : "proxy") : [];
+  const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : auto;
+  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill();
@@ -122,4 +144,46 @@ export async function load(call: () => Promise<unknown>, concurrency: number, se
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),
   };
+}
+
+/**
+ * Two plain TCP relays in a row (`socat`, two extra processes and two extra hops) in front of
+ * `targetPort`: the floor a relay of the proxy's shape can reach on this machine.
+ */
+export async function socatChain(targetPort: number): Promise<{ readonly port: number; close(): void }> {
+  const { spawn } = await import("node:child_process");
+  const { createServer, connect } = await import("node:net");
+  const free = async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    return port;
+  };
+  const inner = await free();
+  const outer = await free();
+  const relays = [
+    spawn("socat", [`TCP-LISTEN:${inner},bind=127.0.0.1,fork,reuseaddr,nodelay`, `TCP:127.0.0.1:${targetPort},nodelay`], { stdio: "ignore" }),
+    spawn("socat", [`TCP-LISTEN:${outer},bind=127.0.0.1,fork,reuseaddr,nodelay`, `TCP:127.0.0.1:${inner},nodelay`], { stdio: "ignore" }),
+  ];
+  const close = () => {
+    for (const relay of relays) relay.kill("SIGTERM");
+  };
+  const deadline = Date.now() + 10_000;
+  for (const port of [inner, outer]) {
+    for (;;) {
+      const up = await new Promise<boolean>((resolve) => {
+        const probe = connect(port, "127.0.0.1");
+        probe.once("connect", () => (probe.destroy(), resolve(true)));
+        probe.once("error", () => resolve(false));
+      });
+      if (up) break;
+      if (Date.now() > deadline) {
+        close();
+        throw new Error("socat did not listen (is socat installed?)");
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+  return { port: outer, close };
 }

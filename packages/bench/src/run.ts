@@ -5,13 +5,14 @@ import { fileURLToPath } from "node:url";
 import { fixedFrames, jsonFrames, protobufPeer } from "./cases/codec.js";
 import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
+import { setProfileLabel } from "./processes.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents", "pgwire"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11, pgwire: 12 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -58,6 +59,7 @@ export interface Results {
   readonly vault?: unknown;
   readonly filesystem?: unknown;
   readonly agents?: unknown;
+  readonly pgwire?: unknown;
   /** Suites run again after the main run, their numbers replacing its (why, when, the load then). */
   readonly reruns?: readonly { readonly suites: readonly Suite[]; readonly date: string; readonly loadAverage: readonly number[]; readonly reason: string }[];
   /** Tables of the relay, memory and start-up suites. */
@@ -89,6 +91,7 @@ export interface ExtraSuites {
   vault?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   filesystem?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   agents?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  pgwire?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -154,8 +157,11 @@ function judgeGroups(groups: readonly SuiteGroup[]): Target[] {
   return targets;
 }
 
-/** Fresh processes the codec suites run in, in full mode; each group's numbers are their median. */
-export const CODEC_PROCESSES = 3;
+/**
+ * Fresh processes the codec suites run in, in full mode; each group's numbers are their median. At
+ * least 7: one slow process (the JIT's placement of a 12 ns loop) then cannot flip a fixed-frame row.
+ */
+export const CODEC_PROCESSES = 7;
 
 function codecProcess(suites: readonly Suite[], timing: Timing): Promise<{ suite: Suite; groups: GroupResult[] }[]> {
   const script = join(dirname(fileURLToPath(import.meta.url)), "..", "dist", "codec-child.js");
@@ -257,7 +263,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   let vault: unknown;
   let filesystem: unknown;
   let agents: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents"] as const) {
+  let pgwire: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents", "pgwire"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -266,6 +273,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       continue;
     }
     log(`case ${CASE_OF[suite]} (${suite}) …`);
+    setProfileLabel(suite);
     try {
       const out = await run(options.quick, log);
       if (suite === "relay") relay = out.result;
@@ -274,6 +282,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       else if (suite === "vault") vault = out.result;
       else if (suite === "filesystem") filesystem = out.result;
       else if (suite === "agents") agents = out.result;
+      else if (suite === "pgwire") pgwire = out.result;
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -303,5 +312,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, pgwire, tables, targets };
 }

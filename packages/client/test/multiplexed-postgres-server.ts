@@ -16,7 +16,7 @@ export interface ThrowawayPostgres {
   stop(): Promise<void>;
 }
 
-function binDir(): string {
+export function binDir(): string {
   const fromEnv = process.env.DIVERGE_PG_BIN;
   if (fromEnv) return fromEnv;
   const root = "/usr/lib/postgresql";

@@ -18,3 +18,4 @@ export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } f
 export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./fetch.js";
 export { guardRefusal, LOOPBACK_HOSTS, type HostGuard } from "./guard.js";
 export { SessionBook, STREAM_GRACE_MS, type SessionEntry, type SessionBookOptions } from "./sessions.js";
+export { SpillPool, SpillStream, type SpillSink, type SpillOptions } from "./spill.js";

@@ -36,10 +36,15 @@ Flags:
   --max-notification-backlog-bytes <n>
                            bytes waiting toward the provider on / before notifications are
                            dropped (counted) (default 8388608)
-  --pair-budget-bytes <n>  bytes a program's database or daemon socket may leave unread before
-                           its pair pauses reading / until it drains to a quarter (default 2097152)
-  --pair-stall-ms <n>      a pair holding / paused while its program reads nothing for this long
-                           ends (default 10000)
+  --pair-budget-bytes <n>  bytes a program's database or daemon socket may leave unread in memory;
+                           past it the rest waits in a temporary file (default 2097152)
+  --max-pair-spill-bytes <n>
+                           bytes one such pair may hold on disk for a slow program before that
+                           pair alone ends; 0: no spilling, the budget pauses / (default 1073741824)
+  --max-spill-bytes <n>    bytes every pair together may hold on disk (default 4294967296)
+  --spill-dir <dir>        where the temporary files go (each unlinked at once; default the OS's)
+  --pair-stall-ms <n>      without spilling: a pair holding / paused while its program reads
+                           nothing for this long ends (default 10000)
   --max-pair-backlog-bytes <n>
                            hard cap: bytes a program's database or daemon socket may leave unread
                            before that pair alone ends (default 67108864)
@@ -70,6 +75,13 @@ function positive(name: string, text: string | undefined): number | undefined {
   return value;
 }
 
+function whole(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(value)) throw new Error(`--${name} must be a whole number of bytes (0 or more), not ${JSON.stringify(text)}`);
+  return value;
+}
+
 function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   const { values } = parseArgs({
     args: argv,
@@ -90,6 +102,9 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "max-pair-backlog-bytes": { type: "string" },
       "pair-budget-bytes": { type: "string" },
       "pair-stall-ms": { type: "string" },
+      "max-pair-spill-bytes": { type: "string" },
+      "max-spill-bytes": { type: "string" },
+      "spill-dir": { type: "string" },
       "max-held-connections": { type: "string" },
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
@@ -119,6 +134,9 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
     maxPairBacklogBytes: positive("max-pair-backlog-bytes", values["max-pair-backlog-bytes"]),
     pairBudgetBytes: positive("pair-budget-bytes", values["pair-budget-bytes"]),
     pairStallMs: positive("pair-stall-ms", values["pair-stall-ms"]),
+    maxPairSpillBytes: whole("max-pair-spill-bytes", values["max-pair-spill-bytes"]),
+    maxSpillBytes: whole("max-spill-bytes", values["max-spill-bytes"]),
+    spillDir: values["spill-dir"],
     maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
     allowedHosts: values["allow-host"],
     allowedOrigins: values["allow-origin"],
@@ -157,7 +175,7 @@ async function main(argv: string[]): Promise<number> {
     await ports.close();
     throw problem;
   }
-  const { log: _log, ...shown } = proxy.options;
+  const { log: _log, spillPool: _pool, ...shown } = proxy.options;
   options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   await stopped;
   // The temporaries of writes still in flight are removed first, by their held directory and name

@@ -1,13 +1,14 @@
 // What every part of the proxy is given, and the options it is started with: shared by the proxy
 // (proxy.ts) and both transports, so neither transport imports the proxy that attaches it.
 import type { Server as NetServer } from "node:net";
-import { speakRevision, type SpokenRevision } from "@diverge/multiplexer";
+import { tmpdir } from "node:os";
+import { SpillPool, speakRevision, type SpokenRevision } from "@diverge/multiplexer";
 import { resolveBindOptions } from "./bind.js";
 import type { Gate } from "./families/secrets/gate.js";
 import type { RouteListener } from "./listener.js";
 import type { SharedInwardMcp } from "./families/mcp-inward/shared.js";
 import { DEFAULT_MAX_PENDING_ASKS } from "./families/mcp-outward/asks.js";
-import { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_STALL_MS } from "./multiplexed/pairs.js";
+import { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_SPILL_BYTES, DEFAULT_PAIR_STALL_MS, DEFAULT_SPILL_BYTES } from "./multiplexed/pairs.js";
 
 export interface ProxyOptions {
   /** The spec revision to speak (see `SPOKEN_REVISIONS`). Default the newest; another is a RevisionError. */
@@ -52,8 +53,24 @@ export interface ProxyOptions {
    * half of `maxPairBacklogBytes`. Default 2 MiB (the proxy's memory per slow pair: see the README).
    */
   readonly pairBudgetBytes?: number;
-  /** How long a pair may keep the connection paused while its program reads nothing before that pair ends, in ms. Default 10 000. */
+  /**
+   * Only with spilling off (`maxPairSpillBytes` 0): how long a pair may keep the connection paused
+   * while its program reads nothing before that pair ends, in ms. Default 10 000.
+   */
   readonly pairStallMs?: number;
+  /**
+   * Bytes one pair (a database driver's, a daemon connection's) may hold in a temporary file when its
+   * program reads slower than the provider sends: past `pairBudgetBytes` in memory, the rest waits on
+   * disk and goes to the program in order as it reads, so a slow reader neither stalls the other
+   * channels nor is cut; past this cap its pair ends, and only it. 0 turns spilling off (then the
+   * budget pauses the connection and `pairStallMs` applies). Default 1 GiB (nginx's
+   * `proxy_max_temp_file_size`).
+   */
+  readonly maxPairSpillBytes?: number;
+  /** Bytes every pair of the proxy together may hold on disk; a pair that would go past it ends. Default 4 GiB. */
+  readonly maxSpillBytes?: number;
+  /** The directory of the pairs' temporary files (each removed from it as soon as it is opened). Default the OS's temporary directory. */
+  readonly spillDir?: string;
   /** Program connections (database drivers, `/daemon` dials) held before the provider has begun; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
   readonly maxHeldConnections?: number;
   /**
@@ -75,6 +92,8 @@ export interface ProxyOptions {
 }
 
 export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins">> {
+  /** Every pair's disk use together (`maxSpillBytes`, `spillDir`): one per proxy. */
+  readonly spillPool: SpillPool;
   readonly allowedHosts: readonly string[];
   readonly allowedOrigins: readonly string[];
   readonly revision: SpokenRevision;
@@ -130,6 +149,10 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     maxPairBacklogBytes: options.maxPairBacklogBytes ?? DEFAULT_PAIR_BACKLOG_BYTES,
     pairBudgetBytes: options.pairBudgetBytes ?? DEFAULT_PAIR_BUDGET_BYTES,
     pairStallMs: options.pairStallMs ?? DEFAULT_PAIR_STALL_MS,
+    maxPairSpillBytes: options.maxPairSpillBytes ?? DEFAULT_PAIR_SPILL_BYTES,
+    maxSpillBytes: options.maxSpillBytes ?? DEFAULT_SPILL_BYTES,
+    spillDir: options.spillDir ?? tmpdir(),
+    spillPool: new SpillPool(options.maxSpillBytes ?? DEFAULT_SPILL_BYTES, options.spillDir ?? tmpdir()),
     maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
     allowedHosts: bind.allowedHosts,
     allowedOrigins: bind.allowedOrigins,

@@ -41,8 +41,8 @@ beforeAll(async () => {
   process.on("uncaughtException", onUncaught);
   process.on("unhandledRejection", onUncaught);
   program = await startTestProgram();
-  // A pair that holds the connection paused with its program reading nothing ends after 1 s (default 10).
-  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port, pairStallMs: 1000 });
+  // Spilling off: a pair that holds the connection paused with its program reading nothing ends after 1 s (default 10).
+  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port, pairStallMs: 1000, maxPairSpillBytes: 0 });
   pathsProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
   raw = await rawConnect(proxy.port);
   raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });

@@ -18,13 +18,14 @@ import { connectProxy, mcpProviderHandlers, openContainer, perRequestSignalFetch
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import pg from "pg";
-import { load, startChild, type LoadResult } from "../processes.js";
+import { load, profileArgs, socatChain, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
 
 const NAMES = {
   c: "(c) MCP SDK → MCP server (baseline)",
+  s: "(s) MCP SDK → socat → socat → MCP server (two plain TCP relays)",
   d: "(d) agent → connect --serve-tools → begin scope → proxy → MCP server",
   e: "(e) agent → connect --serve-tools → /tool/* → proxy → MCP server",
   f: "(f) program → proxy → begin-scope channel → provider → MCP server",
@@ -40,7 +41,7 @@ async function sdkClient(url: string, name: string): Promise<Client> {
 
 /** `diverge connect … --serve-tools 127.0.0.1:0` as a process; resolves with its MCP URL. */
 async function serveTools(args: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [cli, "connect", ...args, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, API_KEY: "bench-key" } });
+  const child = spawn(process.execPath, [...profileArgs("provider"), cli, "connect", ...args, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, API_KEY: "bench-key" } });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const deadline = Date.now() + 30_000;
@@ -74,6 +75,10 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
     const [forD, forE, forF, forG] = proxies as [typeof container, typeof container, typeof container, typeof container];
     const direct = await sdkClient(mcpUrl, "bench-direct");
     closers.unshift(() => direct.close());
+    const chain = await socatChain(container.ready.port);
+    closers.unshift(() => chain.close());
+    const viaSocat = await sdkClient(`http://127.0.0.1:${chain.port}/mcp`, "bench-socat");
+    closers.unshift(() => viaSocat.close());
 
     const d = await serveTools(["--proxy", `ws://127.0.0.1:${forD.ready.port}`, "--arguments", '{"greeting":"Hello"}', "--secret-env", "API_KEY", "--quiet"]);
     closers.unshift(() => d.child.kill("SIGTERM"));
@@ -99,6 +104,7 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
     const args = () => ({ name: "greet", arguments: { name: `caller ${n++ % 1000}` } });
     const calls: Record<Key, () => Promise<unknown>> = {
       c: () => direct.callTool(args()),
+      s: () => viaSocat.callTool(args()),
       d: () => agentD.callTool(args()),
       e: () => agentE.callTool(args()),
       f: () => programF.callTool(args()),
@@ -110,7 +116,7 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
       if (!result.content?.[0]?.text?.includes("caller")) throw new Error(`path ${key} answered ${JSON.stringify(result)}`);
       await load(calls[key], 8, quick ? 0.05 : 0.5, quick ? 50 : 2000);
     }
-    const best: Record<Key, Record<string, LoadResult>> = { c: {}, d: {}, e: {}, f: {}, g: {} };
+    const best: Record<Key, Record<string, LoadResult>> = { c: {}, s: {}, d: {}, e: {}, f: {}, g: {} };
     for (const concurrency of concurrencies) {
       for (const key of keys) {
         log(`  parity ${key} N=${concurrency}`);
@@ -134,7 +140,7 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
     const rows = keys.flatMap((key) =>
       concurrencies.map((c) => {
         const r = best[key][String(c)]!;
-        return [NAMES[key], String(c), r.callsPerSecond.toFixed(0), `${(r.callsPerSecond / rate("c", c)).toFixed(2)}×`, `${r.p50.toFixed(2)} ms`, `${r.p99.toFixed(2)} ms`, String(r.calls)];
+        return [NAMES[key], String(c), r.callsPerSecond.toFixed(0), `${(r.callsPerSecond / rate("c", c)).toFixed(2)}×`, `${(r.callsPerSecond / rate("s", c)).toFixed(2)}×`, `${r.p50.toFixed(2)} ms`, `${r.p99.toFixed(2)} ms`, String(r.calls)];
       }),
     );
     return {
@@ -150,11 +156,24 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
           met: null,
         },
         { case: 8, what: "inward tools/call through --serve-tools, multiplexed vs paths, N = 32", goal: "reported", value: `${rate("d", 32).toFixed(0)} vs ${rate("e", 32).toFixed(0)} calls/s (direct ${rate("c", 32).toFixed(0)})`, met: null },
+        ...concurrencies.flatMap((c) =>
+          (["d", "e"] as const).map((key) => {
+            const goal = key === "d" ? 0.75 : 0.5;
+            const ratio = rate(key, c) / rate("s", c);
+            return {
+              case: 8,
+              what: `MCP tools/call through --serve-tools (${key === "d" ? "multiplexed" : "paths"}) vs the two-socat chain, N = ${c}`,
+              goal: `≥ ${goal}× the two-socat chain`,
+              value: `${ratio.toFixed(2)}× (${rate(key, c).toFixed(0)} vs ${rate("s", c).toFixed(0)} calls/s; direct ${rate("c", c).toFixed(0)})`,
+              met: ratio >= goal,
+            };
+          }),
+        ),
       ],
       tables: [
         {
           title: "Case 8: both transports (tools/call greet)",
-          columns: ["path", "N", "calls/s", "vs (c)", "p50", "p99", "calls"],
+          columns: ["path", "N", "calls/s", "vs (c)", "vs (s)", "p50", "p99", "calls"],
           rows,
           notes: [`${seconds} s per path and concurrency; the container, the proxies, diverge connect and the caller are separate processes on the same machine.`],
         },

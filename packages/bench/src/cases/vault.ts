@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
-import { load, startChild, type LoadResult } from "../processes.js";
+import { load, profileArgs, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
@@ -27,7 +27,7 @@ interface Database {
   stop(): Promise<void>;
 }
 
-function postgresBin(): string | undefined {
+export function postgresBin(): string | undefined {
   const fromEnv = process.env.DIVERGE_PG_BIN;
   if (fromEnv) return fromEnv;
   const root = "/usr/lib/postgresql";
@@ -45,7 +45,7 @@ async function freePort(): Promise<number> {
 }
 
 /** A throwaway PostgreSQL cluster (as root it runs as `postgres`, which refuses root), or PGlite when there is none. */
-async function startDatabase(): Promise<Database> {
+export async function startDatabase(): Promise<Database> {
   const bin = postgresBin();
   if (!bin) {
     const { PGlite } = await import("@electric-sql/pglite");
@@ -112,7 +112,7 @@ async function startDatabase(): Promise<Database> {
 
 /** `diverge answer` for the proxy at `proxyPort`; resolves once its /requests is open. */
 async function answer(args: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [cli, "answer", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(process.execPath, [...profileArgs("provider"), cli, "answer", ...args], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   const collect = (chunk: Buffer) => (stderr += chunk.toString());
   child.stderr!.on("data", collect);
@@ -171,6 +171,15 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
     const value = "a value of the bench's, 48 bytes long..........";
     const put = await fetch(`${base}/vault/bench-key`, { method: "PUT", body: value });
     if (put.status !== 204) throw new Error(`PUT /vault/bench-key answered ${put.status}: ${await put.text()}`);
+    // A second proxy, its provider begun on the multiplexed connection (the vault on the begin scope).
+    // (The begin needs the container's program: the example container.)
+    const container = await startChild(["container"]);
+    closers.unshift(() => container.close());
+    const beginProxy = await startChild(["proxy", String(container.ready.port)]);
+    closers.unshift(() => beginProxy.close());
+    const beginProvider = await startChild(["vault-provider", String(beginProxy.ready.port), database.url, "bench"]);
+    closers.unshift(() => beginProvider.close());
+    const beginBase = `http://127.0.0.1:${beginProxy.ready.programPort}`;
 
     // The same SELECT the vault makes, directly, on a pool the size of the vault's own.
     const pool = new pg.Pool({ connectionString: database.url, max: 8 });
@@ -185,10 +194,15 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
       const text = await response.text();
       if (response.status !== 200 || text !== value) throw new Error(`GET /vault/bench-key answered ${response.status}: ${text}`);
     };
-    for (const call of [select, get]) await load(call, 8, quick ? 0.05 : 0.5, quick ? 50 : 5_000);
-    const results: Record<"direct" | "proxy", Record<string, LoadResult>> = { direct: {}, proxy: {} };
+    const getBegin = async () => {
+      const response = await fetch(`${beginBase}/vault/bench-key`);
+      const text = await response.text();
+      if (response.status !== 200 || text !== value) throw new Error(`GET /vault/bench-key (begin scope) answered ${response.status}: ${text}`);
+    };
+    for (const call of [select, get, getBegin]) await load(call, 8, quick ? 0.05 : 0.5, quick ? 50 : 5_000);
+    const results: Record<"direct" | "proxy" | "begin", Record<string, LoadResult>> = { direct: {}, proxy: {}, begin: {} };
     for (const concurrency of [1, 32]) {
-      for (const [key, call] of [["direct", select], ["proxy", get]] as const) {
+      for (const [key, call] of [["direct", select], ["proxy", get], ["begin", getBegin]] as const) {
         log(`  vault ${key} N=${concurrency}`);
         results[key][String(concurrency)] = await load(call, concurrency, seconds, maxCalls);
       }
@@ -236,10 +250,15 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
     const best = (runs: { rate: number }[]) => Math.max(...runs.map((r) => r.rate));
     const commandRate = { direct: best(command.direct), proxy: best(command.proxy) };
 
-    const r = (key: "direct" | "proxy", n: number) => results[key][String(n)]!;
+    const r = (key: "direct" | "proxy" | "begin", n: number) => results[key][String(n)]!;
+    const beginRatio = r("begin", 32).callsPerSecond / r("direct", 32).callsPerSecond;
     const p50Ratio = r("proxy", 1).p50 / r("direct", 1).p50;
     const rateRatio = r("proxy", 32).callsPerSecond / r("direct", 32).callsPerSecond;
-    const names = { direct: "(s) pg → PostgreSQL: the vault's SELECT, directly", proxy: "(t) program → proxy → /requests kind 5 → diverge answer → PostgreSQL" } as const;
+    const names = {
+      direct: "(s) pg → PostgreSQL: the vault's SELECT, directly",
+      proxy: "(t) program → proxy → /requests kind 5 → diverge answer → PostgreSQL",
+      begin: "(w) program → proxy → begin scope → provider → PostgreSQL",
+    } as const;
     return {
       result: { database: database.what, vault: results, command: { lines, runs: command } },
       targets: [
@@ -253,17 +272,24 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
         },
         {
           case: 9,
+          what: "vault get on the begin scope vs the direct SELECT, throughput at N = 32",
+          goal: "≥ 0.5× the direct SELECT",
+          value: `${beginRatio.toFixed(2)}× (${r("begin", 32).callsPerSecond.toFixed(0)} vs ${r("direct", 32).callsPerSecond.toFixed(0)} gets/s; p50 at N = 1 ${r("begin", 1).p50.toFixed(2)} ms vs ${r("direct", 1).p50.toFixed(2)} ms)`,
+          met: beginRatio >= 0.5,
+        },
+        {
+          case: 9,
           what: "command items/s through the proxy vs the executable's stdout read directly",
-          goal: "reported",
+          goal: "≥ 0.3× the direct read",
           value: `${(commandRate.proxy / commandRate.direct).toFixed(2)}× (${commandRate.proxy.toFixed(0)} vs ${commandRate.direct.toFixed(0)} items/s)`,
-          met: null,
+          met: commandRate.proxy / commandRate.direct >= 0.3,
         },
       ],
       tables: [
         {
           title: "Case 9: vault get (one 48-byte value)",
           columns: ["path", "N", "gets/s", "vs (s)", "p50", "p99", "gets"],
-          rows: (["direct", "proxy"] as const).flatMap((key) =>
+          rows: (["direct", "proxy", "begin"] as const).flatMap((key) =>
             [1, 32].map((n) => {
               const x = r(key, n);
               return [names[key], String(n), x.callsPerSecond.toFixed(0), `${(x.callsPerSecond / r("direct", n).callsPerSecond).toFixed(2)}×`, `${x.p50.toFixed(2)} ms`, `${x.p99.toFixed(2)} ms`, String(x.calls)];

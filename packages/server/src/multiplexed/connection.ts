@@ -127,7 +127,7 @@ export class ProxyConnection {
       drained: (lowWater) => this.frames.drained(lowWater),
       pauseIncoming: () => this.frames.pauseIncoming(),
     };
-    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, budgetBytes: options.pairBudgetBytes, stallMs: options.pairStallMs, log: options.log };
+    const pairOptions = { maxBacklogBytes: options.maxPairBacklogBytes, budgetBytes: options.pairBudgetBytes, stallMs: options.pairStallMs, spillBytes: options.maxPairSpillBytes, spillPool: options.spillPool, log: options.log };
     const services: ConnectionServices = {
       frames,
       options,

@@ -16,7 +16,7 @@ const loadConnection = async () => {
   connectionModule = await import("./connection.js");
 };
 
-export { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_STALL_MS, HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
+export { DEFAULT_PAIR_BACKLOG_BYTES, DEFAULT_PAIR_BUDGET_BYTES, DEFAULT_PAIR_STALL_MS, DEFAULT_PAIR_SPILL_BYTES, DEFAULT_SPILL_BYTES, HIGH_WATER, LOW_WATER, type PairStats } from "./pairs.js";
 
 export interface MultiplexedPart extends ProxyPart {
   /** The loopback port the program's database driver connects to. */

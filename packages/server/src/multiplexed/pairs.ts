@@ -8,19 +8,18 @@
 // - Program → provider: the program's socket pauses while the provider connection's send buffer is
 //   above HIGH_WATER and resumes once it drains to LOW_WATER, so a provider that does not read pushes
 //   back on the program (TCP), not into the proxy's memory.
-// - Provider → program: the multiplexed wire has no flow control of its own, so this is a hybrid.
-//   What the provider sends on a pair's channel is written to that program's socket; when the program
-//   reads slower, it waits in that socket's buffer, and the connection keeps being read (a slow pair
-//   within its budget stalls no other channel). Past the pair's budget (`pairBudgetBytes`, 2 MiB) the
-//   pair holds the connection's reading paused (TCP backpressure on the provider, every channel waits)
-//   until its socket drains to a quarter of the budget: a provider that sends faster than the driver
-//   reads is slowed down, never cut. Two things still end a pair, and only it: a program that reads
-//   nothing for `pairStallMs` (10 s) while its pair holds the connection paused (it would stall every
-//   channel for good), and more than `maxPairBacklogBytes` (64 MiB, the hard cap) unread, which only a
-//   connection that cannot pause (or a bound set below one message) lets happen. Then the program's
-//   socket is closed, the provider's half is finished (as when the program closes it), the log says
-//   so, and whatever the provider still sends on the proxy's half is discarded until it finishes it.
-import { BacklogHold, type AnswerHandlers, type OpenedChannel } from "@diverge/multiplexer";
+// - Provider → program: the multiplexed wire has no flow control of its own. What the provider sends
+//   on a pair's channel is written to that program's socket up to the pair's budget
+//   (`pairBudgetBytes`, 2 MiB); past it the rest spills to a temporary file (SpillStream in
+//   @diverge/multiplexer) and is written to the socket in order as the program reads. The connection
+//   keeps being read: a slow reader is never cut and stalls no other channel. Only a disk cap ends a
+//   pair (`maxPairSpillBytes` for it, `maxSpillBytes` for every pair together), or more than
+//   `maxPairBacklogBytes` (64 MiB, the hard cap) in the socket itself. Then the program's socket is
+//   closed, the provider's half is finished (as when the program closes it), the log says so, and
+//   whatever the provider still sends on the proxy's half is discarded until it finishes it. With
+//   spilling off (`maxPairSpillBytes` 0) a pair past its budget pauses the connection instead until
+//   its socket drains to a quarter, and a program that reads nothing for `pairStallMs` meanwhile is cut.
+import { BacklogHold, SpillStream, type AnswerHandlers, type OpenedChannel, type SpillPool, type SpillSink } from "@diverge/multiplexer";
 
 /** What a pair needs of the provider connection. */
 export interface PairLink {
@@ -44,6 +43,10 @@ export interface PairOptions {
   readonly budgetBytes: number;
   /** How long a pair may hold the connection paused while its program reads nothing before the pair ends. */
   readonly stallMs: number;
+  /** Bytes one pair may hold on disk (past the budget) before it ends; 0: no spilling (the budget pauses the connection). */
+  readonly spillBytes: number;
+  /** Every pair's disk use together, and its cap. */
+  readonly spillPool: SpillPool;
   readonly log: (line: string) => void;
 }
 
@@ -55,6 +58,10 @@ export const LOW_WATER = 256 * 1024;
 export const DEFAULT_PAIR_BACKLOG_BYTES = 64 * 1024 * 1024;
 /** Default of `pairBudgetBytes`: bytes a program's socket may hold unread before its pair pauses the connection. */
 export const DEFAULT_PAIR_BUDGET_BYTES = 2 * 1024 * 1024;
+/** Default of `maxPairSpillBytes`: bytes one pair may hold on disk for a slow program (nginx's `proxy_max_temp_file_size` is 1 GiB too). */
+export const DEFAULT_PAIR_SPILL_BYTES = 1024 * 1024 * 1024;
+/** Default of `maxSpillBytes`: bytes every pair of the proxy together may hold on disk. */
+export const DEFAULT_SPILL_BYTES = 4 * 1024 * 1024 * 1024;
 /** Default of `pairStallMs`: how long a pair may keep the connection paused with its program reading nothing. */
 export const DEFAULT_PAIR_STALL_MS = 10_000;
 
@@ -82,6 +89,14 @@ export interface PairStats {
   holdingNow: number;
   /** Bytes the provider sent on pairs already ended (discarded). */
   discardedBytes: number;
+  /** Times a pair began to spill to disk (its program read slower than the budget allows). */
+  spilled: number;
+  /** Bytes that went through disk. */
+  spilledBytes: number;
+  /** The most bytes one pair ever held on disk. */
+  maxSpilledBytes: number;
+  /** Pairs ended at a disk cap (theirs or every pair's together) or because their file failed. */
+  endedOverSpill: number;
 }
 
 export function emptyPairStats(): PairStats {
@@ -98,25 +113,80 @@ export function emptyPairStats(): PairStats {
     endedStalled: 0,
     holdingNow: 0,
     discardedBytes: 0,
+    spilled: 0,
+    spilledBytes: 0,
+    maxSpilledBytes: 0,
+    endedOverSpill: 0,
   };
 }
 
+/** Why a pair's program side was ended by the proxy. */
+export type PairCut = "stalled" | "over-backlog" | "over-spill" | "over-spill-total" | "spill-failed";
+
+/** What one pair says of each cut, for the log. */
+export function cutReason(cut: PairCut, options: PairOptions): string {
+  switch (cut) {
+    case "stalled":
+      return `read nothing for ${options.stallMs} ms while the connection waited on it`;
+    case "over-backlog":
+      return `left more than ${options.maxBacklogBytes} bytes unread`;
+    case "over-spill":
+      return `left more than ${options.spillBytes} bytes unread on disk (maxPairSpillBytes)`;
+    case "over-spill-total":
+      return `could not spill: every pair together holds ${options.spillPool.maxBytes} bytes on disk (maxSpillBytes)`;
+    case "spill-failed":
+      return "could not spill: its temporary file could not be written or read";
+  }
+}
+
 /**
- * The provider → program direction of one pair: the program's socket buffers up to the budget; past
- * it the pair holds the connection paused until the socket drains to a quarter of the budget, and a
- * program that reads nothing for `stallMs` meanwhile is told to `stalled`.
+ * The provider → program direction of one pair. With spilling on (the default), what the program's
+ * socket cannot take within the budget goes to a temporary file and back, in order, and the pair
+ * ends only past its disk cap (or the pool's). With spilling off (`spillBytes` 0), the program's
+ * socket buffers up to the budget; past it the pair holds the connection paused until the socket
+ * drains to a quarter of the budget, and a program that reads nothing for `stallMs` meanwhile is cut.
  */
 export class ProgramBacklog {
-  private readonly hold: BacklogHold;
+  private readonly hold: BacklogHold | undefined;
+  private readonly spill: SpillStream | undefined;
   private stallTimer: NodeJS.Timeout | undefined;
+  private writeHold: (() => void) | undefined;
+  private over = false;
 
-  constructor(link: PairLink, options: PairOptions, stats: PairStats, stalled: () => void) {
+  constructor(
+    link: PairLink,
+    private readonly options: PairOptions,
+    private readonly stats: PairStats,
+    private readonly sink: SpillSink,
+    private readonly cut: (why: PairCut) => void,
+  ) {
     const budget = Math.max(1, Math.min(options.budgetBytes, Math.floor(options.maxBacklogBytes / 2)));
+    if (options.spillBytes > 0) {
+      this.spill = new SpillStream(
+        { get buffered() { return sink.buffered; }, write: (message, flushed) => this.write(message, flushed) },
+        {
+          budgetBytes: budget,
+          maxBytes: options.spillBytes,
+          pool: options.spillPool,
+          over: (which) => this.end(which === "stream" ? "over-spill" : "over-spill-total"),
+          failed: () => this.end("spill-failed"),
+          // Disk writes fall behind the wire (rare): the connection waits for them, briefly.
+          hold: (holding) => {
+            if (holding) this.writeHold ??= link.pauseIncoming();
+            else {
+              this.writeHold?.();
+              this.writeHold = undefined;
+            }
+          },
+        },
+      );
+      return;
+    }
     this.hold = new BacklogHold(() => link.pauseIncoming(), budget, Math.floor(budget / 4), (holding) => {
       if (holding) {
         stats.pausedConnection++;
         stats.holdingNow++;
-        this.stallTimer = setTimeout(stalled, options.stallMs);
+        this.stallTimer = setTimeout(() => this.end("stalled"), options.stallMs);
         this.stallTimer.unref?.();
       } else {
         stats.holdingNow--;
@@ -126,19 +196,59 @@ export class ProgramBacklog {
     });
   }
 
-  /** Bytes waiting in the program's socket after a write. */
-  wrote(waiting: number): void {
-    this.hold.update(waiting);
+  /** Bytes of this pair held on disk now. */
+  get onDisk(): number {
+    return this.spill?.onDisk ?? 0;
+  }
+
+  /** One message from the provider for the program, in order. */
+  send(message: Uint8Array): void {
+    if (this.over) return;
+    if (this.spill) {
+      const before = this.spill.spilledBytes;
+      const wasSpilling = this.spill.spilling;
+      this.spill.push(message);
+      if (this.spill.spilledBytes !== before) {
+        this.stats.spilledBytes += message.length;
+        if (!wasSpilling) this.stats.spilled++;
+        if (this.spill.onDisk > this.stats.maxSpilledBytes) this.stats.maxSpilledBytes = this.spill.onDisk;
+      }
+      return;
+    }
+    this.write(message, this.flushed);
+    this.hold?.update(this.sink.buffered);
+  }
+
+  private write(message: Uint8Array, flushed: () => void): void {
+    this.sink.write(message, flushed);
+    const waiting = this.sink.buffered;
+    if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
+    if (waiting > this.options.maxBacklogBytes) this.end("over-backlog");
   }
 
   /** A write left the socket's buffer (the program is reading): the stall timer starts over. */
-  flushed(waiting: number): void {
+  private readonly flushed = (): void => {
+    if (this.over) return;
     this.stallTimer?.refresh();
-    this.hold.update(waiting);
+    this.hold?.update(this.sink.buffered);
+  };
+
+  private end(why: PairCut): void {
+    if (this.over) return;
+    if (why === "stalled") this.stats.endedStalled++;
+    else if (why === "over-backlog") this.stats.endedOverBacklog++;
+    else this.stats.endedOverSpill++;
+    this.dispose();
+    this.cut(why);
   }
 
-  /** The pair is over: the connection is no longer held for it. */
+  /** The pair is over: the connection is no longer held for it, its temporary files are gone. */
   dispose(): void {
-    this.hold.dispose();
+    this.over = true;
+    this.hold?.dispose();
+    this.spill?.dispose();
+    this.writeHold?.();
+    this.writeHold = undefined;
+    clearTimeout(this.stallTimer);
   }
 }

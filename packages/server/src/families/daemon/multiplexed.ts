@@ -6,7 +6,7 @@ import { FrameError, decodeClientFrame, encodeToolsBeginServerChannelRequest } f
 import type { Responder } from "@diverge/multiplexer";
 import type { ToolsBeginChannelsProviderRoutes } from "../../gen/exchanges.js";
 import type { ConnectionServices } from "../../multiplexed/family.js";
-import { emptyPairStats, HIGH_WATER, LOW_WATER, ProgramBacklog, type PairLink, type PairOptions } from "../../multiplexed/pairs.js";
+import { cutReason, emptyPairStats, HIGH_WATER, LOW_WATER, ProgramBacklog, type PairLink, type PairOptions } from "../../multiplexed/pairs.js";
 
 /** Daemon frames held before the provider's half opens: past either bound the program's socket pauses. */
 const HELD_FRAMES = 64;
@@ -113,18 +113,25 @@ export class DaemonPairs {
       current.providerHalf?.finish();
       socket.terminate();
     };
-    const backlog = new ProgramBacklog(this.link, this.options, this.stats, () => {
-      if (current.socketClosed || closing) return;
-      this.stats.endedStalled++;
-      this.options.log(`daemon connection ${id}: the program read nothing for ${this.options.stallMs} ms while the connection waited on it; closing it`);
-      cut();
-    });
+    const backlog = new ProgramBacklog(
+      this.link,
+      this.options,
+      this.stats,
+      {
+        get buffered() {
+          return socket.bufferedAmount;
+        },
+        write: (frame, flushed) => socket.send(frame, () => flushed()),
+      },
+      (why) => {
+        if (current.socketClosed || closing) return;
+        this.options.log(`daemon connection ${id}: the program ${cutReason(why, this.options)}; closing it`);
+        cut();
+      },
+    );
     current.backlog = backlog;
-    const flushed = () => {
-      if (!current.socketClosed) backlog.flushed(socket.bufferedAmount);
-    };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Daemon", connection_id: id }), {
-      // Each response is one daemon server frame, written to the program as one message, up to the pair's budget.
+      // Each response is one daemon server frame, written to the program as one message: within the budget to its socket, past it through disk.
       response: (frame) => {
         if (current.socketClosed || closing) {
           this.stats.discardedBytes += frame.length;
@@ -132,15 +139,7 @@ export class DaemonPairs {
         }
         this.stats.toProgramFrames++;
         this.stats.toProgramBytes += frame.length;
-        socket.send(frame, flushed);
-        const waiting = socket.bufferedAmount;
-        if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
-        if (waiting > this.options.maxBacklogBytes) {
-          this.stats.endedOverBacklog++;
-          this.options.log(`daemon connection ${id}: the program left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
-          return cut();
-        }
-        backlog.wrote(waiting);
+        backlog.send(frame);
       },
       finish: (served) => {
         current.proxyHalfOpen = false;

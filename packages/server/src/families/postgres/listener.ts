@@ -20,6 +20,8 @@ export async function attachPostgresListener({ context, connection: current, clo
   pgServer.on("connection", (socket: Socket) => {
     // A reset before anything else must not reach the process as an unhandled 'error'.
     socket.on("error", () => socket.destroy());
+    // A database protocol of small request/answer messages: no Nagle delay on the driver's side either.
+    socket.setNoDelay(true);
     drivers.add(socket);
     socket.once("close", () => drivers.delete(socket));
     const connection = current();

@@ -7,7 +7,7 @@ import { encodeToolsBeginServerChannelRequest } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
 import type { ToolsBeginChannelsProviderRoutes } from "../../gen/exchanges.js";
 import type { ConnectionServices } from "../../multiplexed/family.js";
-import { emptyPairStats, HIGH_WATER, LOW_WATER, ProgramBacklog, type PairLink, type PairOptions } from "../../multiplexed/pairs.js";
+import { cutReason, emptyPairStats, HIGH_WATER, LOW_WATER, ProgramBacklog, type PairLink, type PairOptions } from "../../multiplexed/pairs.js";
 
 interface PostgresPair {
   readonly id: number;
@@ -50,37 +50,34 @@ export class PostgresPairs {
     if (socket.destroyed || this.link.ended) return void socket.destroy();
     const id = this.freshId();
     const pair: PostgresPair = { id, socket, proxyHalfOpen: true, socketClosed: false, waitingForDrain: false };
-    const backlog = new ProgramBacklog(this.link, this.options, this.stats, () => {
-      if (pair.socketClosed) return;
-      this.stats.endedStalled++;
-      this.options.log(`postgres connection ${id}: the driver read nothing for ${this.options.stallMs} ms while the connection waited on it; closing it`);
-      this.programGone(pair);
-      socket.destroy();
-    });
+    const backlog = new ProgramBacklog(
+      this.link,
+      this.options,
+      this.stats,
+      {
+        get buffered() {
+          return socket.writableLength;
+        },
+        write: (bytes, flushed) => void socket.write(bytes, flushed),
+      },
+      (why) => {
+        if (pair.socketClosed) return;
+        this.options.log(`postgres connection ${id}: the driver ${cutReason(why, this.options)}; closing it`);
+        this.programGone(pair);
+        socket.destroy();
+      },
+    );
     pair.backlog = backlog;
-    const flushed = () => {
-      if (!pair.socketClosed) backlog.flushed(socket.writableLength);
-    };
     const opened = this.link.openChannel(encodeToolsBeginServerChannelRequest({ variant: "Postgres", connection_id: id }), {
       response: (bytes) => {
-        // What the database says, written to the driver; the socket's buffer is the channel's, up to its budget.
+        // What the database says, written to the driver: within the budget to its socket, past it through disk.
         if (pair.socketClosed) {
           this.stats.discardedBytes += bytes.length;
           return;
         }
         this.stats.toProgramFrames++;
         this.stats.toProgramBytes += bytes.length;
-        socket.write(bytes, flushed);
-        const waiting = socket.writableLength;
-        if (waiting > this.stats.maxProgramBuffered) this.stats.maxProgramBuffered = waiting;
-        if (waiting > this.options.maxBacklogBytes) {
-          this.stats.endedOverBacklog++;
-          this.options.log(`postgres connection ${id}: the driver left more than ${this.options.maxBacklogBytes} bytes unread; closing it`);
-          this.programGone(pair);
-          socket.destroy();
-          return;
-        }
-        backlog.wrote(waiting);
+        backlog.send(bytes);
       },
       finish: (served) => {
         pair.proxyHalfOpen = false;

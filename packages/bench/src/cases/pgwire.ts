@@ -1,0 +1,308 @@
+// Case 12: the database pair against what a user would pick instead, with the real tools, side by
+// side in one run (issue 27). A throwaway PostgreSQL cluster, and `pgbench` (select-only at 1 and 8
+// clients, TPC-B at 8) through:
+//   direct               pgbench → PostgreSQL
+//   socat chain          pgbench → socat → socat → PostgreSQL (two plain TCP relays: the floor)
+//   multiplexed          pgbench → proxy → begin-scope pair → provider → PostgreSQL
+//   paths                pgbench → proxy → /requests kind 11 → provider → PostgreSQL
+// The proxy and the provider are processes of their own (child.js), so each can be profiled
+// (`DIVERGE_BENCH_PROFILE=<dir>` writes <workload>-{proxy,provider}.cpuprofile there).
+// Then the slow reader: `pg_dump` of a 100 MB table into a reader that reads nothing for 15 s, on
+// both transports, while another driver runs one-row queries on its own connection: the dump must
+// complete, the other driver's p99 is compared with its p99 before the dump, and the proxy's RSS is
+// sampled throughout.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { socatChain, startChild, type Child } from "../processes.js";
+import type { SuiteReport, Target } from "../run.js";
+import { postgresBin, startDatabase } from "./vault.js";
+
+const MB = 1e6;
+
+type Route = "direct" | "socat" | "multiplexed" | "paths";
+const ROUTES: readonly Route[] = ["direct", "socat", "multiplexed", "paths"];
+const ROUTE_NAMES: Record<Route, string> = {
+  direct: "pgbench → PostgreSQL (direct)",
+  socat: "pgbench → socat → socat → PostgreSQL",
+  multiplexed: "pgbench → proxy → begin-scope pair → provider → PostgreSQL",
+  paths: "pgbench → proxy → /requests kind 11 → provider → PostgreSQL",
+};
+
+interface Workload {
+  readonly key: string;
+  readonly name: string;
+  readonly args: readonly string[];
+}
+const WORKLOADS: readonly Workload[] = [
+  { key: "select-c1", name: "pgbench -S -c 1", args: ["-S", "-c", "1", "-j", "1"] },
+  { key: "select-c8", name: "pgbench -S -c 8", args: ["-S", "-c", "8", "-j", "2"] },
+  { key: "tpcb-c8", name: "pgbench TPC-B -c 8", args: ["-c", "8", "-j", "2"] },
+];
+
+function pgbench(bin: string, port: number, args: readonly string[], seconds: number): number {
+  const run = spawnSync(join(bin, "pgbench"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-n", "-T", String(seconds), ...args, "postgres"], { encoding: "utf8" });
+  const tps = /tps = ([0-9.]+) \(without initial connection time\)/.exec(run.stdout)?.[1];
+  if (run.status !== 0 || tps === undefined) throw new Error(`pgbench ${args.join(" ")} on port ${port} failed: ${run.stderr || run.stdout}`);
+  return Number(tps);
+}
+
+interface Relay {
+  readonly proxy: Child;
+  readonly provider: Child;
+  readonly pgPort: number;
+}
+
+async function relay(transport: "multiplexed" | "paths", containerPort: number, databaseUrl: string, profile?: { dir: string; name: string }): Promise<Relay> {
+  const proxy = await startChild(["proxy", String(containerPort)], profile ? { cpuProfile: { dir: profile.dir, name: `${profile.name}-proxy.cpuprofile` } } : {});
+  const provider = await startChild(["pg-provider", String(proxy.ready.port), transport, databaseUrl], profile ? { cpuProfile: { dir: profile.dir, name: `${profile.name}-provider.cpuprofile` } } : {});
+  // The provider's connection is up once a driver is carried: wait for one query to pass.
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const client = new pg.Client({ host: "127.0.0.1", port: proxy.ready.pgPort!, user: "postgres", database: "postgres", connectionTimeoutMillis: 5000 });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.query("select 1");
+      await client.end();
+      break;
+    } catch (problem) {
+      await client.end().catch(() => {});
+      if (Date.now() > deadline) throw problem;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return { proxy, provider, pgPort: proxy.ready.pgPort! };
+}
+
+interface SlowReader {
+  readonly transport: "multiplexed" | "paths";
+  readonly completed: boolean;
+  readonly bytes: number;
+  readonly seconds: number;
+  readonly error?: string;
+  readonly p99Before: number;
+  readonly p99During: number;
+  readonly queriesDuring: number;
+  readonly rssStart: number;
+  readonly rssPeak: number;
+  readonly rssEnd: number;
+  /** Heap and external (Buffers) memory: what the proxy holds, without the allocator's retained pages. */
+  readonly heldStart: number;
+  readonly heldPeak: number;
+  readonly spilled?: number;
+}
+
+function p99(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] ?? NaN;
+}
+
+/** One-row queries on a connection of their own until `stop()`: their latencies. */
+function otherChannel(port: number): { stop(): Promise<number[]> } {
+  const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "postgres" });
+  client.on("error", () => {});
+  const latencies: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    await client.connect();
+    let i = 0;
+    while (running) {
+      const start = performance.now();
+      await client.query("select $1::int as n", [i++]);
+      latencies.push(performance.now() - start);
+      // A steady light load, not a flood: one query each 2 ms.
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await client.end();
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return latencies;
+    },
+  };
+}
+
+async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Relay, pauseMs: number, quick: boolean): Promise<SlowReader> {
+  const first = await r.proxy.memory(false);
+  const rssStart = first.rss;
+  const heldStart = first.heapUsed + first.external;
+  let heldPeak = heldStart;
+  const baseline = otherChannel(r.pgPort);
+  await new Promise((resolve) => setTimeout(resolve, quick ? 200 : 2000));
+  const before = await baseline.stop();
+  const during = otherChannel(r.pgPort);
+  let rssPeak = rssStart;
+  const sampler = setInterval(() => {
+    void r.proxy.memory(false).then((m) => {
+      rssPeak = Math.max(rssPeak, m.rss);
+      heldPeak = Math.max(heldPeak, m.heapUsed + m.external);
+    });
+  }, 250);
+  const start = performance.now();
+  const dump = spawn(join(bin, "pg_dump"), ["-h", "127.0.0.1", "-p", String(r.pgPort), "-U", "postgres", "-t", "big", "postgres"], { stdio: ["ignore", "pipe", "pipe"] });
+  dump.stdout.pause();
+  let stderr = "";
+  dump.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  let bytes = 0;
+  const exited = new Promise<number | null>((resolve) => dump.once("close", resolve));
+  await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  dump.stdout.on("data", (chunk: Buffer) => (bytes += chunk.length));
+  dump.stdout.resume();
+  const code = await exited;
+  const seconds = (performance.now() - start) / 1000;
+  const duringLatencies = await during.stop();
+  clearInterval(sampler);
+  const rssEnd = (await r.proxy.memory(false)).rss;
+  const stats = (await r.proxy.stats()) as { postgres?: { spilledBytes?: number } };
+  return {
+    transport,
+    completed: code === 0,
+    bytes,
+    seconds,
+    error: code === 0 ? undefined : stderr.trim().split("\n").pop(),
+    p99Before: p99(before),
+    p99During: p99(duringLatencies),
+    queriesDuring: duringLatencies.length,
+    rssStart,
+    rssPeak,
+    rssEnd,
+    heldStart,
+    heldPeak,
+    spilled: transport === "multiplexed" ? stats.postgres?.spilledBytes : undefined,
+  };
+}
+
+export async function pgwireSuite(quick: boolean, log: (line: string) => void): Promise<SuiteReport> {
+  const bin = postgresBin();
+  if (!bin) throw new Error("no PostgreSQL binaries (pgbench, pg_dump): install Debian's postgresql");
+  const seconds = quick ? 1 : 3;
+  const rounds = quick ? 1 : 3;
+  const profileDir = process.env.DIVERGE_BENCH_PROFILE;
+  if (profileDir) mkdirSync(profileDir, { recursive: true });
+  const closers: (() => Promise<unknown> | unknown)[] = [];
+  try {
+    const database = await startDatabase();
+    closers.unshift(() => database.stop());
+    const port = Number(new URL(database.url).port);
+    const init = spawnSync(join(bin, "pgbench"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-i", "-s", "1", "-q", "postgres"], { encoding: "utf8" });
+    if (init.status !== 0) throw new Error(`pgbench -i failed: ${init.stderr}`);
+    const container = await startChild(["container"]);
+    closers.unshift(() => container.close());
+    const chain = await socatChain(port);
+    closers.unshift(() => chain.close());
+
+    // tps[workload][route]: the best of the rounds, every route once per round, in turn.
+    const tps: Record<string, Record<Route, number[]>> = {};
+    for (const workload of WORKLOADS) tps[workload.key] = { direct: [], socat: [], multiplexed: [], paths: [] };
+    const relays: Partial<Record<"multiplexed" | "paths", Relay>> = {};
+    for (const transport of ["multiplexed", "paths"] as const) {
+      const r = await relay(transport, container.ready.port, database.url, profileDir ? { dir: profileDir, name: `pgbench-${transport}` } : undefined);
+      relays[transport] = r;
+      closers.unshift(() => r.provider.close(), () => r.proxy.close());
+    }
+    const portOf: Record<Route, number> = { direct: port, socat: chain.port, multiplexed: relays.multiplexed!.pgPort, paths: relays.paths!.pgPort };
+    for (let round = 0; round < rounds; round++) {
+      for (const workload of WORKLOADS) {
+        for (const route of ROUTES) {
+          log(`  pgwire ${workload.name} ${route} (round ${round + 1} of ${rounds})`);
+          tps[workload.key]![route].push(pgbench(bin, portOf[route], workload.args, seconds));
+        }
+      }
+    }
+    // The profiles are written as the relays exit.
+    for (const transport of ["multiplexed", "paths"] as const) {
+      await relays[transport]!.provider.close();
+      await relays[transport]!.proxy.close();
+    }
+
+    // The slow reader: a 100 MB table dumped into a reader that reads nothing for 15 s.
+    const setup = new pg.Client({ connectionString: database.url });
+    await setup.connect();
+    const rows = quick ? 16_000 : 160_000;
+    await setup.query(`CREATE TABLE big AS SELECT g, repeat(md5(g::text), 20) AS t FROM generate_series(1, ${rows}) g`);
+    await setup.end();
+    const pauseMs = quick ? 1000 : 15_000;
+    const slow: SlowReader[] = [];
+    for (const transport of ["multiplexed", "paths"] as const) {
+      const r = await relay(transport, container.ready.port, database.url, profileDir ? { dir: profileDir, name: `slow-reader-${transport}` } : undefined);
+      log(`  pgwire slow reader (${transport}), a ${pauseMs / 1000} s pause`);
+      slow.push(await slowReader(bin, transport, r, pauseMs, quick));
+      await r.provider.close();
+      await r.proxy.close();
+    }
+
+    const best = (key: string, route: Route) => Math.max(...tps[key]![route]);
+    const targets: Target[] = [];
+    for (const workload of WORKLOADS) {
+      for (const transport of ["multiplexed", "paths"] as const) {
+        const ratio = best(workload.key, transport) / best(workload.key, "socat");
+        targets.push({
+          case: 12,
+          what: `${workload.name} through the proxy (${transport}) vs the two-socat chain`,
+          goal: "≥ 1.0× the two-socat chain",
+          value: `${ratio.toFixed(2)}× (${best(workload.key, transport).toFixed(0)} vs ${best(workload.key, "socat").toFixed(0)} tps; direct ${best(workload.key, "direct").toFixed(0)})`,
+          met: ratio >= 1.0,
+        });
+      }
+    }
+    for (const s of slow) {
+      const rise = (s.rssPeak - s.rssStart) / MB;
+      targets.push({
+        case: 12,
+        what: `slow reader (${s.transport}): pg_dump of ${(s.bytes / MB || rows * 0.000656).toFixed(0)} MB into a reader pausing ${pauseMs / 1000} s`,
+        goal: "completes; the other driver's p99 unchanged (≤ 2× its p99 before); proxy RSS flat (peak ≤ 64 MB over the start)",
+        value: `${s.completed ? "completed" : `failed (${s.error})`}, ${(s.bytes / MB).toFixed(0)} MB in ${s.seconds.toFixed(1)} s; other driver p99 ${s.p99During.toFixed(2)} ms during vs ${s.p99Before.toFixed(2)} ms before (${s.queriesDuring} queries); proxy RSS ${(s.rssStart / MB).toFixed(0)} → peak ${(s.rssPeak / MB).toFixed(0)} → ${(s.rssEnd / MB).toFixed(0)} MB (heap + external ${(s.heldStart / MB).toFixed(0)} → peak ${(s.heldPeak / MB).toFixed(0)} MB)${s.spilled !== undefined ? `; ${(s.spilled / MB).toFixed(0)} MB through disk` : ""}`,
+        met: s.completed && s.p99During <= Math.max(2 * s.p99Before, s.p99Before + 1) && rise <= 64,
+      });
+    }
+    return {
+      result: { tps, slow },
+      targets,
+      tables: [
+        {
+          title: "Case 12: pgwire: pgbench through each route (tps, best of rounds)",
+          columns: ["route", ...WORKLOADS.map((w) => w.name), ...WORKLOADS.map((w) => `${w.name} vs socat chain`)],
+          rows: ROUTES.map((route) => [
+            ROUTE_NAMES[route],
+            ...WORKLOADS.map((w) => best(w.key, route).toFixed(0)),
+            ...WORKLOADS.map((w) => `${(best(w.key, route) / best(w.key, "socat")).toFixed(2)}×`),
+          ]),
+          notes: [
+            `${database.what}; pgbench -i -s 1; ${seconds} s per run, ${rounds} rounds with every route in turn; each cell the best round. Proxy, provider, socat and pgbench are separate processes on the same 2 cores.`,
+          ],
+        },
+        {
+          title: "Case 12: pgwire: a slow reader (pg_dump into a reader that pauses)",
+          columns: ["transport", "completed", "MB", "seconds", "other driver p99 before", "p99 during", "proxy RSS start", "peak", "end", "heap + external start", "peak", "through disk"],
+          rows: slow.map((s) => [
+            s.transport,
+            s.completed ? "yes" : `no: ${s.error}`,
+            (s.bytes / MB).toFixed(0),
+            s.seconds.toFixed(1),
+            `${s.p99Before.toFixed(2)} ms`,
+            `${s.p99During.toFixed(2)} ms`,
+            `${(s.rssStart / MB).toFixed(0)} MB`,
+            `${(s.rssPeak / MB).toFixed(0)} MB`,
+            `${(s.rssEnd / MB).toFixed(0)} MB`,
+            `${(s.heldStart / MB).toFixed(0)} MB`,
+            `${(s.heldPeak / MB).toFixed(0)} MB`,
+            s.spilled !== undefined ? `${(s.spilled / MB).toFixed(0)} MB` : "— (paths: pushed back per path)",
+          ]),
+          notes: [`The reader reads nothing for ${pauseMs / 1000} s, then everything; the other driver runs one-row queries (one each 2 ms) on its own connection through the same proxy.`],
+        },
+      ],
+    };
+  } finally {
+    for (const close of closers) {
+      try {
+        await close();
+      } catch {
+        // Closing what is already closed.
+      }
+    }
+  }
+}
