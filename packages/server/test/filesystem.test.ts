@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { checkPath, ContentError, FsError, lexical, prepareWrite, readPieces, watchTree, writeFile } from "../src/families/filesystem/index.js";
+import { fastWatchStats } from "../src/families/filesystem/tree.js";
 
 let base: string;
 let root: string;
@@ -330,6 +331,36 @@ describe("tree", () => {
     await frames.return!();
   });
 
+  it("each directory's own inotify watch sees a change first (also in a directory made after the snapshot), and the watcher's later event for the same change sends nothing twice", async () => {
+    const outside = await realpath(await mkdtemp(join(tmpdir(), "diverge-fs-outside-")));
+    try {
+      const frames = watchTree(root, { ignore: [] });
+      expect((await next(frames)).kind).toBe("Snapshot");
+      const before = fastWatchStats.events;
+      const seen: string[] = [];
+      const take = async () => {
+        const frame = await next(frames);
+        seen.push(`${frame.kind} ${at(frame)}`);
+      };
+      await mkdir(join(root, "d1"));
+      await take();
+      // Made whole outside the root and moved in: one change.
+      await put(join(outside, "f"), "twelve bytes");
+      await rename(join(outside, "f"), join(root, "d1", "f"));
+      await take();
+      await truncate(join(root, "d1", "f"), 2);
+      await take();
+      await rm(join(root, "d1", "f"));
+      await take();
+      // Every change once, in order: the watcher's events for them (50 ms later) found nothing new.
+      expect(seen).toEqual(["Inserted d1", "Inserted d1/f", "Modified d1/f", "Removed d1/f"]);
+      expect(fastWatchStats.events - before).toBeGreaterThanOrEqual(4);
+      await frames.return!();
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
+
   it("reports nothing under a left-out path", async () => {
     await mkdir(join(root, "workspace"));
     await mkdir(join(root, "proc"));
@@ -347,8 +378,20 @@ describe("tree", () => {
     expect((await next(frames)).kind).toBe("Snapshot");
     for (let i = 0; i < 20; i++) await put(join(root, `f${i}`), "x");
     await new Promise((r) => setTimeout(r, 500));
-    const snapshot = await until(frames, (f) => f.kind === "Snapshot");
-    expect(names((snapshot as { children: FiletreeNode[] }).children)).toHaveLength(20);
+    // A fresh Snapshot comes, and it and the deltas after it (changes seen after the resync) make the 20 files.
+    const known = new Set<string>();
+    let snapshots = 0;
+    while (snapshots === 0 || known.size < 20) {
+      const frame = await next(frames);
+      if (frame.kind === "Snapshot") {
+        snapshots++;
+        known.clear();
+        for (const node of frame.children) known.add(node.name);
+      } else if (frame.kind === "Inserted") known.add(at(frame));
+      else if (frame.kind === "Removed") known.delete(at(frame));
+    }
+    expect(snapshots).toBeGreaterThan(0);
+    expect(known.size).toBe(20);
     await frames.return!();
   });
 

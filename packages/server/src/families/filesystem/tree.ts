@@ -33,6 +33,18 @@ const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 
 /** Entries stat'ed at once during a walk. */
 export const STAT_CONCURRENCY = 32;
+/**
+ * Directories watched besides @parcel/watcher by a plain inotify watch each (`fs.watch`, one
+ * directory, not recursive): @parcel/watcher delivers its events after a compiled-in 50 ms debounce
+ * (its Debounce.hh, MIN_WAIT_TIME), which was the whole of the tree delta's 51 ms p50; a plain inotify
+ * watch delivers within a millisecond. Each such event is handled at once as the watcher's would be;
+ * the watcher's own event for the same change comes later and finds nothing new (the signature
+ * check in `change`), and it still covers everything past this many directories, events a plain
+ * watch misses and lost events. Shallow directories first.
+ */
+export const FAST_WATCH_DIRS = 512;
+/** Changes first seen by a plain inotify watch, every tree together (for the tests). */
+export const fastWatchStats = { events: 0, watched: 0 };
 /** How often the root's identity is checked when no event comes. */
 const ROOT_CHECK_MS = 1000;
 export const ROOT_REPLACED = "the root was removed or replaced";
@@ -160,6 +172,11 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private rootTimer: NodeJS.Timeout | undefined;
   /** Served FUSE mount points as `dev:ino` of their parent directory → names in it (refreshed per walk). */
   private mounts = new Map<string, Set<string>>();
+  /** The plain inotify watches (FAST_WATCH_DIRS), by the directory's host path. */
+  private readonly fast = new Map<string, fs.FSWatcher>();
+  /** Paths the plain watches reported and not yet handled: one batch per turn of the work, however many come meanwhile. */
+  private readonly fastPending = new Set<string>();
+  private fastScheduled = false;
 
   constructor(
     private readonly root: string,
@@ -210,6 +227,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
 
   /** Drops the watch, the timer and the root's descriptor. */
   private async release(): Promise<void> {
+    this.unwatchFast(undefined);
     clearInterval(this.rootTimer);
     this.rootTimer = undefined;
     const subscription = this.subscription;
@@ -329,6 +347,55 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     for (const events of pending) await this.apply(events);
   }
 
+  /** Arms the plain inotify watches on the known directories, shallow ones first, up to FAST_WATCH_DIRS. */
+  private watchKnown(): void {
+    this.unwatchFast(undefined);
+    const queue: { path: string; shadow: Shadow }[] = [{ path: this.root, shadow: this.shadow }];
+    while (queue.length > 0 && this.fast.size < FAST_WATCH_DIRS && !this.ended) {
+      const { path, shadow } = queue.shift()!;
+      this.watchFast(path);
+      for (const [name, entry] of shadow.children) if (isDir(entry)) queue.push({ path: join(path, name), shadow: entry });
+    }
+  }
+
+  private watchFast(dir: string): void {
+    if (this.ended || this.fast.size >= FAST_WATCH_DIRS || this.fast.has(dir) || (dir !== this.root && this.isLeftOut(dir))) return;
+    let watcher: fs.FSWatcher;
+    try {
+      watcher = fs.watch(dir, { persistent: false }, (_type, name) => {
+        if (this.ended) return;
+        fastWatchStats.events++;
+        // Past this many waiting the rest is the watcher's (a storm of changes is its to batch).
+        if (this.fastPending.size < 4096) this.fastPending.add(name ? join(dir, name.toString()) : dir);
+        if (this.fastScheduled) return;
+        this.fastScheduled = true;
+        this.work = this.work.then(() => {
+          this.fastScheduled = false;
+          const paths = [...this.fastPending];
+          this.fastPending.clear();
+          return this.apply(paths.map((path) => ({ type: "update" as const, path })));
+        });
+      });
+    } catch {
+      return; // Gone, unreadable or out of watches: the watcher's events still come.
+    }
+    watcher.on("error", () => {
+      watcher.close();
+      if (this.fast.get(dir) === watcher) this.fast.delete(dir);
+    });
+    this.fast.set(dir, watcher);
+    fastWatchStats.watched++;
+  }
+
+  /** Closes the plain watches on `under` and below it (every one when undefined). */
+  private unwatchFast(under: string | undefined): void {
+    for (const [dir, watcher] of this.fast) {
+      if (under !== undefined && dir !== under && !dir.startsWith(under + sep)) continue;
+      watcher.close();
+      this.fast.delete(dir);
+    }
+  }
+
   /** The served FUSE mount points as parent identity → names, so that the walk never stats one. */
   private async refreshMounts(): Promise<void> {
     const mounts = new Map<string, Set<string>>();
@@ -358,6 +425,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     this.shadow = shadow;
     this.queue.length = 0;
     this.emit({ kind: "Snapshot", children });
+    this.watchKnown();
   }
 
   /** One walk with no watch: the Snapshot's children. */
@@ -548,6 +616,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     if (!node) {
       if (before) {
         parent.children.delete(name);
+        if (isDir(before)) this.unwatchFast(join(this.root, ...top));
         this.emit({ kind: "Removed", path: [...top] });
       }
       return;
@@ -555,6 +624,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     const after = scratch.children.get(name)!;
     if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
     parent.children.set(name, after);
+    if (isDir(after) && !isDir(before)) this.watchFast(join(this.root, ...top));
     this.emit(before ? { kind: "Modified", path: [...top], node } : { kind: "Inserted", path: [...top], node });
   }
 
