@@ -7,11 +7,11 @@ import { generation, type GenerationResult } from "./cases/generation.js";
 import { machine, type Machine } from "./machine.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents", "fuse"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11, fuse: 12 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -58,6 +58,7 @@ export interface Results {
   readonly vault?: unknown;
   readonly filesystem?: unknown;
   readonly agents?: unknown;
+  readonly fuse?: unknown;
   /** Suites run again after the main run, their numbers replacing its (why, when, the load then). */
   readonly reruns?: readonly { readonly suites: readonly Suite[]; readonly date: string; readonly loadAverage: readonly number[]; readonly reason: string }[];
   /** Tables of the relay, memory and start-up suites. */
@@ -89,6 +90,7 @@ export interface ExtraSuites {
   vault?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   filesystem?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   agents?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  fuse?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -257,7 +259,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   let vault: unknown;
   let filesystem: unknown;
   let agents: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents"] as const) {
+  let fuse: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents", "fuse"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -274,6 +277,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       else if (suite === "vault") vault = out.result;
       else if (suite === "filesystem") filesystem = out.result;
       else if (suite === "agents") agents = out.result;
+      else if (suite === "fuse") fuse = out.result;
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -303,5 +307,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, fuse, tables, targets };
 }
