@@ -86,15 +86,21 @@ export function fuseUnavailable(): string | undefined {
   return undefined;
 }
 
+/**
+ * The npm package of the FUSE binding, the one place it is named: the proxy requires it by this
+ * name (and the single-file bundle looks for its native part beside it by this name).
+ */
+export const FUSE_BINDING_PACKAGE = "fuse-native";
+
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is this repository's patched build (patches/fuse-native@2.2.6.patch). */
 let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
-  const Fuse = require("fuse-native") as FuseCtor;
+  const Fuse = require(FUSE_BINDING_PACKAGE) as FuseCtor;
   // The binding itself, as fuse-native loads it (same file, so the same module instance).
-  const fuseRequire = createRequire(require.resolve("fuse-native"));
-  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve("fuse-native"))) as {
+  const fuseRequire = createRequire(require.resolve(FUSE_BINDING_PACKAGE));
+  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_BINDING_PACKAGE))) as {
     fuse_native_mount: (...args: unknown[]) => void;
     utime_omit_ok?: number;
   };
