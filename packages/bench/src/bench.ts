@@ -72,6 +72,11 @@ export async function loadExtraSuites(): Promise<{ extra: ExtraSuites; problems:
   } catch (problem) {
     problems.pgwire = (problem as Error).message;
   }
+  try {
+    extra.fuse = (await import("./cases/fuse.js")).fuseSuite;
+  } catch (problem) {
+    problems.fuse = (problem as Error).message;
+  }
   return { extra, problems };
 }
 

@@ -8,11 +8,11 @@ import { machine, type Machine } from "./machine.js";
 import { setProfileLabel } from "./processes.js";
 import { FULL_TIMING, QUICK_TIMING, sunk, type GroupResult, type Timing } from "./measure.js";
 
-export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents", "pgwire"] as const;
+export const SUITES = ["fixed", "json", "protobuf", "relay", "memory", "generation", "startup", "parity", "vault", "filesystem", "agents", "pgwire", "fuse"] as const;
 export type Suite = (typeof SUITES)[number];
 
 /** The issue's numbering of the cases. */
-export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11, pgwire: 12 };
+export const CASE_OF: Record<Suite, number> = { fixed: 1, json: 2, protobuf: 3, relay: 4, memory: 5, generation: 6, startup: 7, parity: 8, vault: 9, filesystem: 10, agents: 11, pgwire: 12, fuse: 13 };
 
 export interface BenchOptions {
   readonly quick: boolean;
@@ -60,6 +60,7 @@ export interface Results {
   readonly filesystem?: unknown;
   readonly agents?: unknown;
   readonly pgwire?: unknown;
+  readonly fuse?: unknown;
   /** Suites run again after the main run, their numbers replacing its (why, when, the load then). */
   readonly reruns?: readonly { readonly suites: readonly Suite[]; readonly date: string; readonly loadAverage: readonly number[]; readonly reason: string }[];
   /** Tables of the relay, memory and start-up suites. */
@@ -92,6 +93,7 @@ export interface ExtraSuites {
   filesystem?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   agents?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
   pgwire?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
+  fuse?: (quick: boolean, log: (line: string) => void) => Promise<SuiteReport>;
 }
 
 const pct = (x: number) => `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%`;
@@ -264,7 +266,8 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   let filesystem: unknown;
   let agents: unknown;
   let pgwire: unknown;
-  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents", "pgwire"] as const) {
+  let fuse: unknown;
+  for (const suite of ["relay", "memory", "startup", "parity", "vault", "filesystem", "agents", "pgwire", "fuse"] as const) {
     if (!wanted.has(suite)) continue;
     const start = performance.now();
     const run = extra[suite];
@@ -283,6 +286,7 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
       else if (suite === "filesystem") filesystem = out.result;
       else if (suite === "agents") agents = out.result;
       else if (suite === "pgwire") pgwire = out.result;
+      else if (suite === "fuse") fuse = out.result;
       else startup = out.result;
       targets.push(...out.targets);
       tables.push(...out.tables);
@@ -312,5 +316,5 @@ export async function runBench(options: BenchOptions, extra: ExtraSuites = {}): 
   }
   // Keep the sink observable so no measured work is ever dead code.
   if (sunk() === 0.5) log("");
-  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, pgwire, tables, targets };
+  return { version: 1, quick: options.quick, machine: info, timing, suites, groups, generation: generationResult, relay, memory, startup, parity, vault, filesystem, agents, pgwire, fuse, tables, targets };
 }

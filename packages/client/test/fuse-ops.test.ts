@@ -151,7 +151,7 @@ describe.skipIf(!!unavailable)("FUSE operations through the proxy's mount", () =
         cut: "abcd",
         grown: [0x61, 0x62, 0, 0, 0],
         missing: "ENOENT",
-        notEmpty: "EIO",
+        notEmpty: "ENOTEMPTY",
       });
       // Stat first: reading the provider's files below moves their access times.
       const onProvider = await stat(join(provider, "new.txt"));

@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { bindPorts, DEFAULT_PG_PORT, DEFAULT_PROGRAM_PORT, PROXY_PORT } from "./bind.js";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./listener.js";
 import type { ProxyOptions } from "./proxy.js";
+import { FUSE_CACHE_LEVELS, setDefaultFuseCache, type FuseCacheLevel } from "./families/fuse/common.js";
 
 /** The revisions spoken, from the multiplexer: loaded only for the help text and `--revision`. */
 const spoken = async () => (await import("@diverge/multiplexer")).SPOKEN_REVISIONS;
@@ -55,6 +56,9 @@ Flags:
   --allow-origin <origin>  an Origin (scheme://host[:port]) the program port accepts besides
                            loopback ones (repeatable; "*" accepts any); others get 403
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
+  --fuse-cache <level>     what the kernel caches of FUSE mounts: none (every read and stat asked;
+                           no shared mmap), close-to-open (default: 1 s attributes and names,
+                           pages revalidated at each open), full (60 s, pages kept across opens)
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
 
@@ -109,6 +113,7 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
       revision: { type: "string" },
+      "fuse-cache": { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -117,6 +122,9 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   });
   if (values.help) return "help";
   const maxMessageBytes = positive("max-message-bytes", values["max-message-bytes"]);
+  const cache = values["fuse-cache"];
+  if (cache !== undefined && !(FUSE_CACHE_LEVELS as readonly string[]).includes(cache)) throw new Error(`--fuse-cache must be one of ${FUSE_CACHE_LEVELS.join(", ")}, not ${JSON.stringify(cache)}`);
+  if (cache !== undefined) setDefaultFuseCache(cache as FuseCacheLevel);
   return {
     revision: values.revision,
     host: values.host ?? "0.0.0.0",

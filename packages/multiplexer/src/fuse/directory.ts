@@ -9,6 +9,7 @@
 // file whose content is its target (what `readlink` gives), reads as that text, and is renamed or
 // removed itself; a write, truncate or chmod of it is refused. Nothing outside `dir` is ever opened,
 // stat'ed or changed.
+import { spawn } from "node:child_process";
 import { constants } from "node:fs";
 import * as fs from "node:fs";
 import { promisify } from "node:util";
@@ -30,6 +31,33 @@ const message = (error: unknown) => (error as NodeJS.ErrnoException).code ?? (er
 const missing = (error: unknown) => ["ENOENT", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "");
 const time = (ns: bigint): FuseTime => ({ secs: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) });
 const seconds = (t: FuseTime) => Number(t.secs) + t.nanos / 1e9;
+const nsOf = (t: FuseTime) => t.secs * 1_000_000_000n + BigInt(t.nanos);
+
+/**
+ * Sets the times given at `place` (the link itself, never its target) exactly to the nanosecond:
+ * Node's utimes takes seconds as a double (exact to ~240 ns today), so a time it cannot set
+ * exactly is set again by coreutils' `touch -h -d @S.N` (which calls utimensat with the timespec),
+ * the held directory handed to it as its descriptor 3.
+ */
+async function setTimes(place: Place, atime: FuseTime | undefined, mtime: FuseTime | undefined): Promise<void> {
+  const now = await lstat(place.path, { bigint: true });
+  await fs.promises.lutimes(place.path, atime ? seconds(atime) : Number(now.atimeNs) / 1e9, mtime ? seconds(mtime) : Number(now.mtimeNs) / 1e9);
+  const after = await lstat(place.path, { bigint: true });
+  const wanted: Array<[string, bigint, bigint]> = [
+    ["-a", atime ? nsOf(atime) : now.atimeNs, after.atimeNs],
+    ["-m", mtime ? nsOf(mtime) : now.mtimeNs, after.mtimeNs],
+  ];
+  for (const [flag, want, got] of wanted) {
+    if (want === got) continue;
+    const stamp = `@${want / 1_000_000_000n}.${String(want % 1_000_000_000n).padStart(9, "0")}`;
+    await new Promise<void>((resolve, reject) => {
+      const failed = () => reject(Object.assign(new Error("the times could not be set"), { code: "EIO" }));
+      const child = spawn("touch", ["-h", "-c", flag, "-d", stamp, `/proc/self/fd/3/${place.name}`], { stdio: ["ignore", "ignore", "ignore", place.dir] });
+      child.once("error", failed);
+      child.once("exit", (status) => (status === 0 ? resolve() : failed()));
+    });
+  }
+}
 const linkThere = () => Object.assign(new Error("a symbolic link is there"), { code: "ELOOP" });
 
 /**
@@ -156,10 +184,7 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
           });
           // lchown and lutimes act on a link itself, never on its target.
           if (attrs.uid !== undefined || attrs.gid !== undefined) await fs.promises.lchown(place.path, attrs.uid ?? -1, attrs.gid ?? -1);
-          if (attrs.atime || attrs.mtime) {
-            const now = await fs.promises.lstat(place.path);
-            await fs.promises.lutimes(place.path, attrs.atime ? seconds(attrs.atime) : now.atime, attrs.mtime ? seconds(attrs.mtime) : now.mtime);
-          }
+          if (attrs.atime || attrs.mtime) await setTimes(place, attrs.atime, attrs.mtime);
         }),
       ),
   };

@@ -1,7 +1,12 @@
 // A real kernel FUSE filesystem at a path whose every operation is one typed ask (handlers.ts).
 // Binding: fuse-native 2.2.6 with this repository's patch (patches/fuse-native@2.2.6.patch), built
-// from source at install (it links libfuse.so.2, Debian's `libfuse2`). Errno mapping exactly as
-// fs-fuse.md §4.1: an error answer, a failed or unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT.
+// from source at install (it links libfuse.so.2, Debian's `libfuse2`). Errno mapping as fs-fuse.md
+// §4.1: a failed or unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT; an error answer → EIO,
+// unless its message begins with an errno's name (`ENOTEMPTY: …`, common.ts), then that errno. The
+// proxy refuses itself what it can check: a name over 255 bytes (ENAMETOOLONG), an rmdir or a rename
+// over a directory with entries (ENOTEMPTY). Caching: the `--fuse-cache` level (common.ts); the
+// kernel's largest transfers (128 KiB, big_writes); libfuse's multi-threaded loop (fuse-native runs
+// `fuse_loop_mt`), so the kernel's parallel requests are asked at once and answered as they come.
 //
 // What the patch changes from fuse-native 2.2.6, which this file relies on: it sets libfuse's
 // `flag_utime_omit_ok`, so a change of one time alone (`touch -m`, `touch -a`, `tar x`) reaches
@@ -25,6 +30,8 @@ import { dirname, resolve } from "node:path";
 import { promisify } from "node:util";
 import { Beneath, BeneathError, O_PATH, fdPath, type Place } from "@diverge/multiplexer/beneath";
 import { noteServedMount } from "./served.js";
+import { defaultFuseCache, errnoOfMessage, type FileSessions, type FuseCacheLevel } from "./common.js";
+export { errnoOfMessage, setDefaultFuseCache, FUSE_CACHE_LEVELS, type FileSessions, type FuseCacheLevel } from "./common.js";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
 // Made on first use: in the proxy's one-file bundle this module may run as CommonJS, where
@@ -43,6 +50,22 @@ const EROFS = -30;
 const ENOSYS = -38;
 const EINVAL = -22;
 const EFBIG = -27;
+const EPERM = -1;
+const ENOTEMPTY = -39;
+const ENAMETOOLONG = -36;
+
+/** A name the kernel passes that no Linux filesystem takes (NAME_MAX, 255 bytes). */
+const tooLong = (p: string) => p.split("/").some((c) => Buffer.byteLength(c) > 255);
+
+/** The kernel's largest FUSE read and write without FUSE_MAX_PAGES (libfuse 2.9 does not negotiate it): 32 pages. */
+const MAX_TRANSFER = 128 * 1024;
+function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always"): string[] {
+  const large = ["big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
+  if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
+  if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
+  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead.
+  return ["noatime", ...(revalidate === "byStat" ? ["auto_cache"] : []), "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
+}
 
 type Cb = (code: number, ...rest: unknown[]) => void;
 type FuseCtor = new (mnt: string, ops: Record<string, unknown>, opts: Record<string, unknown>) => FuseInstance;
@@ -63,15 +86,21 @@ export function fuseUnavailable(): string | undefined {
   return undefined;
 }
 
+/**
+ * The npm package of the FUSE binding, the one place it is named: the proxy requires it by this
+ * name (and the single-file bundle looks for its native part beside it by this name).
+ */
+export const FUSE_BINDING_PACKAGE = "fuse-native";
+
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is this repository's patched build (patches/fuse-native@2.2.6.patch). */
 let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
-  const Fuse = require("fuse-native") as FuseCtor;
+  const Fuse = require(FUSE_BINDING_PACKAGE) as FuseCtor;
   // The binding itself, as fuse-native loads it (same file, so the same module instance).
-  const fuseRequire = createRequire(require.resolve("fuse-native"));
-  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve("fuse-native"))) as {
+  const fuseRequire = createRequire(require.resolve(FUSE_BINDING_PACKAGE));
+  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_BINDING_PACKAGE))) as {
     fuse_native_mount: (...args: unknown[]) => void;
     utime_omit_ok?: number;
   };
@@ -151,6 +180,18 @@ export interface MountOptions {
    * and nothing is asked (the paths transport carries whole files in one message).
    */
   readonly maxFileBytes?: number;
+  /** How much the kernel caches (default: the proxy's `--fuse-cache`, else close-to-open). */
+  readonly cache?: FuseCacheLevel;
+  /**
+   * How an open revalidates the file's cached pages at the close-to-open level: `byStat` (dropped
+   * when its size or modification time changed), `always` (dropped at every open: the paths
+   * transport, whose times are the proxy's own). Default byStat.
+   */
+  readonly revalidate?: "byStat" | "always";
+  /** Called at open, flush and release (the paths transport's proxy copies). */
+  readonly sessions?: FileSessions;
+  /** The proxy's log, for refusals a program cannot be told the reason of (EFBIG at open). */
+  readonly log?: (line: string) => void;
 }
 
 export interface FuseMount {
@@ -248,15 +289,33 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       () => once(EIO),
     );
   };
-  const ackCode = (ack: FuseAckResult) => (ack.kind === "ok" ? 0 : ack.kind === "readOnly" ? EROFS : EIO);
+  const ackCode = (ack: FuseAckResult) => (ack.kind === "ok" ? 0 : ack.kind === "readOnly" ? EROFS : errnoOfMessage(ack.message));
+  const sessions = options.sessions;
+  /** Per directory path, how many directories its last listing held (its link count is 2 more); unknown is 1. */
+  const subdirs = new Map<string, number>();
+  const parentOf = (p: string) => p.slice(0, Math.max(1, p.lastIndexOf("/")));
+  const forgetDirs = (...paths: string[]) => {
+    for (const p of paths) {
+      subdirs.delete(p);
+      subdirs.delete(parentOf(p));
+    }
+  };
+  const noteListing = (p: string, entries: readonly { kind: string }[]) => subdirs.set(p, entries.filter((e) => e.kind === "directory").length);
   /** A fuse path (`/a/b`) as an ask path (`a/b`); a file mount always asks the empty path. */
   const rel = (p: string) => (kind === "file" ? "" : p.replace(/^\/+/, ""));
-  const statOf = (s: FuseStat) => ({
+  // st_blocks from the size, in 4 KiB allocations as a local filesystem has them (so `du` agrees);
+  // a directory 4 KiB; its link count 2 + its subdirectories when listed, else 1 (unknown, as `find` reads it).
+  const statOf = (s: FuseStat, p: string) => {
+    const size = s.kind === "directory" ? 4096 : Number(sessions?.sizeOf(rel(p)) ?? s.size);
+    const known = subdirs.get(p);
+    return {
     mode: (s.kind === "directory" ? 0o040000 : 0o100000) | (s.mode & 0o7777),
     uid: s.uid,
     gid: s.gid,
-    size: s.kind === "directory" ? 0 : Number(s.size),
-    nlink: s.kind === "directory" ? 2 : 1,
+    size,
+    blksize: 4096,
+    blocks: Math.ceil(size / 4096) * 8,
+    nlink: s.kind === "directory" ? (known === undefined ? 1 : 2 + known) : 1,
     atime: toDate(s.atime),
     mtime: toDate(s.mtime),
     ctime: toDate(s.ctime),
@@ -264,8 +323,9 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     atimeNs: toNs(s.atime),
     mtimeNs: toNs(s.mtime),
     ctimeNs: toNs(s.ctime),
-  });
-  const rootDir = () => ({ mode: 0o040755, uid, gid, size: 0, nlink: 2, atime: toDate(mountedAt), mtime: toDate(mountedAt), ctime: toDate(mountedAt), atimeNs: toNs(mountedAt), mtimeNs: toNs(mountedAt), ctimeNs: toNs(mountedAt) });
+  };
+  };
+  const rootDir = () => ({ mode: 0o040755, uid, gid, size: 4096, blksize: 4096, blocks: 8, nlink: subdirs.has("/") ? 2 + subdirs.get("/")! : 1, atime: toDate(mountedAt), mtime: toDate(mountedAt), ctime: toDate(mountedAt), atimeNs: toNs(mountedAt), mtimeNs: toNs(mountedAt), ctimeNs: toNs(mountedAt) });
   let fds = 0;
   /**
    * The callback of an operation answering a descriptor (open, opendir, create): fuse-native reads
@@ -275,19 +335,22 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const withFd = (cb: Cb): Cb => (code, ...rest) => cb(code, rest[0] ?? 0, ...rest.slice(1));
   /** Per directory path, the listings asked at opendir and not yet read (one per open). */
   const listed = new Map<string, string[][]>();
+  /** Per directory path, how many opens of it are not yet released. */
+  const openDirs = new Map<string, number>();
 
   const ops = {
     init: (cb: Cb) => cb(0),
     getattr: (p: string, cb: Cb) => {
       if (kind === "directory" && p === "/") return cb(0, rootDir());
+      if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, () => handlers.stat(rel(p)), (a) => {
         if (a.kind === "stat") {
           if (kind === "file" && a.stat.kind === "directory") return cb(EIO); // The provider's mistake.
-          return cb(0, statOf(a.stat));
+          return cb(0, statOf(a.stat, p));
         }
         // A file mount holding nothing yet reads as an empty file; the first write creates it.
-        if (a.kind === "missing") return kind === "file" ? cb(0, { ...rootDir(), mode: 0o100600, nlink: 1 }) : cb(ENOENT);
-        return cb(EIO);
+        if (a.kind === "missing") return kind === "file" ? cb(0, { ...rootDir(), mode: 0o100600, nlink: 1, size: 0, blocks: 0 }) : cb(ENOENT);
+        return cb(errnoOfMessage(a.message));
       });
     },
     fgetattr: (p: string, _fd: number, cb: Cb) => ops.getattr(p, cb),
@@ -295,32 +358,56 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     statfs: (_p: string, cb: Cb) => cb(0, { bsize: 4096, frsize: 4096, blocks: 1 << 20, bfree: 1 << 19, bavail: 1 << 19, files: 1 << 20, ffree: 1 << 19, favail: 1 << 19, fsid: 0, flag: 0, namemax: 255 }),
     // The list is asked when the directory is opened: an answer "no directory there" must fail the
     // open with ENOENT (glibc's readdir reads an ENOENT from getdents as the end of the directory,
-    // so failing the read would show an empty directory). The read then gives what was listed.
+    // so failing the read would show an empty directory). The read then gives what was listed,
+    // after `.` and `..`.
     readdir: (p: string, cb: Cb) => {
       const listedThere = listed.get(p);
-      if (listedThere && listedThere.length > 0) return cb(0, listedThere.shift()!);
+      if (listedThere && listedThere.length > 0) return cb(0, [".", "..", ...listedThere.shift()!]);
       ask(cb, () => handlers.list(rel(p)), (a) => {
-        if (a.kind === "entries") return cb(0, a.entries.map((e) => e.name));
-        return cb(a.kind === "missing" ? ENOENT : EIO);
+        if (a.kind === "entries") {
+          noteListing(p, a.entries);
+          return cb(0, [".", "..", ...a.entries.map((e) => e.name)]);
+        }
+        return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
       });
     },
     opendir: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
       ask(cb, () => handlers.list(rel(p)), (a) => {
-        if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : EIO);
+        if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
+        noteListing(p, a.entries);
         const queue = listed.get(p) ?? [];
         queue.push(a.entries.map((e) => e.name));
         listed.set(p, queue);
+        openDirs.set(p, (openDirs.get(p) ?? 0) + 1);
         cb(0, ++fds);
       }),
+    // A directory opened and never read (`open(O_DIRECTORY)` for fchdir, as `tar -C` does) leaves
+    // its listing unread: once no open of that directory is left, whatever is unread goes.
     releasedir: (p: string, _fd: number, cb: Cb) => {
-      const queue = listed.get(p);
-      if (queue && queue.length === 0) listed.delete(p);
+      const left = (openDirs.get(p) ?? 1) - 1;
+      if (left > 0) openDirs.set(p, left);
+      else {
+        openDirs.delete(p);
+        listed.delete(p);
+      }
       cb(0);
     },
-    open: (_p: string, _flags: number, cb: Cb) => cb(0, ++fds),
-    release: (_p: string, _fd: number, cb: Cb) => cb(0),
-    flush: (_p: string, _fd: number, cb: Cb) => cb(0),
-    fsync: (_p: string, _datasync: boolean, _fd: number, cb: Cb) => cb(0),
+    open: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
+      if (!sessions) return cb(0, ++fds);
+      ask(cb, () => sessions.open(rel(p), false), (code) => (code === 0 ? cb(0, ++fds) : cb(code)));
+    },
+    release: (p: string, _fd: number, cb: Cb) => {
+      if (!sessions) return cb(0);
+      ask(cb, () => sessions.release(rel(p)), (code) => cb(code));
+    },
+    flush: (p: string, _fd: number, cb: Cb) => {
+      if (!sessions) return cb(0);
+      ask(cb, () => sessions.flush(rel(p)), (code) => cb(code));
+    },
+    fsync: (p: string, _datasync: boolean, _fd: number, cb: Cb) => {
+      if (!sessions) return cb(0);
+      ask(cb, () => sessions.flush(rel(p)), (code) => cb(code));
+    },
     read: (p: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) =>
       ask(cb, () => handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)), (a) => {
         if (a.kind === "data") {
@@ -329,10 +416,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
           return cb(n);
         }
         if (a.kind === "missing") return kind === "file" ? cb(0) : cb(ENOENT);
-        return cb(EIO);
+        return cb(errnoOfMessage(a.message));
       }),
     write: (p: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
-      if (pos + len > maxFileBytes) return cb(EFBIG); // Nothing asked: it could never be carried.
+      // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
+      if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
       ask(cb, () => handlers.write(rel(p), BigInt(pos), bytes), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
@@ -340,23 +428,56 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
     // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
     // best effort: a provider refusing it still has the file.
-    create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) =>
+    create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
+      if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
-        return made;
-      }, (a) => (a.kind === "ok" ? cb(0, ++fds) : cb(ackCode(a)))),
+        if (made.kind !== "ok") return ackCode(made);
+        return sessions ? sessions.open(rel(p), true) : 0;
+      }, (code) => (code === 0 ? cb(0, ++fds) : cb(code)));
+    },
     unlink: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
-    rmdir: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
-    rename: (from: string, to: string, cb: Cb) => ask(cb, () => handlers.rename(rel(from), rel(to)), (a) => cb(ackCode(a))),
+    // A directory with entries is refused here (the remove ask would remove it, or fail with a
+    // reason the program cannot read): ENOTEMPTY, as the program expects.
+    rmdir: (p: string, cb: Cb) =>
+      ask(cb, async (): Promise<number> => {
+        const l = await handlers.list(rel(p));
+        if (l.kind === "missing") return ENOENT;
+        if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
+        return ackCode(await handlers.remove(rel(p)));
+      }, (code) => {
+        forgetDirs(p);
+        cb(code);
+      }),
+    // The same for a rename over a directory: refused when that directory has entries.
+    rename: (from: string, to: string, cb: Cb) => {
+      if (tooLong(to)) return cb(ENAMETOOLONG);
+      ask(cb, async (): Promise<number> => {
+        const there = await handlers.stat(rel(to));
+        if (there.kind === "stat" && there.stat.kind === "directory") {
+          const l = await handlers.list(rel(to));
+          if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
+        }
+        return ackCode(await handlers.rename(rel(from), rel(to)));
+      }, (code) => {
+        forgetDirs(from, to);
+        cb(code);
+      });
+    },
     // The same for a directory's mode.
-    mkdir: (p: string, mode: number, cb: Cb) =>
+    mkdir: (p: string, mode: number, cb: Cb) => {
+      if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, async () => {
         const made = await handlers.mkdir(rel(p));
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
         return made;
-      }, (a) => cb(ackCode(a))),
-    truncate: (p: string, size: number, cb: Cb) => (size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
+      }, (a) => {
+        forgetDirs(p);
+        cb(ackCode(a));
+      });
+    },
+    truncate: (p: string, size: number, cb: Cb) => (!sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
     ftruncate: (p: string, _fd: number, size: number, cb: Cb) => ops.truncate(p, size, cb),
     chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
     chown: (p: string, u: number, g: number, cb: Cb) => {
@@ -377,9 +498,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (a === undefined && m === undefined) return cb(0);
       setattr(p, { ...(a ? { atime: a } : {}), ...(m ? { mtime: m } : {}) }, cb);
     },
+    // The spec's FUSE family has no ask for links, FIFOs or devices: symbolic links and FIFOs are
+    // "not implemented" (ENOSYS), a hard link "not permitted" (EPERM, as filesystems without them say).
     readlink: (_p: string, cb: Cb) => cb(ENOSYS),
     symlink: (_a: string, _b: string, cb: Cb) => cb(ENOSYS),
-    link: (_a: string, _b: string, cb: Cb) => cb(ENOSYS),
+    link: (_a: string, _b: string, cb: Cb) => cb(EPERM),
     mknod: (_p: string, _mode: number, _dev: number, cb: Cb) => cb(ENOSYS),
   };
   function setattr(p: string, attrs: FuseAttrs, cb: Cb) {
@@ -397,12 +520,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     defaultPermissions: true,
     allowOther: uid === 0,
   });
-  // noatime and direct_io are passed as options fuse-native knows no flag for.
+  // The cache level's options and the transfer sizes, which fuse-native knows no flag for.
   const withOptions = fuse as unknown as { _fuseOptions(): string };
   const base = withOptions._fuseOptions.bind(fuse);
   withOptions._fuseOptions = () => {
     const opts = base();
-    const extra = ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0"];
+    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   let mountRoot: number;

@@ -1,15 +1,19 @@
 // /fuse/mount and `/requests` kinds 12–18 (paths.md §8 as corrected by fs-fuse.md §10): the provider
 // opens /fuse/mount with `{"path", "id", "readonly"?, "kind"}`; the proxy mounts real kernel FUSE
 // inside its root and asks every operation there on /requests, whole files each way. The kernel's
-// operations are offset-based, so a whole-file adapter sits between: a read slices the whole file,
-// a write or truncate reads the whole file, changes it and writes it whole.
+// operations are offset-based, so a whole-file adapter sits between: each open file has a proxy
+// copy, read once at its first open and written back whole on flush/fsync/release (`Copy`).
+import * as fs from "node:fs";
 import type { IncomingMessage } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { RawData, WebSocket } from "ws";
 import { FuseMountPathsRequestError, decodeFuseMountPathsRequest, encodeFuseAck } from "@diverge/codec";
 import type { FuseAckResult, FuseHandlers, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
 import { checkPath, realRoot } from "../filesystem/path-checks.js";
 import { NOT_A_MOUNT_PATH } from "./place.js";
 import type { FuseMount } from "./index.js";
+import { errnoOfMessage, type FileSessions } from "./common.js";
 import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
 import type { AskOutcome } from "../../exchanges/engine.js";
 import type { ProxyAsks } from "../../gen/exchanges.js";
@@ -50,26 +54,122 @@ function answered<A>(outcome: AskOutcome<A>): A {
 
 const READ_ONLY: FuseAckResult = { kind: "readOnly" };
 
+/** Past this many bytes, a proxy copy of an open file lives in a temporary file, not in memory. */
+export const PATHS_COPY_MEMORY_BYTES = 4 * 1024 * 1024;
+
 /**
- * Offset-based FUSE handlers over the whole-file asks of kinds 12–18 for the mount `id`. A read-only
- * mount refuses every change here (EROFS) and never asks one. Setattr has no ask on this transport:
- * it succeeds and changes nothing; modes and times are the proxy's own (0644 / 0755, the mount time).
+ * The proxy's copy of one file while it is open (the paths transport's whole-file model): read from
+ * the provider once at the first open, served to every read and write, sent back whole on flush,
+ * fsync and the last release when it changed. In memory up to PATHS_COPY_MEMORY_BYTES, past it in
+ * an unlinked temporary file (never held whole in memory but to send it).
+ */
+class Copy {
+  opens = 1;
+  dirty = false;
+  removed = false;
+  /** A write or truncate past what one message carries was refused: the copy is never sent (no cut file). */
+  refused = false;
+  private mem: Buffer;
+  private file: fs.promises.FileHandle | undefined;
+  constructor(public size: number, bytes?: Uint8Array) {
+    this.mem = Buffer.alloc(Math.max(size, 4096));
+    if (bytes) this.mem.set(bytes);
+  }
+  private async spill(): Promise<fs.promises.FileHandle> {
+    if (this.file) return this.file;
+    const dir = await fs.promises.mkdtemp(join(tmpdir(), "diverge-fuse-copy-"));
+    const path = join(dir, "copy");
+    const file = await fs.promises.open(path, "w+", 0o600);
+    await fs.promises.rm(dir, { recursive: true, force: true });
+    await file.write(this.mem, 0, this.size, 0);
+    this.file = file;
+    this.mem = Buffer.alloc(0);
+    return file;
+  }
+  async read(offset: number, length: number): Promise<Uint8Array> {
+    const end = Math.min(this.size, offset + length);
+    if (offset >= end) return new Uint8Array(0);
+    if (!this.file) return this.mem.subarray(offset, end);
+    const out = Buffer.alloc(end - offset);
+    let got = 0;
+    while (got < out.length) {
+      const { bytesRead } = await this.file.read(out, got, out.length - got, offset + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    return out.subarray(0, got);
+  }
+  async write(offset: number, bytes: Uint8Array): Promise<void> {
+    const end = offset + bytes.length;
+    if (!this.file && end > PATHS_COPY_MEMORY_BYTES) await this.spill();
+    if (this.file) {
+      await this.file.write(bytes, 0, bytes.length, offset);
+    } else {
+      if (end > this.mem.length) {
+        const grown = Buffer.alloc(Math.min(Math.max(end, this.mem.length * 2), Math.max(end, PATHS_COPY_MEMORY_BYTES)));
+        grown.set(this.mem.subarray(0, this.size));
+        this.mem = grown;
+      }
+      if (offset > this.size) this.mem.fill(0, this.size, offset);
+      this.mem.set(bytes, offset);
+    }
+    this.size = Math.max(this.size, end);
+    this.dirty = true;
+  }
+  async truncate(size: number): Promise<void> {
+    if (!this.file && size > PATHS_COPY_MEMORY_BYTES) await this.spill();
+    if (this.file) await this.file.truncate(size);
+    else if (size > this.size) await this.write(this.size, new Uint8Array(size - this.size));
+    this.size = size;
+    this.dirty = true;
+  }
+  /** The whole file, to send. */
+  async all(): Promise<Uint8Array> {
+    return this.read(0, this.size);
+  }
+  async drop(): Promise<void> {
+    await this.file?.close().catch(() => undefined);
+    this.file = undefined;
+  }
+}
+
+const PATHS_EIO = -5;
+const PATHS_ENOENT = -2;
+const PATHS_EFBIG = -27;
+const PATHS_EROFS = -30;
+
+/**
+ * Offset-based FUSE handlers over the whole-file asks of kinds 12–18 for the mount `id`, with the
+ * sessions that hold a proxy copy of each open file (`Copy`): a file is read once per open (its
+ * first), and written back once on flush, fsync or release. A file past `maxFileBytes` fails at open
+ * with EFBIG (and a log line), never mid-write. A read-only mount refuses every change here (EROFS)
+ * and never asks one. Setattr has no ask on this transport: modes are the proxy's (0644 / 0755);
+ * times are the proxy's record (a write-back sets the modification time to now, a program's
+ * `utimes` sets it), the mount time when none.
  */
 export function wholeFileHandlers(
   asks: FuseMountPathsOptions["asks"],
   id: string,
   readonly: boolean,
-  limits: { readonly maxFileBytes?: number; readonly requestsOpen?: () => boolean } = {},
-): FuseHandlers {
-  const { maxFileBytes = Number.MAX_SAFE_INTEGER, requestsOpen = () => true } = limits;
+  limits: { readonly maxFileBytes?: number; readonly requestsOpen?: () => boolean; readonly log?: (line: string) => void } = {},
+): FuseHandlers & { readonly sessions: FileSessions } {
+  const { maxFileBytes = Number.MAX_SAFE_INTEGER, requestsOpen = () => true, log = () => {} } = limits;
   /** The provider must be there to ask: with no `/requests` connection the ask is not queued (the operation fails with EIO at once). */
   const present = () => {
     if (!requestsOpen()) throw new Error("no /requests connection: the provider is gone");
   };
-  const tooLarge = (size: number): FuseAckResult => ({ kind: "error", message: `a file of ${size} bytes does not fit in one message` });
-  const mountedAt: FuseTime = { secs: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 };
+  const tooLarge = (size: number): FuseAckResult => ({ kind: "error", message: `EFBIG: a file of ${size} bytes does not fit in one message` });
+  const mountedAt: FuseTime = now();
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
+  const copies = new Map<string, Copy>();
+  const loading = new Map<string, Promise<number>>();
+  /** The times the proxy keeps per path (the paths stat carries none). */
+  const times = new Map<string, { atime: FuseTime; mtime: FuseTime; ctime: FuseTime }>();
+  const touched = (path: string) => {
+    const t = now();
+    times.set(path, { atime: times.get(path)?.atime ?? t, mtime: t, ctime: t });
+  };
   const ack = (a: { ack: "Ok" } | { ack: "Refused"; message: string } | { ack: "ReadOnly" }): FuseAckResult =>
     a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? READ_ONLY : { kind: "error", message: a.message };
   /** The whole file: its bytes, empty when nothing is held yet; undefined with the error's message. */
@@ -81,8 +181,94 @@ export function wholeFileHandlers(
     return { message: a.message };
   };
   const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }))));
+  const codeOf = (a: FuseAckResult) => (a.kind === "ok" ? 0 : a.kind === "readOnly" ? PATHS_EROFS : errnoOfMessage(a.message));
+  const refuseLarge = (path: string, size: number | bigint) => {
+    log(`/fuse/mount ${id}: /${path} (${size} bytes) is larger than one message carries (${maxFileBytes} bytes): open refused (EFBIG)`);
+    return PATHS_EFBIG;
+  };
+  /** Sends the copy back when it changed; 0 or a negative errno. */
+  const writeBack = async (path: string, copy: Copy): Promise<number> => {
+    if (copy.refused) return PATHS_EFBIG;
+    if (!copy.dirty || copy.removed) return 0;
+    if (readonly) return PATHS_EROFS;
+    if (copy.size > maxFileBytes) return refuseLarge(path, copy.size);
+    copy.dirty = false;
+    const sent = await store(path, await copy.all()).catch((error) => {
+      copy.dirty = true;
+      throw error;
+    });
+    if (sent.kind !== "ok") {
+      copy.dirty = true;
+      return codeOf(sent);
+    }
+    touched(path);
+    return 0;
+  };
+  const load = async (path: string, created: boolean): Promise<number> => {
+    if (created) {
+      copies.set(path, new Copy(0));
+      touched(path);
+      return 0;
+    }
+    present();
+    const s = answered(await asks.fuseStat({ id, path }));
+    if (s.answer === "Failed") return errnoOfMessage(s.message);
+    if (s.answer === "Stat" && s.size > BigInt(maxFileBytes)) return refuseLarge(path, s.size);
+    if (s.answer === "Missing" && path !== "") return PATHS_ENOENT;
+    const file = s.answer === "Missing" ? { bytes: new Uint8Array(0) } : await whole(path);
+    if ("message" in file) return errnoOfMessage(file.message);
+    copies.set(path, new Copy(file.bytes.length, file.bytes));
+    return 0;
+  };
+  const sessions: FileSessions = {
+    async open(path, created) {
+      for (;;) {
+        const pending = loading.get(path);
+        if (!pending) break;
+        await pending.catch(() => undefined);
+      }
+      const held = copies.get(path);
+      if (held && !held.removed) {
+        held.opens++;
+        return 0;
+      }
+      const run = load(path, created);
+      loading.set(path, run);
+      try {
+        return await run;
+      } finally {
+        loading.delete(path);
+      }
+    },
+    async flush(path) {
+      const copy = copies.get(path);
+      return copy ? writeBack(path, copy) : 0;
+    },
+    async release(path) {
+      const copy = copies.get(path);
+      if (!copy) return 0;
+      copy.opens--;
+      let code = PATHS_EIO;
+      try {
+        code = await writeBack(path, copy);
+      } finally {
+        if (copy.opens <= 0) {
+          if (copies.get(path) === copy) copies.delete(path);
+          await copy.drop();
+        }
+      }
+      return code;
+    },
+    sizeOf: (path) => {
+      const copy = copies.get(path);
+      return copy && !copy.removed ? BigInt(copy.size) : undefined;
+    },
+  };
   return {
+    sessions,
     async read(path, offset, length) {
+      const copy = copies.get(path);
+      if (copy) return { kind: "data", bytes: await copy.read(Number(offset), length) };
       const file = await whole(path);
       if ("message" in file) return { kind: "error", message: file.message };
       const start = Number(offset);
@@ -91,25 +277,56 @@ export function wholeFileHandlers(
     async write(path, offset, bytes) {
       if (readonly) return READ_ONLY;
       const start = Number(offset);
-      if (start + bytes.length > maxFileBytes) return tooLarge(start + bytes.length);
+      const copy = copies.get(path);
+      if (start + bytes.length > maxFileBytes) {
+        if (copy) copy.refused = true;
+        return tooLarge(start + bytes.length);
+      }
+      if (copy) {
+        await copy.write(start, bytes);
+        return { kind: "ok" };
+      }
       const file = await whole(path);
       if ("message" in file) return { kind: "error", message: file.message };
       const out = new Uint8Array(Math.max(file.bytes.length, start + bytes.length));
       out.set(file.bytes);
       out.set(bytes, start);
-      return store(path, out);
+      const sent = await store(path, out);
+      if (sent.kind === "ok") touched(path);
+      return sent;
     },
     async truncate(path, size) {
       if (readonly) return READ_ONLY;
-      if (size > BigInt(maxFileBytes)) return tooLarge(Number(size));
+      const copy = copies.get(path);
+      if (size > BigInt(maxFileBytes)) {
+        if (copy) copy.refused = true;
+        return tooLarge(Number(size));
+      }
+      if (copy) {
+        await copy.truncate(Number(size));
+        return { kind: "ok" };
+      }
       const file = await whole(path);
       if ("message" in file) return { kind: "error", message: file.message };
       const out = new Uint8Array(Number(size));
       out.set(file.bytes.subarray(0, out.length));
-      return store(path, out);
+      const sent = await store(path, out);
+      if (sent.kind === "ok") touched(path);
+      return sent;
     },
-    async setattr() {
-      return readonly ? READ_ONLY : { kind: "ok" };
+    async setattr(path, attrs) {
+      if (readonly) return READ_ONLY;
+      if (attrs.atime || attrs.mtime) {
+        // What was written before goes first: its write-back must not move the time set after it.
+        const copy = copies.get(path);
+        if (copy?.dirty) {
+          const code = await writeBack(path, copy);
+          if (code !== 0) return { kind: "error", message: "EIO: the open file could not be sent before its times were set" };
+        }
+        const t = times.get(path) ?? { atime: mountedAt, mtime: mountedAt, ctime: mountedAt };
+        times.set(path, { atime: attrs.atime ?? t.atime, mtime: attrs.mtime ?? t.mtime, ctime: now() });
+      }
+      return { kind: "ok" };
     },
     async list(path) {
       present();
@@ -117,21 +334,72 @@ export function wholeFileHandlers(
       if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
       return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
-    remove: async (path) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseRemove({ id, path }))))),
-    rename: async (from, to) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseRename({ id, from, to }))))),
-    mkdir: async (path) => (readonly ? READ_ONLY : (present(), ack(answered(await asks.fuseMkdir({ id, path }))))),
+    async remove(path) {
+      if (readonly) return READ_ONLY;
+      present();
+      const done = ack(answered(await asks.fuseRemove({ id, path })));
+      if (done.kind === "ok") {
+        times.delete(path);
+        const copy = copies.get(path);
+        if (copy) copy.removed = true;
+      }
+      return done;
+    },
+    async rename(from, to) {
+      if (readonly) return READ_ONLY;
+      // What is open at `from` is sent first, so the provider moves the file as the program wrote it.
+      const open = copies.get(from);
+      if (open) {
+        const code = await writeBack(from, open);
+        if (code !== 0) return { kind: "error", message: "EIO: the open file could not be sent before its rename" };
+      }
+      present();
+      const done = ack(answered(await asks.fuseRename({ id, from, to })));
+      if (done.kind === "ok") {
+        const prefix = from + "/";
+        for (const [key, value] of [...times]) {
+          if (key === from || key.startsWith(prefix)) {
+            times.delete(key);
+            times.set(to + key.slice(from.length), value);
+          }
+        }
+        const replaced = copies.get(to);
+        if (replaced) replaced.removed = true;
+        for (const [key, value] of [...copies]) {
+          if (key === from || key.startsWith(prefix)) {
+            copies.delete(key);
+            copies.set(to + key.slice(from.length), value);
+          }
+        }
+      }
+      return done;
+    },
+    mkdir: async (path) => {
+      if (readonly) return READ_ONLY;
+      present();
+      const done = ack(answered(await asks.fuseMkdir({ id, path })));
+      if (done.kind === "ok") touched(path);
+      return done;
+    },
     async stat(path) {
       present();
       const a = answered(await asks.fuseStat({ id, path }));
       if (a.answer === "Failed") return { kind: "error", message: a.message };
       // On a file mount, nothing held yet is an empty file.
-      if (a.answer === "Missing") return path === "" ? { kind: "stat", stat: stat("file", 0n) } : { kind: "missing" };
-      return { kind: "stat", stat: stat(a.file_kind === 1 ? "directory" : "file", a.size) };
+      if (a.answer === "Missing") return path === "" ? { kind: "stat", stat: stat(path, "file", 0n) } : { kind: "missing" };
+      return { kind: "stat", stat: stat(path, a.file_kind === 1 ? "directory" : "file", a.size) };
     },
   };
-  function stat(kind: "file" | "directory", size: bigint): FuseStat {
-    return { kind, size, mode: kind === "directory" ? 0o755 : readonly ? 0o444 : 0o644, uid, gid, atime: mountedAt, mtime: mountedAt, ctime: mountedAt };
+  function stat(path: string, kind: "file" | "directory", size: bigint): FuseStat {
+    const t = times.get(path) ?? { atime: mountedAt, mtime: mountedAt, ctime: mountedAt };
+    return { kind, size, mode: kind === "directory" ? 0o755 : readonly ? 0o444 : 0o644, uid, gid, ...t };
   }
+}
+
+/** Now, to the nanosecond as far as the clock goes. */
+function now(): FuseTime {
+  const ns = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
+  return { secs: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) };
 }
 
 function bytesOf(data: RawData): Uint8Array {
@@ -238,8 +506,8 @@ export class FuseMountPaths implements UpgradeRoute {
     let mounted: FuseMount;
     try {
       const maxFileBytes = this.options.maxMessageBytes === undefined ? undefined : pathsMaxFileBytes(this.options.maxMessageBytes, members.id);
-      const handlers = wholeFileHandlers(this.options.asks, members.id, members.readonly, { maxFileBytes, requestsOpen: this.options.requestsOpen });
-      mounted = await mountFuse({ root, path: components, kind: members.kind, handlers, maxFileBytes });
+      const handlers = wholeFileHandlers(this.options.asks, members.id, members.readonly, { maxFileBytes, requestsOpen: this.options.requestsOpen, log: this.options.log });
+      mounted = await mountFuse({ root, path: components, kind: members.kind, handlers, maxFileBytes, sessions: handlers.sessions, log: this.options.log, revalidate: "always" });
     } catch (problem) {
       if (problem instanceof MountError) return refuse(problem.message);
       throw problem;
