@@ -53,6 +53,7 @@ Flags:
   --quiet                  print nothing but the listening line and errors
   -h, --help               this text
 
+diverge-proxy bundle --out <dir> writes the proxy for an image (diverge-proxy bundle --help).
 Port 0 picks a free port. Stops on SIGINT or SIGTERM.
 `;
 
@@ -126,7 +127,44 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   };
 }
 
+const bundleHelp = `Usage: diverge-proxy bundle --out <dir> [--no-sea] [--sea] [--no-natives]
+
+Writes the proxy for an image into <dir>: diverge-proxy.mjs (run with node 20.19+),
+diverge-proxy.cjs, node_modules/ with the native packages (the filesystem watcher, the FUSE
+binding, ws's optional helpers) as installed here, and the single executable diverge-proxy (this
+node with the proxy inside; made when postject is installed: npm i -D postject@1.0.0-alpha.6).
+Each form finds node_modules/ beside its own file: copy the directory whole.
+
+  --no-sea      make no single executable
+  --sea         fail when the single executable cannot be made
+  --no-natives  copy no node_modules/ (a tree or a mount then answers why it cannot serve)
+`;
+
+/** \`diverge-proxy bundle\`: the bundles this package ships, their native parts and the executable (image.ts). */
+async function bundleCommand(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { out: { type: "string" }, sea: { type: "boolean" }, "no-sea": { type: "boolean" }, "no-natives": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+      allowPositionals: false,
+    }));
+    if (!values.help && values.out === undefined) throw new Error("--out <dir> is required");
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n\n${bundleHelp}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(bundleHelp);
+    return 0;
+  }
+  const { writeImage } = await import("./image.js");
+  return writeImage({ out: values.out!, sea: values["no-sea"] ? false : values.sea ? true : undefined, natives: !values["no-natives"] });
+}
+
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "bundle") return bundleCommand(argv.slice(1));
   let options: ProxyOptions | "help";
   try {
     options = parseProxyArgs(argv);
