@@ -9,7 +9,8 @@ import type { TestProject } from "vitest/node";
 import { packageRoot, publicPackages, tarballName, workspacePath } from "./packages.js";
 
 /** Exact versions of what the consumer adds beside our tarballs. */
-export const consumerExtras = ["@modelcontextprotocol/sdk@1.32.2", "typescript@5.9.3", "@types/node@20.19.9"];
+// postject: what `diverge-proxy bundle` makes the single executable with (an optional peer of @diverge/server).
+export const consumerExtras = ["@modelcontextprotocol/sdk@1.32.2", "typescript@5.9.3", "@types/node@20.19.9", "postject@1.0.0-alpha.6"];
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -37,7 +37,8 @@ for (const pkg of publicPackages) {
     const workspaceManifest = JSON.parse(readFileSync(workspacePath(pkg.dir, "package.json"), "utf8")) as Manifest;
 
     it("ships built JS, declarations, maps, README and LICENSE, and nothing else", () => {
-      const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|vectors\/[^/]+\.jsonl)$/;
+      // @diverge/server ships the proxy's two bundles (what `diverge-proxy bundle` copies into an image).
+      const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|dist\/bundle\/diverge-proxy\.(mjs|cjs)|vectors\/[^/]+\.jsonl)$/;
       expect(entries.filter((e) => !allowed.test(e))).toEqual([]);
       expect(entries).toEqual(expect.arrayContaining(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"]));
       // No tests, fixtures or sources: the vectors of @diverge/conformance are its product, not a fixture.

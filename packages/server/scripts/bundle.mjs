@@ -1,26 +1,28 @@
 #!/usr/bin/env node
-// `pnpm --filter @diverge/server bundle` (after `tsc`): the proxy as one file to ship.
+// `pnpm --filter @diverge/server bundle` (after `tsc`): the proxy as one file to ship, with its
+// native parts beside it.
 //
-//   bundle/diverge-proxy.mjs  one minified ESM file with every dependency inside: `node diverge-proxy.mjs …`
-//                             (in two stages: see twoStageEsm below)
-//   bundle/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
-//   bundle/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
+//   OUT/diverge-proxy.mjs  one minified ESM file with every JavaScript dependency inside:
+//                          `node diverge-proxy.mjs …` (in two stages: see twoStageEsm below)
+//   OUT/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
+//   OUT/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
+//   OUT/node_modules/      the native packages (src/natives.ts: the filesystem watcher, the FUSE
+//                          binding, ws's optional helpers where installed) with their dependencies:
+//                          each form finds them beside its own file, wherever it is started from
 //
-//   node scripts/bundle.mjs [--no-sea] [--require-sea] [--out DIR]
+//   node scripts/bundle.mjs [--no-sea] [--require-sea] [--no-natives] [--out DIR]
+//
+// `pnpm build` runs it with `--no-sea --no-natives --out dist/bundle`: the package ships the two
+// bundles, and `diverge-proxy bundle --out DIR` (src/image.ts) copies them from an installed package
+// with the natives npm installed there, and makes the executable.
 //
 // The SEA step copies the running `node` binary and injects the .cjs (with V8's code cache for it)
 // with postject; where that cannot be done (a Node without SEA support, a platform postject cannot
 // write) it says why and leaves the two bundles, unless --require-sea makes that a failure.
-//
-// Native optional helpers stay outside: `bufferutil` (and `utf-8-validate`) are `require`d by ws in a
-// try block, so beside the bundle they are used when installed and the JavaScript fallback runs when
-// they are not (always, in the SEA binary, whose `require` reaches only Node's built-in modules).
-import { execFileSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -30,19 +32,24 @@ const outAt = args.indexOf("--out");
 const out = resolve(outAt >= 0 ? args[outAt + 1] : join(packageDir, "bundle"));
 const wantSea = !args.includes("--no-sea");
 const requireSea = args.includes("--require-sea");
+const wantNatives = !args.includes("--no-natives");
 const entry = join(packageDir, "dist", "cli.js");
 if (!existsSync(entry)) {
   console.error(`${relative(process.cwd(), entry)} is missing: build first (pnpm --filter @diverge/server build)`);
   process.exit(1);
 }
 mkdirSync(out, { recursive: true });
+// The list of native packages and the code that carries them and makes the executable: the built package's own.
+const { NATIVE_PACKAGES, OPTIONAL_NATIVE_PACKAGES } = await import(pathToFileURL(join(packageDir, "dist", "natives.js")).href);
+const { buildSea, carryNatives, reportNatives, SEA_NAME, seaUnavailable } = await import(pathToFileURL(join(packageDir, "dist", "image.js")).href);
 
 /**
- * Native modules are never bundled (they load a .node file from beside themselves): ws's optional
- * helpers, and the filesystem watcher and FUSE binding, which the proxy loads only when a tree is
- * watched or a mount made (a lone bundle then answers with the reason they cannot load).
+ * Native modules are never bundled (they load a .node file from beside themselves): the proxy loads
+ * them with a `require` made from its own file's location (src/natives.ts), so they are found in
+ * `node_modules/` beside the bundle or the executable; a lone bundle answers a tree or a mount with
+ * the reason they cannot load.
  */
-const external = ["bufferutil", "utf-8-validate", "@parcel/watcher", "fuse-native"];
+const external = [...OPTIONAL_NATIVE_PACKAGES, ...NATIVE_PACKAGES];
 const common = {
   entryPoints: [entry],
   bundle: true,
@@ -52,11 +59,22 @@ const common = {
   legalComments: "none",
   external,
   logLevel: "warning",
+  // natives.ts reads import.meta.url only where it is there, and __filename otherwise.
+  logOverride: { "empty-import-meta": "silent" },
   // In the CommonJS form the dynamic imports of the proxy's lazily loaded parts stay lazy too: without
   // code splitting esbuild keeps each such module's top-level code in a function it runs on the
   // first import() (the whole file is compiled at start, which the SEA's code cache makes cheap).
 };
 
+/**
+ * The CommonJS bundle's `require`: Node's own modules from the one it is given, anything else (the
+ * natives, ws's optional helpers) from the file's own place. In the single executable the given
+ * `require` reaches only Node's own modules (and warns when asked for more): there `__filename` is
+ * the executable, so `node_modules/` beside it is searched.
+ */
+const cjsBanner =
+  'var require=(r=>{const m=r("node:module");let b;const f=(i)=>m.isBuiltin(i)?r(i):(b??=m.createRequire(__filename))(i);' +
+  "f.resolve=(i,o)=>(b??=m.createRequire(__filename)).resolve(i,o);return f})(require);";
 /** Where the second stage starts and ends at the end of the ESM bundle: one comment. */
 const SECOND_STAGE_OPEN = "/*diverge-proxy second stage\n";
 const SECOND_STAGE_CLOSE = "\n*/\n";
@@ -65,9 +83,16 @@ const CLOSE_ESCAPED = "*\u0001/";
 const mjs = join(out, "diverge-proxy.mjs");
 await writeFile(mjs, await twoStageEsm(), { mode: 0o755 });
 const cjs = join(out, "diverge-proxy.cjs");
-await build({ ...common, format: "cjs", outfile: cjs });
+{
+  // The banner goes after the "use strict" directive, which must stay the file's first statement.
+  const built = await build({ ...common, format: "cjs", outfile: cjs, write: false });
+  const text = built.outputFiles[0].text;
+  const head = /^(#![^\n]*\n)?("use strict";)?/.exec(text)[0];
+  await writeFile(cjs, `${head}${cjsBanner}\n${text.slice(head.length)}`, { mode: 0o755 });
+}
 const size = (file) => `${(statSync(file).size / 1024).toFixed(0)} KB`;
 console.log(`wrote ${relative(process.cwd(), mjs)} (${size(mjs)}) and ${relative(process.cwd(), cjs)} (${size(cjs)})`);
+if (wantNatives) reportNatives(out, carryNatives(out, packageDir), console.log);
 
 if (wantSea) {
   const why = seaUnavailable();
@@ -76,46 +101,13 @@ if (wantSea) {
     if (requireSea) process.exit(1);
   } else {
     try {
-      const binary = buildSea(cjs, join(out, process.platform === "win32" ? "diverge-proxy.exe" : "diverge-proxy"));
+      const binary = buildSea(cjs, join(out, SEA_NAME));
       console.log(`wrote ${relative(process.cwd(), binary)} (${(statSync(binary).size / 2 ** 20).toFixed(0)} MB, Node ${process.version} inside)`);
     } catch (problem) {
       console.log(`no single executable: ${problem instanceof Error ? problem.message : String(problem)}`);
       if (requireSea) process.exit(1);
     }
   }
-}
-
-/** Why this Node cannot make a single executable here, or undefined when it can. */
-function seaUnavailable() {
-  const [major, minor] = process.versions.node.split(".").map(Number);
-  // `--experimental-sea-config` and `useCodeCache` are in Node 20.12 and later.
-  if (major < 20 || (major === 20 && minor < 12)) return `Node ${process.version} has no --experimental-sea-config with code cache (20.12 or later)`;
-  if (!["linux", "darwin", "win32"].includes(process.platform)) return `postject does not write ${process.platform} executables`;
-  return undefined;
-}
-
-function buildSea(main, binary) {
-  const blob = join(out, "diverge-proxy.blob");
-  const config = join(out, "sea-config.json");
-  writeFileSync(config, `${JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }, null, 2)}\n`);
-  execFileSync(process.execPath, ["--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"] });
-  rmSync(binary, { force: true });
-  copyFileSync(process.execPath, binary);
-  chmodSync(binary, 0o755);
-  if (process.platform === "darwin") execFileSync("codesign", ["--remove-signature", binary]);
-  const postject = createRequire(import.meta.url).resolve("postject/dist/cli.js");
-  const macho = process.platform === "darwin" ? ["--macho-segment-name", "NODE_SEA"] : [];
-  try {
-    // postject (LIEF) warns about ELF note sections it does not name; only a failure's output is shown.
-    execFileSync(process.execPath, [postject, binary, "NODE_SEA_BLOB", blob, "--sentinel-fuse", "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2", ...macho], { stdio: "pipe" });
-  } catch (problem) {
-    rmSync(binary, { force: true });
-    throw new Error(`postject failed: ${String(problem.stderr ?? problem.message).trim().split("\n").slice(-3).join(" / ")}`);
-  }
-  if (process.platform === "darwin") execFileSync("codesign", ["--sign", "-", binary]);
-  rmSync(blob);
-  rmSync(config);
-  return binary;
 }
 
 /**
@@ -177,8 +169,9 @@ async function twoStageEsm() {
           "  if (loaded) return loaded;",
           '  if (!shared) throw new Error("diverge-proxy: the second stage was asked for before the first had started");',
           "  const module = { exports: {} };",
-          '  const stage = new Function("require", "module", "exports", secondStage());',
-          "  stage((name) => (Object.prototype.hasOwnProperty.call(shared, name) ? shared[name] : require(name)), module, module.exports);",
+          "  // __filename is the bundle's own file, as in a CommonJS module: natives.ts finds node_modules/ beside it.",
+          '  const stage = new Function("require", "module", "exports", "__filename", secondStage());',
+          '  stage((name) => (Object.prototype.hasOwnProperty.call(shared, name) ? shared[name] : require(name)), module, module.exports, require("node:url").fileURLToPath(import.meta.url));',
           "  return (loaded = module.exports);",
           "}",
         ].join("\n"),

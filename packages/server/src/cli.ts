@@ -60,8 +60,13 @@ Flags:
                            no shared mmap), close-to-open (default: 1 s attributes and names,
                            pages revalidated at each open), full (60 s, pages kept across opens)
   --quiet                  print nothing but the listening line and errors
+  --log-format <f>         text (default) or json: every stderr line one JSON object (time, level,
+                           event, the ids in it, message); info for progress, error for the rest
+  --health <host:port>     serve GET /healthz (200 once serving, 503 while starting; what the
+                           provider holds) and GET /metrics (Prometheus text) there
   -h, --help               this text
 
+diverge-proxy bundle --out <dir> writes the proxy for an image (diverge-proxy bundle --help).
 Port 0 picks a free port. Stops on SIGINT or SIGTERM.
 `;
 
@@ -86,7 +91,13 @@ function whole(name: string, text: string | undefined): number | undefined {
   return value;
 }
 
-function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
+/** The operating flags (ops.ts), beside the proxy's own options. */
+interface OpsFlags {
+  readonly logFormat: "text" | "json";
+  readonly health?: { host: string; port: number };
+}
+
+function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "help" {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -115,6 +126,8 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
       revision: { type: "string" },
       "fuse-cache": { type: "string" },
       quiet: { type: "boolean", default: false },
+      "log-format": { type: "string", default: "text" },
+      health: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -125,7 +138,12 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   const cache = values["fuse-cache"];
   if (cache !== undefined && !(FUSE_CACHE_LEVELS as readonly string[]).includes(cache)) throw new Error(`--fuse-cache must be one of ${FUSE_CACHE_LEVELS.join(", ")}, not ${JSON.stringify(cache)}`);
   if (cache !== undefined) setDefaultFuseCache(cache as FuseCacheLevel);
+  const logFormat = values["log-format"];
+  if (logFormat !== "text" && logFormat !== "json") throw new Error(`--log-format must be text or json, not ${JSON.stringify(logFormat)}`);
+  const health = values.health === undefined ? undefined : /^(?:\[([^\]]+)\]|([^:]+)):([0-9]+)$/.exec(values.health);
+  if (values.health !== undefined && (!health || Number(health[3]) > 65535)) throw new Error(`--health must be <host>:<port>, not ${JSON.stringify(values.health)}`);
   return {
+    ops: { logFormat, health: health ? { host: health[1] ?? health[2]!, port: Number(health[3]) } : undefined },
     revision: values.revision,
     host: values.host ?? "0.0.0.0",
     port: port("port", values.port),
@@ -152,8 +170,45 @@ function parseProxyArgs(argv: string[]): ProxyOptions | "help" {
   };
 }
 
+const bundleHelp = `Usage: diverge-proxy bundle --out <dir> [--no-sea] [--sea] [--no-natives]
+
+Writes the proxy for an image into <dir>: diverge-proxy.mjs (run with node 20.19+),
+diverge-proxy.cjs, node_modules/ with the native packages (the filesystem watcher, the FUSE
+binding, ws's optional helpers) as installed here, and the single executable diverge-proxy (this
+node with the proxy inside; made when postject is installed: npm i -D postject@1.0.0-alpha.6).
+Each form finds node_modules/ beside its own file: copy the directory whole.
+
+  --no-sea      make no single executable
+  --sea         fail when the single executable cannot be made
+  --no-natives  copy no node_modules/ (a tree or a mount then answers why it cannot serve)
+`;
+
+/** \`diverge-proxy bundle\`: the bundles this package ships, their native parts and the executable (image.ts). */
+async function bundleCommand(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { out: { type: "string" }, sea: { type: "boolean" }, "no-sea": { type: "boolean" }, "no-natives": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+      allowPositionals: false,
+    }));
+    if (!values.help && values.out === undefined) throw new Error("--out <dir> is required");
+  } catch (problem) {
+    process.stderr.write(`${(problem as Error).message}\n\n${bundleHelp}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(bundleHelp);
+    return 0;
+  }
+  const { writeImage } = await import("./image.js");
+  return writeImage({ out: values.out!, sea: values["no-sea"] ? false : values.sea ? true : undefined, natives: !values["no-natives"] });
+}
+
 async function main(argv: string[]): Promise<number> {
-  let options: ProxyOptions | "help";
+  if (argv[0] === "bundle") return bundleCommand(argv.slice(1));
+  let options: (ProxyOptions & { ops: OpsFlags }) | "help";
   try {
     options = parseProxyArgs(argv);
     if (options !== "help" && options.revision !== undefined) (await import("@diverge/multiplexer")).speakRevision(options.revision);
@@ -165,7 +220,18 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(helpText(await spoken()));
     return 0;
   }
-  const ports = await bindPorts(options);
+  const { ops, ...proxyOptions } = options;
+  const startedAt = Date.now();
+  /** A line said even with --quiet (where the health endpoint is: with port 0 the only way to learn it). */
+  let notice: (line: string) => void = (line) => void process.stderr.write(`${line}\n`);
+  if (ops.logFormat === "json") {
+    // Every stderr line one JSON object from here on (errors too); progress lines at level info.
+    const { useLogFormat } = await import("@diverge/multiplexer/ops");
+    const log = useLogFormat({ format: "json" });
+    if (proxyOptions.log) proxyOptions.log = (line: string) => log.info(line);
+    notice = (line: string) => log.info(line);
+  }
+  const ports = await bindPorts(proxyOptions);
   // Listening for the stop signals before saying "listening": whoever reads that line may stop us at once.
   const stopped = new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
@@ -175,16 +241,29 @@ async function main(argv: string[]): Promise<number> {
     `diverge-proxy listening: provider ws://${options.host}:${ports.provider.port} (/, /requests), program http://127.0.0.1:${ports.program.port}/mcp` +
       `${options.secretsGate === false ? "" : " (MCP held until the program takes its secrets)"}\n`,
   );
-  let proxy;
+  let proxy: import("./proxy.js").RunningProxy | undefined;
+  // /healthz answers from here on: 503 while the proxy loads, 200 once it serves.
+  let opsServer: { url: string; close(): Promise<void> } | undefined;
+  if (ops.health) {
+    const [{ serveOps }, { proxyHealth, proxyMetrics }] = await Promise.all([import("@diverge/multiplexer/ops"), import("./ops.js")]);
+    try {
+      opsServer = await serveOps({ ...ops.health, health: () => proxyHealth(proxy, startedAt), metrics: proxyMetrics(() => proxy) });
+    } catch (problem) {
+      await ports.close();
+      throw new Error(`--health ${ops.health.host}:${ops.health.port}: ${(problem as Error).message}`);
+    }
+    notice(`diverge-proxy health and metrics at ${opsServer.url}/healthz and /metrics`);
+  }
   try {
     const { startProxy } = await import("./proxy.js");
-    proxy = await startProxy(options, ports);
+    proxy = await startProxy(proxyOptions, ports);
   } catch (problem) {
     await ports.close();
+    await opsServer?.close();
     throw problem;
   }
   const { log: _log, spillPool: _pool, ...shown } = proxy.options;
-  options.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
+  proxyOptions.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
   await stopped;
   // The temporaries of writes still in flight are removed first, by their held directory and name
   // (write.ts), and again on every way out below: a stopped proxy leaves none under the root.
@@ -198,7 +277,8 @@ async function main(argv: string[]): Promise<number> {
   process.once("SIGINT", again);
   process.once("SIGTERM", again);
   const grace = new Promise<"late">((resolve) => setTimeout(() => resolve("late"), SHUTDOWN_GRACE_MS).unref());
-  if ((await Promise.race([proxy.close(), grace])) === "late") options.log?.(`diverge-proxy: closing took longer than ${SHUTDOWN_GRACE_MS} ms; exiting anyway`);
+  void opsServer?.close();
+  if ((await Promise.race([proxy.close(), grace])) === "late") proxyOptions.log?.(`diverge-proxy: closing took longer than ${SHUTDOWN_GRACE_MS} ms; exiting anyway`);
   await settleTemporaries();
   return 0;
 }

@@ -1,12 +1,15 @@
 // The proxy as one file to ship: `scripts/bundle.mjs` (what `pnpm --filter @diverge/server bundle`
-// runs) builds the bundle and, where this machine can, the single executable; each is copied alone
-// into an empty temporary directory (no node_modules anywhere above it) and run from there.
+// runs) builds the bundle and, where this machine can, the single executable, with the native
+// packages beside them in node_modules/; each is copied alone into an empty temporary directory (no
+// node_modules anywhere above it) and run from there, and again with its node_modules/ beside it,
+// started from another directory, for a tree and a real kernel FUSE mount.
 // A provider — the built @diverge/client of the workspace — begins tools on the multiplexed
 // connection and calls the container's tool through it, and answers the program's outward ask on
 // the paths transport; the example container program is the container. All of it starts straight
 // after the listening line, while the proxy is still loading what serves it.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -21,6 +24,9 @@ const packageDir = join(dirname(fileURLToPath(import.meta.url)), "..");
 const clientEntry = join(packageDir, "..", "client", "dist", "index.js");
 
 interface ContainerConnection {
+  tree(): AsyncIterable<{ children?: { name: string }[] }> & { stop(): void };
+  read(path: readonly string[]): AsyncIterable<Uint8Array>;
+  mount(path: readonly string[], target: string, options?: { kind?: "file" | "directory" }): Promise<unknown>;
   beginTools(args: unknown): Promise<unknown>;
   feedSecrets(secrets: Record<string, string>): Promise<void>;
   info(): Promise<{ frontMatter: Record<string, unknown> } | undefined>;
@@ -55,10 +61,11 @@ afterAll(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
-/** A fresh empty directory holding only `file`. */
-function alone(file: string): string {
+/** A fresh empty directory holding only `file` (and, with `natives`, the node_modules/ the bundle script wrote beside it). */
+function alone(file: string, natives = false): string {
   const dir = mkdtempSync(join(tmpdir(), "diverge-alone-"));
   copyFileSync(join(built, file), join(dir, file));
+  if (natives) cpSync(join(built, "node_modules"), join(dir, "node_modules"), { recursive: true });
   return dir;
 }
 
@@ -83,7 +90,7 @@ function startProxy(command: string, args: string[], cwd: string) {
 async function endToEnd(command: string, args: string[], cwd: string): Promise<void> {
   const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
   const container = await startExampleContainer({ host: "127.0.0.1" });
-  const proxy = startProxy(command, [...args, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", String(container.port), "--root", exampleRoot], cwd);
+  const proxy = startProxy(command, [...args, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", String(container.port), "--root", exampleRoot, "--quiet"], cwd);
   let connection: ContainerConnection | undefined;
   let provider: { close(): Promise<void> } | undefined;
   const program = new Client({ name: "program-in-the-container", version: "1.0.0" });
@@ -122,7 +129,51 @@ async function endToEnd(command: string, args: string[], cwd: string): Promise<v
     await container.close();
   }
   expect(await proxy.exit).toBe(0);
-  expect(proxy.stderr()).not.toMatch(/Error|Cannot find/);
+  // --quiet: nothing but errors, so neither a failure nor Node's embedded-require() warning (which
+  // the single executable printed when ws looked for its optional helper).
+  expect(proxy.stderr()).toBe("");
+}
+
+const fuseMissing = existsSync("/dev/fuse") ? undefined : "this machine has no /dev/fuse";
+
+/**
+ * A provider asks for the container's tree (the watcher, native) and mounts a directory of its own
+ * in the container (the FUSE binding, native): the proxy is started from `cwd`, which is not where
+ * its file and node_modules/ are, so they are found by the file's own location.
+ */
+async function treeAndMount(command: string, args: string[], cwd: string): Promise<void> {
+  const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
+  const root = mkdtempSync(join(tmpdir(), "diverge-bundle-root-"));
+  writeFileSync(join(root, "hello.txt"), "hello from the container\n");
+  const served = mkdtempSync(join(tmpdir(), "diverge-bundle-served-"));
+  writeFileSync(join(served, "from-provider.txt"), "the provider's file\n");
+  const proxy = startProxy(command, [...args, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", "1", "--root", root, "--no-secrets-gate", "--quiet"], cwd);
+  let connection: ContainerConnection | undefined;
+  try {
+    const line = await proxy.line;
+    const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(line)![1]);
+    connection = await client.openContainer(`ws://127.0.0.1:${port}/`);
+    const tree = connection.tree();
+    for await (const frame of tree) {
+      // The first frame is the Snapshot (told by its children, whatever its discriminant is named).
+      expect(frame.children!.map((c) => c.name)).toEqual(["hello.txt"]);
+      break;
+    }
+    if (!fuseMissing) {
+      await connection.mount(["mnt"], served, { kind: "directory" });
+      // Asynchronous reads only: this process is the provider answering them (a synchronous one would block its loop).
+      expect(await readdir(join(root, "mnt"))).toEqual(["from-provider.txt"]);
+      expect(await readFile(join(root, "mnt", "from-provider.txt"), "utf8")).toBe("the provider's file\n");
+    }
+  } finally {
+    connection?.close();
+    await new Promise((r) => setTimeout(r, 100));
+    proxy.child.kill("SIGTERM");
+  }
+  expect(await proxy.exit).toBe(0);
+  expect(proxy.stderr()).toBe("");
+  rmSync(root, { recursive: true, force: true });
+  rmSync(served, { recursive: true, force: true });
 }
 
 describe("the proxy as one file, run from an empty directory", () => {
@@ -147,5 +198,48 @@ describe("the proxy as one file, run from an empty directory", () => {
     expect(bundleOutput).toContain(`wrote`);
     const dir = alone(seaName);
     await endToEnd(join(dir, seaName), [], dir);
+  }, 60_000);
+
+  it("carries the native packages beside it: the watcher and the FUSE binding, with their dependencies", () => {
+    expect(bundleOutput).toMatch(/node_modules: @parcel\/watcher@[\d.]+, fuse-native@[\d.]+/);
+    for (const name of ["@parcel/watcher", "fuse-native", "node-gyp-build"]) expect(existsSync(join(built, "node_modules", name, "package.json")), name).toBe(true);
+  });
+
+  it(`node diverge-proxy.mjs with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {
+    const dir = alone("diverge-proxy.mjs", true);
+    const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
+    await treeAndMount(process.execPath, [join(dir, "diverge-proxy.mjs")], elsewhere);
+  }, 60_000);
+
+  it.runIf(seaExpected)(`the single executable with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {
+    const dir = alone(seaName, true);
+    const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
+    await treeAndMount(join(dir, seaName), [], elsewhere);
+  }, 60_000);
+
+  it("a lone bundle answers a tree with the reason, and keeps serving", async () => {
+    const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
+    const dir = alone("diverge-proxy.mjs");
+    const root = mkdtempSync(join(tmpdir(), "diverge-bundle-root-"));
+    writeFileSync(join(root, "f.txt"), "read without a native part");
+    const proxy = startProxy(process.execPath, [join(dir, "diverge-proxy.mjs"), "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--root", root, "--quiet"], dir);
+    const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(await proxy.line)![1]);
+    const connection = await client.openContainer(`ws://127.0.0.1:${port}/`);
+    try {
+      const failure = await (async () => {
+        for await (const _ of connection.tree()) return undefined;
+        return undefined;
+      })().catch((error: unknown) => error as { error?: string; message?: string });
+      expect(JSON.stringify(failure)).toMatch(/@parcel\/watcher/);
+      // The connection still serves: a read (no native part) answers.
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of connection.read(["f.txt"])) chunks.push(chunk);
+      expect(Buffer.concat(chunks).toString()).toBe("read without a native part");
+    } finally {
+      connection.close();
+      proxy.child.kill("SIGTERM");
+    }
+    expect(await proxy.exit).toBe(0);
+    rmSync(root, { recursive: true, force: true });
   }, 60_000);
 });

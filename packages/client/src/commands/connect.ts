@@ -22,6 +22,7 @@ import { FilesystemError } from "../families/filesystem/errors.js";
 import { PathsMounts } from "../families/fuse/paths.js";
 import { beginPathsAgent } from "../families/agents/paths.js";
 import type { Agent } from "../families/agents/agent.js";
+import { ConnectOps, connectOpsHelp, connectOpsOptions, connectOpsUsage } from "./connect-ops.js";
 import { agentConnectHelp, agentConnectOptions, agentConnectUsage, agentFlagsProblem, holdAgent, wantsAgent } from "./agent-connect.js";
 
 export const connectUsage = "  connect    hold a container's proxy and answer everything it asks (multiplexed or paths); serve its tools over MCP";
@@ -36,6 +37,7 @@ const help = `Usage:
       [--allow-host <name>]... [--allow-origin <origin>]...] [--serve-tools-stdio]
 ${agentConnectUsage}
 ${connectFsUsage}
+${connectOpsUsage}
 
 Holds the container's proxy for as long as it runs and answers everything the proxy asks:
   multiplexed  opens the proxy's one connection on /, begins the container (--arguments, --image),
@@ -83,6 +85,7 @@ Flags:
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
 ${agentConnectHelp}
 ${connectFsHelp}
+${connectOpsHelp}
   --max-message-bytes <n>   the proxy's message limit (its --max-message-bytes; default 16 MiB): an
                             answer larger than it is not sent (not served), as the proxy would refuse it
   --timeout <ms>            give up on the begin, DIVERGE.md or secrets after this long (default 60000)
@@ -117,6 +120,7 @@ export async function runConnect(args: string[]): Promise<number> {
         "serve-tools": { type: "string" },
         "serve-tools-stdio": { type: "boolean", default: false },
         ...connectFsOptions,
+        ...connectOpsOptions,
         ...agentConnectOptions,
         "serve-tools-max-sessions": { type: "string" },
         "serve-tools-idle-seconds": { type: "string" },
@@ -193,10 +197,16 @@ export async function runConnect(args: string[]): Promise<number> {
   if (!serveAt && (maxSessions !== undefined || idleSeconds !== undefined)) return usage("--serve-tools-max-sessions and --serve-tools-idle-seconds bound the sessions of --serve-tools, which is not given");
   if (!serveAt && (values["allow-host"] !== undefined || values["allow-origin"] !== undefined)) return usage("--allow-host and --allow-origin widen --serve-tools: give it too");
 
-  const say = (line: string) => {
-    if (!values.quiet) process.stderr.write(`${line}\n`);
-  };
-  const cleanups: (() => Promise<unknown>)[] = [];
+  // --log-format and --health (connect-ops.ts): the progress lines go through its log.
+  const ops = ConnectOps.parse(values, transport);
+  if (typeof ops === "string") return usage(ops);
+  const say = await ops.start(values.quiet!, Object.values(secrets));
+  const cleanups: (() => Promise<unknown>)[] = [() => ops.close()];
+  try {
+    await ops.serve();
+  } catch (problem) {
+    return fail(new BackendError("--health", (problem as Error).message));
+  }
   const cleanUp = async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
   };
@@ -266,7 +276,7 @@ export async function runConnect(args: string[]): Promise<number> {
     const held: PathsConnection = connectProxy(values.proxy!, handlers, {
       revision: values.revision,
       maxMessageBytes,
-      onEvent: sayPathsEvents(values.proxy!, say, () => stopping),
+      onEvent: ops.pathsEvents(sayPathsEvents(values.proxy!, say, () => stopping)),
     });
     cleanups.push(() => held.close());
     paths = held;
@@ -286,7 +296,7 @@ export async function runConnect(args: string[]): Promise<number> {
         maxMessageBytes,
         onPostgres: (announced) => database.pipe(announced),
         // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
-        handlers: announcing({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }, say),
+        handlers: announcing(ops.counting({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }), say),
         onEvent: (event) => {
           switch (event.type) {
             case "announced":
@@ -300,6 +310,7 @@ export async function runConnect(args: string[]): Promise<number> {
             case "heldForSecrets":
               return say(`${event.what}: held by the proxy's secrets gate until the secrets are fed`);
             case "ended":
+              ops.multiplexed = "ended";
               if (!stopping) lost?.();
               return;
           }
@@ -310,11 +321,13 @@ export async function runConnect(args: string[]): Promise<number> {
       return fail(problem);
     }
     cleanups.push(() => connection.close());
+    if (ops.multiplexed === "none") ops.multiplexed = "open";
     holdRequests();
     try {
       const begin = image ? { arguments: beginArguments, image } : { arguments: beginArguments };
       if (agentMode) agent = await connection.beginAgent(begin, { timeoutMs });
       const tools = agent ? agent.tools : await connection.beginTools(begin, { timeoutMs });
+      ops.begun = true;
       say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
       const info = await (agent ?? connection).info({ timeoutMs });
       const declared = info?.frontMatter.secrets ?? [];

@@ -25,6 +25,7 @@ import { promisify } from "node:util";
 import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
 import { Beneath, BeneathError, O_PATH, fdPath } from "@diverge/multiplexer/beneath";
 import { servedMountPoints } from "../fuse/served.js";
+import { requireNative, WATCHER_PACKAGE } from "../../natives.js";
 import { containerText, FsError, isName, osText } from "./path-checks.js";
 
 const openFd = promisify(fs.open) as (path: string, flags: number) => Promise<number>;
@@ -123,7 +124,9 @@ type Watcher = typeof import("@parcel/watcher");
 type WatchEvent = { readonly type: "create" | "update" | "delete"; readonly path: string };
 
 let watcherModule: Promise<Watcher> | undefined;
-const loadWatcher = () => (watcherModule ??= import("@parcel/watcher"));
+// Loaded by `require` from the file the proxy runs from (natives.ts): a dynamic import() would fail
+// in the single executable, and would look beside nothing in the bundle.
+const loadWatcher = () => (watcherModule ??= Promise.resolve().then(() => requireNative<Watcher>(WATCHER_PACKAGE)));
 
 /** The paths to leave out, as real absolute paths under `root`: the listed ones that are valid, and /proc, /sys, /dev. */
 export function leftOut(root: string, ignore: unknown): string[] {

@@ -32,16 +32,12 @@ import { Beneath, BeneathError, O_PATH, fdPath, type Place } from "@diverge/mult
 import { noteServedMount } from "./served.js";
 import { defaultFuseCache, errnoOfMessage, type FileSessions, type FuseCacheLevel } from "./common.js";
 export { errnoOfMessage, setDefaultFuseCache, FUSE_CACHE_LEVELS, type FileSessions, type FuseCacheLevel } from "./common.js";
+import { FUSE_PACKAGE, requireNative, resolveNative } from "../../natives.js";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
-// Made on first use: in the proxy's one-file bundle this module may run as CommonJS, where
-// `import.meta.url` is undefined; the binding is then looked for from the working directory (and,
-// absent there, the mount is refused with the reason).
-let requireHere: NodeRequire | undefined;
-const require = Object.assign((id: string) => here()(id), { resolve: (id: string) => here().resolve(id) });
-function here(): NodeRequire {
-  return (requireHere ??= createRequire(import.meta.url ?? `${process.cwd()}/`));
-}
+// The binding is found from the file the proxy runs from (natives.ts: beside the bundle or the
+// single executable, in the installed package's node_modules otherwise), never the working directory.
+const require = Object.assign((id: string) => requireNative(id), { resolve: (id: string) => resolveNative(id) });
 
 // errno values as fuse-native wants them (negative).
 const EIO = -5;
@@ -86,21 +82,15 @@ export function fuseUnavailable(): string | undefined {
   return undefined;
 }
 
-/**
- * The npm package of the FUSE binding, the one place it is named: the proxy requires it by this
- * name (and the single-file bundle looks for its native part beside it by this name).
- */
-export const FUSE_BINDING_PACKAGE = "fuse-native";
-
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is this repository's patched build (patches/fuse-native@2.2.6.patch). */
 let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
-  const Fuse = require(FUSE_BINDING_PACKAGE) as FuseCtor;
+  const Fuse = require(FUSE_PACKAGE) as FuseCtor;
   // The binding itself, as fuse-native loads it (same file, so the same module instance).
-  const fuseRequire = createRequire(require.resolve(FUSE_BINDING_PACKAGE));
-  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_BINDING_PACKAGE))) as {
+  const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
+  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE))) as {
     fuse_native_mount: (...args: unknown[]) => void;
     utime_omit_ok?: number;
   };
