@@ -58,7 +58,12 @@ const WORKLOADS = ["fio seq write 1 MiB", "fio seq read 1 MiB", "fio rand read 4
 function run(command: string, args: readonly string[], cwd?: string, timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) =>
     execFile(command, [...args], { cwd, timeout: timeoutMs, maxBuffer: 64 << 20, env: { ...process.env, LC_ALL: "C" } }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      resolve({
+        code: error ? ((error as { code?: number }).code ?? 1) : 0,
+        stdout,
+        // A kill at the timeout says so (execFile gives no exit code then).
+        stderr: error && (error as { killed?: boolean }).killed ? `timed out after ${timeoutMs / 1000} s` : stderr,
+      }),
     ),
   );
 }
