@@ -48,7 +48,7 @@ export function profileArgs(role: string): string[] {
 /** Forks `child.js <args>` and resolves once it says it is listening (at most 30 s). */
 export function startChild(args: readonly string[], options: { readonly cpuProfile?: { readonly dir: string; readonly name: string } } = {}): Promise<Child> {
   if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
-  const auto = ["proxy", "filesystem", "pg-provider"].includes(args[0] ?? "") ? profileArgs(args[0] === "pg-provider" ? "provider" : "proxy") : [];
+  const auto = ["proxy", "filesystem", "pg-provider", "vault-provider"].includes(args[0] ?? "") ? profileArgs(args[0]!.endsWith("-provider") ? "provider" : "proxy") : [];
   const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : auto;
   const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {

@@ -165,8 +165,11 @@ export class RequestsEngine implements AskEngine {
     const { board, encodeAsk = encodeAskOnRequests } = this.options;
     const maxBuffered = this.maxBuffered;
     const log = this.log;
-    const buffered: A[] = [];
+    // A queue read from `head` (Array.shift is O(n) on a long array: with 1 MiB of small command items
+    // waiting, ~35,000 of them, it was half of the proxy's CPU); compacted once half of it is read.
+    const buffered: (A | undefined)[] = [];
     const sizes: number[] = [];
+    let head = 0;
     let bufferedBytes = 0;
     let paused: AnswerPath | undefined;
     const pauseAt = options.pauseAtBytes;
@@ -224,7 +227,7 @@ export class RequestsEngine implements AskEngine {
                 paused = path;
                 path.pause();
               }
-            } else if (buffered.length >= maxBuffered) {
+            } else if (buffered.length - head >= maxBuffered) {
               path.close();
               return finish({ type: "overflow", limit: maxBuffered });
             }
@@ -263,10 +266,18 @@ export class RequestsEngine implements AskEngine {
       async *[Symbol.asyncIterator]() {
         try {
           for (;;) {
-            if (buffered.length > 0) {
-              const answer = buffered.shift()!;
+            if (buffered.length > head) {
+              const answer = buffered[head] as A;
+              buffered[head] = undefined;
+              const size = pauseAt !== undefined ? sizes[head]! : 0;
+              head++;
+              if (head >= 1024 && head * 2 >= buffered.length) {
+                buffered.splice(0, head);
+                if (pauseAt !== undefined) sizes.splice(0, head);
+                head = 0;
+              }
               if (pauseAt !== undefined) {
-                bufferedBytes -= sizes.shift()!;
+                bufferedBytes -= size;
                 // Read again once half of what paused it has been taken.
                 if (paused && bufferedBytes < pauseAt / 2) {
                   paused.resume();
