@@ -70,3 +70,19 @@ describe("diverge-conformance protocol edges", () => {
     expect(replies[1].error.variant).toBe("InvalidValue");
   });
 });
+
+describe("the README documents the vector format every vector uses", () => {
+  const readme = readFileSync(join(here, "..", "README.md"), "utf8");
+  const vectors = readdirSync(vectorsDir).filter((f) => f.endsWith(".jsonl")).flatMap((f) => readFileSync(join(vectorsDir, f), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Vector));
+  it("each expect is exactly one of value, hex or error, and each error gives message or messagePrefix, not both", () => {
+    for (const v of vectors) {
+      expect(Object.keys(v.expect).length, v.name).toBe(1);
+      if (v.expect.error) expect((v.expect.error.message === undefined) !== (v.expect.error.messagePrefix === undefined), v.name).toBe(true);
+    }
+  });
+  it("names every key the vectors carry in expect, messagePrefix included (issue 26 §4)", () => {
+    const keys = new Set(vectors.flatMap((v) => [...Object.keys(v.expect), ...Object.keys(v.expect.error ?? {})]));
+    expect(keys).toContain("messagePrefix");
+    for (const key of keys) expect(readme, key).toMatch(new RegExp("[`\"]" + key + "[`\"]"));
+  });
+});
