@@ -59,6 +59,13 @@ for (const pkg of publicPackages) {
       }
     });
 
+    it("names in `files` only what the tarball holds (no missing CHANGELOG, issue 26 §4)", () => {
+      for (const entry of manifest.files ?? []) {
+        if (entry.startsWith("!")) continue;
+        expect(entries.some((e) => e === entry || e.startsWith(`${entry}/`)), entry).toBe(true);
+      }
+    });
+
     it("ships the repository's MIT LICENSE", () => {
       expect(read("LICENSE")).toBe(rootLicense);
     });
