@@ -30,7 +30,7 @@ export const connectUsage = "  connect    hold a container's proxy and answer ev
 const help = `Usage:
   diverge connect --proxy ws://HOST:14979 [--transport multiplexed|paths]   (default multiplexed)
     [--arguments <json>] [--image <name@digest>] [--secret-env NAME]...      (begin, multiplexed)
-    [--mcp <url> | --mcp-stdio "<command>"]       the provider's MCP servers the program may use
+    [--mcp <url> | -- <command> [args...]]        the provider's MCP server the program may use
     [--database-url <url>]                         the container's database (else embedded PGlite)
     [--vault-database-url <url>] [--vault-dir <dir>] [--container-id <id>] [--command-exec <path>]
     [--serve-tools <host:port> [--serve-tools-max-sessions <n>] [--serve-tools-idle-seconds <s>]
@@ -49,7 +49,7 @@ Holds the container's proxy for as long as it runs and answers everything the pr
 The proxy takes one multiplexed connection in its life: when it is lost this command ends with
 exit status 3 (restart the proxy to connect again). /requests is dialled again with backoff.
 Every exchange prints one line on stderr unless --quiet; SIGINT or SIGTERM stops it (exit 0).
-\`diverge answer\` is the narrow form of this command (paths transport, MCP and command only).
+\`diverge answer\` is the narrow form of this command (paths transport; MCP, command and vault only).
 
 Flags:
   --proxy <url>             the proxy's provider-facing address (default ws://127.0.0.1:14979)
@@ -58,7 +58,9 @@ Flags:
   --image <name@digest>     the begin's image
   --secret-env <NAME>       a secret whose value is the environment variable of that name (repeatable)
   --mcp <url>               the provider's MCP server (Streamable HTTP) the program's MCP exchanges go to
-  --mcp-stdio "<command>"   the same, a command speaking MCP on stdio (split on spaces)
+  -- <command> [args...]    the same, a command speaking MCP on stdio, after \`--\`, its argv as given
+                            (as \`diverge answer\` takes it; the older --mcp-stdio "<command>", split
+                            on spaces, is still read)
   --database-url <url>      the container's database connections go to this PostgreSQL (else an
                             embedded PGlite, started on the first connection)
   --vault-database-url <url>
@@ -96,6 +98,10 @@ ${connectOpsHelp}
 ${exitStatusHelp}`;
 
 export async function runConnect(args: string[]): Promise<number> {
+  // A stdio MCP server comes after `--`, with its real argv (as `diverge answer` takes it).
+  const split = args.indexOf("--");
+  const stdioCommand = split < 0 ? [] : args.slice(split + 1);
+  if (split >= 0) args = args.slice(0, split);
   const watchTree = takeWatchTreeRoot(args);
   args = watchTree.args;
   let parsed;
@@ -177,7 +183,8 @@ export async function runConnect(args: string[]): Promise<number> {
     if (value === undefined) return usage(`--secret-env ${name}: no such environment variable`);
     secrets[name] = value;
   }
-  if (values.mcp !== undefined && values["mcp-stdio"] !== undefined) return usage("give at most one of --mcp and --mcp-stdio");
+  if ([values.mcp !== undefined, values["mcp-stdio"] !== undefined, split >= 0].filter(Boolean).length > 1) return usage("give at most one MCP server: --mcp <url> or -- <command> [args...]");
+  if (split >= 0 && stdioCommand.length === 0) return usage("-- needs the command of an MCP server on stdio");
   const timeoutMs = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutMs !== undefined && !(timeoutMs >= 0)) return usage("--timeout must be a number of milliseconds");
   const maxMessageBytes = values["max-message-bytes"] === undefined ? undefined : Number(values["max-message-bytes"]);
@@ -215,6 +222,7 @@ export async function runConnect(args: string[]): Promise<number> {
   // The backends: the provider's MCP server, the vault, commands, the container's database.
   let target: McpTarget | undefined;
   if (values.mcp !== undefined) target = { url: values.mcp };
+  else if (stdioCommand.length > 0) target = { command: stdioCommand[0]!, args: stdioCommand.slice(1) };
   else if (values["mcp-stdio"] !== undefined) {
     const [command, ...rest] = values["mcp-stdio"].split(/\s+/).filter(Boolean);
     if (!command) return usage("--mcp-stdio needs a command");
