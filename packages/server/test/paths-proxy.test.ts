@@ -220,7 +220,9 @@ describe("answer paths: kinds 0 to 3", () => {
     const ask = await requests.nextExchange();
     await answerPath(p.port, pathOf(ask));
     const error = (await pending) as McpExchangeError;
-    expect(error.detail).toEqual({ variant: "NotServed", channel: ask.channel });
+    expect(error.detail).toEqual({ variant: "NotServed", what: "tools/call", channel: ask.channel });
+    // The message names the exchange, not only its channel (issue 26 §2).
+    expect(error.message).toBe(`tools/call: the provider did not serve the exchange (channel ${ask.channel})`);
     // The next exchange of kinds 0 to 3 on /requests is a new one, not the declined one again.
     const marker = p.mcp.listTools();
     const next = await requests.nextExchange();
@@ -322,7 +324,7 @@ describe("answer paths: kinds 0 to 3", () => {
     const socket = await openWs(p.port, pathOf(ask));
     socket.send(big);
     await closed(socket);
-    expect(((await pending) as McpExchangeError).detail).toEqual({ variant: "AnswerTooLarge", channel: ask.channel, limit: 256 });
+    expect(((await pending) as McpExchangeError).detail).toEqual({ variant: "AnswerTooLarge", what: "tools/list", channel: ask.channel, limit: 256 });
     const tooBig = rejection(p.mcp.callTool({ name: "echo", arguments: { text: "y".repeat(300) } }));
     expect(((await tooBig) as McpExchangeError).variant).toBe("AskTooLarge");
     void p.mcp.listResources().catch(() => {});

@@ -38,18 +38,18 @@ export function asMcpAnswerError(problem: unknown): McpAnswerError | undefined {
 type McpAnswerOf<R> = { readonly variant: "Result"; readonly result: R } | { readonly variant: "Error"; readonly error: ErrorData };
 
 /** The result of an exchange of kinds 0 to 3, or the McpExchangeError its ending means. `onScope`: it was asked on the begin scope. */
-function resultOf<R>(outcome: AskOutcome<McpAnswerOf<R>>, onScope = false): { result: R } | { error: McpExchangeError } | undefined {
+function resultOf<R>(what: string, outcome: AskOutcome<McpAnswerOf<R>>, onScope = false): { result: R } | { error: McpExchangeError } | undefined {
   switch (outcome.type) {
     case "answered":
       return outcome.answer.variant === "Result" ? { result: outcome.answer.result } : { error: new McpExchangeError({ variant: "McpError", error: outcome.answer.error }) };
     case "notServed":
-      return { error: new McpExchangeError({ variant: "NotServed", channel: outcome.channel }) };
+      return { error: new McpExchangeError({ variant: "NotServed", what, channel: outcome.channel }) };
     case "unreadable": {
       const source = outcome.error instanceof McpAnswerError ? outcome.error : new McpAnswerError({ variant: "Body", reason: outcome.error.message });
-      return { error: new McpExchangeError({ variant: "UnreadableAnswer", channel: outcome.channel, source }) };
+      return { error: new McpExchangeError({ variant: "UnreadableAnswer", what, channel: outcome.channel, source }) };
     }
     case "answerTooLarge":
-      return { error: new McpExchangeError({ variant: "AnswerTooLarge", channel: outcome.channel, limit: outcome.limit }) };
+      return { error: new McpExchangeError({ variant: "AnswerTooLarge", what, channel: outcome.channel, limit: outcome.limit }) };
     case "askTooLarge":
       return { error: new McpExchangeError({ variant: "AskTooLarge", bytes: outcome.bytes, limit: outcome.limit }) };
     case "lost":
@@ -310,7 +310,7 @@ export class McpAsks {
           if (settled) return;
           const scope = this.beginScope();
           if (scope) this.openScopeNotifications(scope);
-          const outcome = resultOf(await ask({ signal: giveUp.signal }), scope !== undefined);
+          const outcome = resultOf(what, await ask({ signal: giveUp.signal }), scope !== undefined);
           if (!outcome || settled) return;
           if ("error" in outcome) return fail(outcome.error);
           end();

@@ -11,17 +11,23 @@ export type McpExchangeErrorDetail =
   | {
       /** The answer path was closed cleanly with no message: the provider did not serve the ask. */
       readonly variant: "NotServed";
+      /** The exchange, by its MCP method (`tools/list`, `tools/call`, …). */
+      readonly what: string;
       readonly channel: number;
     }
   | {
       /** The provider's answer did not decode. Not asked again: the same provider would send the same bytes. */
       readonly variant: "UnreadableAnswer";
+      /** The exchange, by its MCP method (`tools/list`, `tools/call`, …). */
+      readonly what: string;
       readonly channel: number;
       readonly source: McpAnswerError;
     }
   | {
       /** The provider's answer was larger than the proxy's message limit, so it could not be read. */
       readonly variant: "AnswerTooLarge";
+      /** The exchange, by its MCP method (`tools/list`, `tools/call`, …). */
+      readonly what: string;
       readonly channel: number;
       readonly limit: number;
     }
@@ -63,11 +69,11 @@ function describe(detail: McpExchangeErrorDetail): string {
     case "McpError":
       return detail.error.message;
     case "NotServed":
-      return `the provider did not serve the exchange on channel ${detail.channel}`;
+      return `${detail.what}: the provider did not serve the exchange (channel ${detail.channel})`;
     case "UnreadableAnswer":
-      return `the provider's answer on channel ${detail.channel} could not be read: ${detail.source.message}`;
+      return `${detail.what}: the provider's answer (channel ${detail.channel}) could not be read: ${detail.source.message}`;
     case "AnswerTooLarge":
-      return `the provider's answer on channel ${detail.channel} is larger than ${detail.limit} bytes`;
+      return `${detail.what}: the provider's answer (channel ${detail.channel}) is larger than ${detail.limit} bytes`;
     case "AskTooLarge":
       return `the ask is ${detail.bytes} bytes, larger than the limit of ${detail.limit}`;
     case "TooManyPending":
