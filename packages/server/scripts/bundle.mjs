@@ -136,7 +136,9 @@ async function twoStageEsm() {
         // The CLI's own dynamic import (of the proxy, after binding its ports) spares the workspace
         // build Node's module loader before the listening line; in one file it has nothing to spare,
         // so it stays in stage one (esbuild still runs that code only when the import is made).
-        if (args.kind !== "dynamic-import" || args.pluginData === "inner" || args.importer === entry) return undefined;
+        // The operating parts (`bundle`, --health, --log-format) are needed by few runs: second stage.
+        const operating = ["./image.js", "./ops.js", "@diverge/multiplexer/ops"].includes(args.path);
+        if (args.kind !== "dynamic-import" || args.pluginData === "inner" || (args.importer === entry && !operating)) return undefined;
         const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: "inner" });
         if (found.errors.length > 0) return { errors: found.errors };
         // A native module left out stays a run-time import(), made only when that code runs.
