@@ -515,7 +515,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const base = withOptions._fuseOptions.bind(fuse);
   withOptions._fuseOptions = () => {
     const opts = base();
-    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat");
+    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(options.revalidate === "always" ? "paths" : "multiplexed"), options.revalidate ?? "byStat");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   let mountRoot: number;
