@@ -94,6 +94,9 @@ describe.each(transports)("filesystem over %s", (_name, connect) => {
     await writeFile(join(root, "src", "b.ts"), "bb");
     await waitFor(frames, tree, (t) => t.get(["src", "b.ts"]) !== undefined);
     expect(tree.get(["src", "b.ts"])).toMatchObject({ kind: "File", size: 2n });
+    // One path type: each path paths() gives is one get() takes as it is (issue 26 §3).
+    for (const path of tree.paths()) expect(tree.get(path), path).toEqual(tree.get(path.split("/")));
+    expect(tree.get("src/b.ts")).toMatchObject({ kind: "File", size: 2n });
     await rm(join(root, "src", "a.ts"));
     await waitFor(frames, tree, (t) => t.get(["src", "a.ts"]) === undefined);
     stream.stop();

@@ -5,6 +5,9 @@ import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
 
 export type { FiletreeFrame, FiletreeNode };
 
+/** A path in a {@link LiveTree}: `/`-joined text (as `paths()` gives it) or its components from the root. */
+export type TreePath = string | readonly string[];
+
 /** The container's tree as the frames so far describe it. */
 export class LiveTree {
   /** The root's entries. */
@@ -30,13 +33,18 @@ export class LiveTree {
     return true;
   }
 
-  /** The node at `path` (components from the root), or undefined. */
-  get(path: readonly string[]): FiletreeNode | undefined {
-    const parent = this.entriesAt(path.slice(0, -1));
-    return parent?.find((node) => node.name === path[path.length - 1]);
+  /**
+   * The node at `path`, or undefined. A path is one type for both methods: the `/`-joined text
+   * {@link paths} gives (`"src/main.rs"`), or its components from the root (`["src", "main.rs"]`);
+   * a name never holds a `/`, so the two say the same.
+   */
+  get(path: TreePath): FiletreeNode | undefined {
+    const components = typeof path === "string" ? path.split("/").filter((c) => c !== "") : path;
+    const parent = this.entriesAt(components.slice(0, -1));
+    return parent?.find((node) => node.name === components[components.length - 1]);
   }
 
-  /** Every path in the tree, depth first, `/`-joined (for display and tests). */
+  /** Every path in the tree, sorted, `/`-joined: each one {@link get} takes as it is. */
   paths(): string[] {
     const out: string[] = [];
     const walk = (nodes: FiletreeNode[], prefix: string) => {
