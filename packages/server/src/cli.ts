@@ -26,7 +26,8 @@ Flags:
   --program-port <n>       loopback port for the program: MCP at /mcp (default ${DEFAULT_PROGRAM_PORT})
   --app-port <n>           the program's own HTTP server (default $PORT, else 8080)
   --root <dir>             the container root: DIVERGE.md is read there, and filesystem::tree/
-                           read/write and /filesystem/* never leave it (default /)
+                           read/write and /filesystem/* never leave it (default /, with a
+                           warning)
   --pg-port <n>            loopback port for the program's database driver (default ${DEFAULT_PG_PORT})
   --no-secrets-gate        serve MCP exchanges before the program has taken its secrets
   --max-message-bytes <n>  largest message accepted on any path (default ${DEFAULT_MAX_MESSAGE_BYTES})
@@ -265,6 +266,11 @@ async function main(argv: string[]): Promise<number> {
   }
   const { log: _log, spillPool: _pool, ...shown } = proxy.options;
   proxyOptions.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
+  // The whole machine is the root unless told otherwise: a provider's tree, reads and writes reach
+  // every file the proxy can. Right for a container that is the program's own, worth a word anywhere else.
+  if ((proxyOptions.root ?? "/").replace(/\/+$/, "") === "") {
+    proxyOptions.log?.("diverge-proxy: warning: --root is / (the default): the provider's filesystem asks reach every file this process can; give the container's root, e.g. --root /workspace, unless the container is the program's own");
+  }
   await stopped;
   // The temporaries of writes still in flight are removed first, by their held directory and name
   // (write.ts), and again on every way out below: a stopped proxy leaves none under the root.

@@ -44,6 +44,23 @@ describe("diverge-proxy (built: run `pnpm build` first)", () => {
     expect(stdout).toContain("default 0.0.0.0");
   });
 
+  it("warns when --root is left at /, and not when it is given", { timeout: 60_000 }, async () => {
+    const started = async (args: string[]) => {
+      const { child, output, firstLine } = run(["--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", ...args]);
+      await firstLine;
+      // The options line comes once the proxy serves; the warning, if any, is said right after it.
+      let stderr = "";
+      child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      for (let i = 0; i < 400 && !/diverge-proxy options .*\n/.test(stderr); i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 200));
+      child.kill("SIGTERM");
+      await output;
+      return stderr;
+    };
+    expect(await started([])).toContain("warning: --root is / (the default)");
+    expect(await started(["--root", fileURLToPath(new URL(".", import.meta.url))])).not.toContain("warning: --root");
+  });
+
   it("refuses a bad flag or port with exit code 2", async () => {
     expect((await run(["--port", "seventy"]).output).code).toBe(2);
     expect((await run(["--no-such-flag"]).output).code).toBe(2);
