@@ -65,6 +65,20 @@ describe("outward MCP on the begin scope", () => {
     expect(kinds.slice(asked).filter((kind) => kind.startsWith("Mcp") && kind !== "McpNotifications")).toEqual([]);
   });
 
+  it("openContainer takes the relay's shape too: handlers: relayToMcp(…) answers on the begin scope, as connectProxy's do", { timeout: 60_000 }, async () => {
+    const { proxy, providerMcp } = await setUp();
+    const relay = relayToMcp({ url: providerMcp });
+    cleanups.push(() => relay.close());
+    // No provider on /requests at all: whatever is answered is answered on the begin scope.
+    const container = await openContainer(`ws://127.0.0.1:${proxy.port}`, { handlers: relay });
+    cleanups.push(() => container.close());
+    await container.beginTools({ arguments: { greeting: "Hi" } });
+    const agent = await program(proxy);
+    const called = await agent.callTool({ name: "greet", arguments: { name: "Shape" } });
+    expect(called.content).toEqual([{ type: "text", text: "Hello, Shape!" }]);
+    expect((await agent.listTools()).tools.map((tool) => tool.name)).toContain("greet");
+  });
+
   it("a channel the provider does not answer is not served; a connection lost mid-exchange is an MCP error and is not asked again", { timeout: 60_000 }, async () => {
     const { proxy } = await setUp();
     let release: (() => void) | undefined;

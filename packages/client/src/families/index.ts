@@ -34,6 +34,7 @@ export { emptyReadFlowStats, readOn, treeOn, writeOn, type FilesystemHost, type 
 export type { WriteSource } from "./filesystem/queue.js";
 export { mountOn, type MountOptions, type ProviderMount } from "./fuse/multiplexed.js";
 export { beginAgentOn, type Agent, type AgentBeginRequest, type AgentScopeHost } from "./agents/index.js";
+export { beginScopeHandlers } from "./mcp-outward/handlers.js";
 
 // ── paths ───────────────────────────────────────────────────────────────────────────────────────
 /** The families' own handler shapes, beside the generated ones, that `connectProxy` takes. */

@@ -23,6 +23,7 @@ import { channelAskEngine } from "./channel-engine.js";
 import { ContainerError, failures, unreadable } from "./errors.js";
 import type { MultiplexedConnectionEvent } from "./host.js";
 import { announcePair } from "./pairs.js";
+import type { ProxyHandlers } from "../paths/connect.js";
 import {
   askInfo,
   ContainerMcp,
@@ -48,6 +49,7 @@ import {
   type TreeStream,
   type WriteSource,
   beginAgentOn,
+  beginScopeHandlers,
   type Agent,
   type AgentBeginRequest,
   type AgentScopeHost,
@@ -86,10 +88,12 @@ export interface OpenContainerOptions extends RequestOptions, PairOptions {
   /** The WebSocket implementation; default `ws`. */
   readonly WebSocket?: WebSocketConstructor;
   /**
-   * Answers the exchanges the proxy asks on the begin scope (the vault, once begun), the same
-   * generated handlers `connectProxy` takes for `/requests`. A channel no handler answers is declined.
+   * Answers the exchanges the proxy asks on the begin scope (outward MCP and the vault, once begun):
+   * the same handlers `connectProxy` takes for `/requests`, in either shape — the generated one
+   * (`mcpCallTool`, …) or the relay's (`relayToMcp(…)`: `callTool`, …). A channel no handler answers
+   * is declined.
    */
-  readonly handlers?: ProviderHandlers;
+  readonly handlers?: ProviderHandlers | ProxyHandlers;
   /** Sees every event, from the first. */
   readonly onEvent?: (event: MultiplexedConnectionEvent) => void;
   /**
@@ -157,6 +161,8 @@ export class MultiplexedConnection {
   private beginScope: number | undefined;
   private scopeEnded = false;
   private readonly secretsGate = new SecretsGate();
+  /** `options.handlers` in the generated shape (beginScopeHandlers), made at the first proxy-opened channel. */
+  private beginHandlers: ProviderHandlers | undefined;
   private readonly endWaiters: (() => void)[] = [];
   private hasEnded = false;
   private readonly notificationHub: NotificationHub;
@@ -430,7 +436,8 @@ export class MultiplexedConnection {
     const pair = pairFamilies.find((family) => family.announcedBy === request.variant);
     if (pair) return announcePair(this, pair, this.options, request.connection_id!, responder);
     // Every other channel carries an exchange: the generated dispatch finds its handler.
-    const dispatched = this.options.handlers && dispatch(this.options.handlers);
+    this.beginHandlers ??= this.options.handlers && beginScopeHandlers(this.options.handlers);
+    const dispatched = this.beginHandlers && dispatch(this.beginHandlers);
     if (!dispatched) return responder.finish();
     void this.answerChannel(responder, dispatched);
   }

@@ -96,3 +96,29 @@ export function mcpProviderHandlers(handlers: ProxyHandlers, options: { onError?
       } as ProviderHandlers["mcpNotifications"]),
   };
 }
+
+/** The MCP members of the relay's shape (`relayToMcp`, `/requests` kinds 0-4) and their begin-scope twins. */
+const RELAY_SHAPED = [
+  ["listTools", "mcpListTools"],
+  ["listResources", "mcpListResources"],
+  ["callTool", "mcpCallTool"],
+  ["readResource", "mcpReadResource"],
+  ["notifications", "mcpNotifications"],
+] as const;
+
+/**
+ * The handlers of the begin scope from either shape, so `openContainer(url, { handlers })` takes what
+ * `connectProxy(url, handlers)` takes: an MCP member in the relay's shape (`callTool`, as `relayToMcp`
+ * gives) answers its exchange as `mcpProviderHandlers` would, unless its generated twin
+ * (`mcpCallTool`) is given too. Every other member (the vault's, a command's) has one name in both.
+ */
+export function beginScopeHandlers(handlers: ProviderHandlers | ProxyHandlers): ProviderHandlers {
+  const given = handlers as Record<string, unknown>;
+  const relayShaped = RELAY_SHAPED.filter(([relay, twin]) => typeof given[relay] === "function" && given[twin] === undefined);
+  if (relayShaped.length === 0) return handlers as ProviderHandlers;
+  const converted = mcpProviderHandlers(handlers as ProxyHandlers) as Record<string, unknown>;
+  // The original stays the prototype: its own members (and those it inherits) answer as before.
+  const merged = Object.create(handlers) as Record<string, unknown>;
+  for (const [, twin] of relayShaped) merged[twin] = converted[twin];
+  return merged as ProviderHandlers;
+}
