@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { exampleRoot, startExampleContainer, type ExampleContainer } from "@diverge/example-container";
 import { startProxy, type RunningProxy } from "@diverge/server";
-import { openContainer, pipePostgres, type AnnouncedConnection, type MultiplexedConnection } from "../src/index.js";
+import { databaseAddress, openContainer, pipePostgres, type AnnouncedConnection, type DatabaseAddress, type MultiplexedConnection } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "./multiplexed-postgres-server.js";
 
 let database: ThrowawayPostgres;
@@ -174,5 +174,42 @@ describe("the postgres pair", () => {
     await admin.query("SELECT pg_terminate_backend($1)", [pid]);
     await admin.end();
     await ended;
+  });
+});
+
+describe("the database option's forms", () => {
+  /** A container begun with `database` as given, and a driver's query through its pair. */
+  async function queryThrough(target: string | DatabaseAddress): Promise<unknown> {
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false });
+    proxies.push(proxy);
+    pgPortOfProxy = proxy.multiplexed.pgPort;
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { database: target });
+    connections.push(connection);
+    await connection.beginTools({ arguments: { greeting: "Hi" } });
+    const client = driver(proxy);
+    await client.connect();
+    try {
+      return (await client.query("SELECT current_user AS who, 42 AS n")).rows[0];
+    } finally {
+      await client.end();
+    }
+  }
+
+  it("{ host, port } and a Unix socket { path } are where to dial; the driver's own user and database go through", async () => {
+    expect(await queryThrough({ host: "127.0.0.1", port: database.port })).toEqual({ who: "postgres", n: 42 });
+    expect(await queryThrough({ path: `${database.socketDir}/.s.PGSQL.${database.port}` })).toEqual({ who: "postgres", n: 42 });
+  });
+
+  it("a URL gives its host and port only, and says once which of its parts go unused", () => {
+    const said: string[] = [];
+    const url = `postgres://someone:secret@db.invalid:6543/app?sslmode=require`;
+    expect(databaseAddress(url, (text) => said.push(text))).toEqual({ host: "db.invalid", port: 6543 });
+    expect(databaseAddress(url, (text) => said.push(text))).toEqual({ host: "db.invalid", port: 6543 });
+    expect(said).toEqual(["database db.invalid:6543: only the host and port of the URL are used; its user, password, database, sslmode are the program's driver's to send through the pipe (give { host, port } or { path })"]);
+    // The password is named, never quoted.
+    expect(said[0]).not.toContain("secret");
+    // Nothing to say about a URL of a host and port alone.
+    expect(databaseAddress("postgres://127.0.0.1:5433", () => said.push("unexpected"))).toEqual({ host: "127.0.0.1", port: 5433 });
+    expect(said).toHaveLength(1);
   });
 });

@@ -13,7 +13,7 @@ import { commandExec } from "../families/command/exec.js";
 import { PostgresVault } from "../families/vault/store.js";
 import { openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
 import { pipePostgres } from "../families/postgres/multiplexed.js";
-import type { DatabaseAddress } from "../families/postgres/address.js";
+import { databaseAddress, type DatabaseAddress } from "../families/postgres/address.js";
 import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type SourceCallOptions, type ToolsSource } from "../families/mcp-inward/serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
 import { sayPathsEvents } from "./paths-events.js";
@@ -466,7 +466,8 @@ function databaseBackend(url: string | undefined, say: (line: string) => void) {
     },
     /** Where to dial: --database-url, else the embedded PGlite (started now if it is not yet). */
     async address(): Promise<string | DatabaseAddress> {
-      if (url) return url;
+      // The flag's URL for where to dial; a line (not a process warning) says what of it goes unused.
+      if (url) return databaseAddress(url, say);
       embedded ??= start();
       return (await embedded).address;
     },

@@ -28,8 +28,7 @@ export interface PipePostgresOptions {
 }
 
 export async function pipePostgres(connection: AnnouncedConnection, target: string | DatabaseAddress, options: PipePostgresOptions = {}): Promise<void> {
-  const { host, port } = databaseAddress(target);
-  const database: Socket = connect({ host, port });
+  const database: Socket = connect(databaseAddress(target));
   try {
     await new Promise<void>((resolve, reject) => {
       database.once("connect", resolve);
