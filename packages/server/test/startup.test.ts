@@ -87,7 +87,8 @@ describe("diverge-proxy starts by listening", () => {
     // host guard alone (its own entry, `@diverge/multiplexer/guard`: the multiplexer's index would load the codec).
     const beforeListening = readFileSync(log, "utf8").split(LISTENING_MARK)[0]!.split("\n").filter((url) => url !== "" && !url.startsWith("node:"));
     expect(readFileSync(log, "utf8")).toContain(LISTENING_MARK);
-    expect(beforeListening.map((url) => url.replace(/^.*\/packages\//, ""))).toEqual(["server/dist/cli.js", "server/dist/bind.js", "server/dist/listener.js", "multiplexer/dist/guard.js"]);
+    // And the FUSE cache levels (families/fuse/common.js, which imports nothing): `--fuse-cache` is checked while parsing.
+    expect(beforeListening.map((url) => url.replace(/^.*\/packages\//, ""))).toEqual(["server/dist/cli.js", "server/dist/bind.js", "server/dist/listener.js", "server/dist/families/fuse/common.js", "multiplexer/dist/guard.js"]);
     expect([...loaded(log)]).toEqual([]);
 
     // /requests: the WebSocket server, nothing of MCP yet.
