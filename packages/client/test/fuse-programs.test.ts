@@ -27,11 +27,6 @@ async function start(maxMessageBytes?: number): Promise<void> {
   proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root, log: (line) => logged.push(line), ...(maxMessageBytes ? { maxMessageBytes } : {}) });
 }
 
-// Shared mmap (sqlite's WAL) needs the page cache, which the paths transport's default level (none)
-// does not use: these mounts choose close-to-open, as `--fuse-cache close-to-open` does.
-const { setDefaultFuseCache } = await import("../../server/dist/families/fuse/common.js");
-beforeEach(() => setDefaultFuseCache("close-to-open"));
-afterEach(() => setDefaultFuseCache(undefined));
 beforeEach(async () => {
   base = await realpath(await mkdtemp(join(tmpdir(), "diverge-fuse-posix-")));
   root = join(base, "container");

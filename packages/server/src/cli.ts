@@ -58,9 +58,9 @@ Flags:
                            loopback ones (repeatable; "*" accepts any); others get 403
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --fuse-cache <level>     what the kernel caches of FUSE mounts: none (every read and stat asked;
-                           no shared mmap; the default on paths), close-to-open (the default
-                           on /: 1 s attributes and names, pages revalidated at each open),
-                           full (60 s, pages kept across opens)
+                           no shared mmap), close-to-open (default: 1 s attributes and names,
+                           0 s on paths; pages revalidated at each open), full (60 s, pages
+                           kept across opens)
   --quiet                  print nothing but the listening line and errors
   --log-format <f>         text (default) or json: every stderr line one JSON object (time, level,
                            event, the ids in it, message); info for progress, error for the rest

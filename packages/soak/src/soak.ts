@@ -235,7 +235,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const programFaults: ProgramFaultCounts = { driverResetBeforeProvider: 0, failedHandshake: 0, stalledDaemon: 0 };
   const openCycle = async (): Promise<MuxCycle> => {
     cycles++;
-    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot });
+    // A stalled daemon's backlog spills to disk past the pair's memory budget; a small disk cap per
+    // pair (32 MiB, not the default 1 GiB) makes the proxy end it well within the flood.
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, maxPairSpillBytes: 32 * 1024 * 1024 });
     // Before the provider dials: a driver reset, a failed handshake, a client gone before the 101.
     await beforeProvider(proxy, programFaults);
     const stalled = new StalledDaemon(programFaults);

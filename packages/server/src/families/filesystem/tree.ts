@@ -105,6 +105,8 @@ interface Shadow {
 }
 type Entry = Shadow | Exclude<FiletreeNode, { kind: "Directory" }>;
 const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
+/** The `dev:ino` a walked directory's sig ends with (the last two fields). */
+const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-2).join(":");
 /** What tells an entry's change: kind, size or target, times. */
 const sigOf = (entry: Entry): string =>
   isDir(entry) ? entry.sig : entry.kind === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
@@ -523,9 +525,12 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
         const created_at = seconds(stats.birthtimeMs);
         const modified_at = seconds(stats.mtimeMs);
         const shadow: Shadow = { sig: "", children: new Map() };
-        const children = await this.walkDir(fd, identity(stats), components, shadow, unwatched);
+        const id = identity(stats);
+        const children = await this.walkDir(fd, id, components, shadow, unwatched);
         const changes = !unwatched && shadow.sig !== "d:unreadable";
-        shadow.sig = `d:${changes}:${created_at}:${modified_at}`;
+        // The directory's identity is part of it: one removed and made again within the same second
+        // (times in whole seconds) is another directory, sent whole, with what was made in it meanwhile.
+        shadow.sig = `d:${changes}:${created_at}:${modified_at}:${id}`;
         parent.children.set(name, shadow);
         return { kind: "Directory", name, created_at, modified_at, changes, children };
       } catch {
@@ -582,6 +587,24 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
   }
 
+  /** The `dev:ino` of the directory at `components` now, resolved beneath the root; undefined when none is there. */
+  private async identityAt(components: readonly string[]): Promise<string | undefined> {
+    if (!this.beneath) return undefined;
+    let dir: number;
+    try {
+      dir = await this.beneath.directory(components);
+    } catch {
+      return undefined;
+    }
+    try {
+      return identity(await fstat(dir));
+    } catch {
+      return undefined;
+    } finally {
+      await closeFd(dir).catch(() => undefined);
+    }
+  }
+
   private lookup(components: readonly string[]): Entry | undefined {
     let at: Entry | undefined = this.shadow;
     for (const c of components) at = isDir(at) ? at.children.get(c) : undefined;
@@ -609,6 +632,14 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     while (depth < components.length - 1 && isDir(this.lookup(components.slice(0, depth + 1)))) depth++;
     const top = components.slice(0, depth + 1);
     if (!top.every(isName)) return;
+    // A change inside a directory that was removed and made again (another directory at that name,
+    // its events coalesced away): the directory is sent whole, with what was made in it before any
+    // watch of it existed, instead of this one change inside it.
+    if (top.length > 1) {
+      const held = this.lookup(top.slice(0, -1));
+      const now = await this.identityAt(top.slice(0, -1));
+      if (isDir(held) && now !== undefined && dirIdentity(held) !== now) return this.change(top.slice(0, -1));
+    }
     const parent = this.lookup(top.slice(0, -1));
     if (!isDir(parent)) return;
     const name = top[top.length - 1]!;
@@ -627,7 +658,13 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     const after = scratch.children.get(name)!;
     if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
     parent.children.set(name, after);
-    if (isDir(after) && !isDir(before)) this.watchFast(join(this.root, ...top));
+    // A directory new here, or another one at the same name (its identity, the sig's end, differs):
+    // its plain watch is armed afresh, since one on the directory that went sees nothing any more.
+    if (isDir(after) && (!isDir(before) || dirIdentity(before) !== dirIdentity(after))) {
+      const path = join(this.root, ...top);
+      if (isDir(before)) this.unwatchFast(path);
+      this.watchFast(path);
+    }
     this.emit(before ? { kind: "Modified", path: [...top], node } : { kind: "Inserted", path: [...top], node });
   }
 

@@ -46,17 +46,9 @@ export interface FileSessions {
 export type FuseCacheLevel = "none" | "close-to-open" | "full";
 export const FUSE_CACHE_LEVELS: readonly FuseCacheLevel[] = ["none", "close-to-open", "full"];
 let chosenLevel: FuseCacheLevel | undefined;
-/**
- * The level of a mount that names none: the proxy's `--fuse-cache` when given, else `close-to-open`
- * on the multiplexed transport and `none` on paths. Why paths differs: with names cached, a `find`
- * into a paths mount whose provider is gone reaches an opendir whose EIO answer never reaches the
- * kernel (the program waits in `request_wait_answer`; seen with the binding's multi-threaded loop,
- * cause not yet found), while with nothing cached it fails at its first lookup. A provider that wants
- * shared `mmap` (sqlite in WAL mode) on paths chooses `--fuse-cache close-to-open` and takes that risk.
- */
-export const defaultFuseCache = (transport: "multiplexed" | "paths" = "multiplexed"): FuseCacheLevel =>
-  chosenLevel ?? (transport === "paths" ? "none" : "close-to-open");
-/** The cache level of every later mount that does not name one (the proxy's `--fuse-cache`); undefined restores the per-transport default. */
+/** The level of a mount that names none: the proxy's `--fuse-cache` when given, else `close-to-open`. */
+export const defaultFuseCache = (): FuseCacheLevel => chosenLevel ?? "close-to-open";
+/** The cache level of every later mount that does not name one (the proxy's `--fuse-cache`); undefined restores the default. */
 export function setDefaultFuseCache(level: FuseCacheLevel | undefined): void {
   chosenLevel = level;
 }

@@ -59,8 +59,12 @@ function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always")
   const large = ["big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
   if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
   if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
-  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead.
-  return ["noatime", ...(revalidate === "byStat" ? ["auto_cache"] : []), "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
+  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead,
+  // and caches no names or attributes: with names cached, a `find` into a paths mount whose provider
+  // is gone reaches an opendir whose EIO answer never reaches the kernel (it waits in
+  // request_wait_answer; cause in the binding not yet found), while asking each lookup fails at once.
+  if (revalidate === "always") return ["noatime", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
+  return ["noatime", "auto_cache", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
 }
 
 type Cb = (code: number, ...rest: unknown[]) => void;
@@ -515,7 +519,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const base = withOptions._fuseOptions.bind(fuse);
   withOptions._fuseOptions = () => {
     const opts = base();
-    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(options.revalidate === "always" ? "paths" : "multiplexed"), options.revalidate ?? "byStat");
+    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   let mountRoot: number;
