@@ -5,89 +5,14 @@
 // whole-file model (one read per open, one write-back per close, EFBIG at open past one message).
 // Real programs (git, sqlite3, make, tar, rsync, cp, du): fuse-programs.test.ts. The programs run as child processes: this process serves
 // the mount.
-import { execFile } from "node:child_process";
-import { mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fuseUnavailable, startProxy, type RunningProxy } from "@diverge/server";
-import { PathsMounts, connectProxy, directoryHandlers, openContainer, type FuseHandlers, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { directoryHandlers } from "../src/index.js";
 
-const unavailable = fuseUnavailable();
-if (unavailable) console.log(`FUSE POSIX tests skipped: ${unavailable}`);
-const PROBE = fileURLToPath(new URL("./fuse-probe.py", import.meta.url));
+import { PROBE, base, counted, logged, mountProvider, ok, provider, sh, unavailable, useFuseHarness } from "./fuse-harness.js";
 
-let base: string;
-let root: string;
-let provider: string;
-let proxy: RunningProxy | undefined;
-let container: MultiplexedConnection | undefined;
-let answering: PathsConnection | undefined;
-let logged: string[] = [];
-
-async function start(maxMessageBytes?: number): Promise<void> {
-  proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: 9, root, log: (line) => logged.push(line), ...(maxMessageBytes ? { maxMessageBytes } : {}) });
-}
-
-beforeEach(async () => {
-  base = await realpath(await mkdtemp(join(tmpdir(), "diverge-fuse-posix-")));
-  root = join(base, "container");
-  provider = join(base, "provider");
-  await mkdir(root);
-  await mkdir(provider);
-  logged = [];
-});
-afterEach(async () => {
-  await container?.close();
-  await answering?.close();
-  await proxy?.close();
-  container = answering = proxy = undefined;
-  await rm(base, { recursive: true, force: true });
-});
-
-type Transport = "multiplexed" | "paths";
-
-/** Counts of the whole-file asks the provider answered (paths). */
-const counted = { fuseRead: 0, fuseWrite: 0 };
-
-async function mountProvider(transport: Transport, target: FuseHandlers | string = provider, maxMessageBytes?: number): Promise<string> {
-  if (!proxy) await start(maxMessageBytes);
-  const url = `ws://127.0.0.1:${proxy!.port}`;
-  if (transport === "multiplexed") {
-    container = await openContainer(url);
-    await container.mount(["m"], target);
-  } else {
-    const mounts = new PathsMounts(url, maxMessageBytes ? { maxMessageBytes } : {});
-    const handlers = mounts.handlers();
-    counted.fuseRead = counted.fuseWrite = 0;
-    answering = connectProxy(url, {
-      ...handlers,
-      fuseRead: (ask) => (counted.fuseRead++, handlers.fuseRead(ask)),
-      fuseWrite: (ask) => (counted.fuseWrite++, handlers.fuseWrite(ask)),
-    });
-    await answering.whenConnected({ timeoutMs: 10_000 });
-    await mounts.mount(["m"], target);
-  }
-  return join(root, "m");
-}
-
-/**
- * A shell command, in `cwd` by its own `cd`: never as the child's working directory, which it enters
- * while this process waits for it to start (a mount this process serves would wait on itself).
- */
-function sh(command: string, cwd?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) =>
-    execFile("sh", ["-c", cwd ? `cd '${cwd}' && ${command}` : command], { timeout: 120_000, maxBuffer: 64 << 20, env: { ...process.env, LC_ALL: "C" } }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    ),
-  );
-}
-async function ok(command: string, cwd?: string): Promise<string> {
-  const r = await sh(command, cwd);
-  if (r.code !== 0) throw new Error(`${command}: exit ${r.code}\n${r.stderr}`);
-  return r.stdout;
-}
+useFuseHarness();
 
 describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
   for (const transport of ["multiplexed", "paths"] as const) {
