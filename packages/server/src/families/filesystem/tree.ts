@@ -68,8 +68,8 @@ export interface TreeOptions {
  * delta), and the provider may ask again with more of the tree in its ignore list.
  */
 export function tooLarge(frame: FiletreeFrame, bytes: number, limit: number): FsError {
-  const what = frame.kind === "Snapshot" ? "snapshot" : `${frame.kind} frame`;
-  return new FsError(frame.kind === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
+  const what = frame.variant === "Snapshot" ? "snapshot" : `${frame.variant} frame`;
+  return new FsError(frame.variant === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
 }
 
 /** The left-out paths as `a/b` keys of components (the same list as `leftOut`, relative). */
@@ -103,13 +103,13 @@ interface Shadow {
   sig: string;
   children: Map<string, Entry>;
 }
-type Entry = Shadow | Exclude<FiletreeNode, { kind: "Directory" }>;
+type Entry = Shadow | Exclude<FiletreeNode, { variant: "Directory" }>;
 const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
 /** The `dev:ino` a walked directory's sig ends with (the last two fields). */
 const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-2).join(":");
 /** What tells an entry's change: kind, size or target, times. */
 const sigOf = (entry: Entry): string =>
-  isDir(entry) ? entry.sig : entry.kind === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
+  isDir(entry) ? entry.sig : entry.variant === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
 
 /** Equal second counts and sizes share one bigint (a checkout's files share a few dozen times), so 100,000 nodes hold far fewer. */
 const interned = new Map<number, bigint>();
@@ -152,8 +152,8 @@ export function watchTree(root: string, options: TreeOptions = {}): AsyncIterabl
 }
 
 /** One Snapshot of the tree under `root` (a real path), walked as a watch's is, with no watch. */
-export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ kind: "Snapshot"; children: FiletreeNode[] }> {
-  return { kind: "Snapshot", children: await new TreeWatch(root, options).once() };
+export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ variant: "Snapshot"; children: FiletreeNode[] }> {
+  return { variant: "Snapshot", children: await new TreeWatch(root, options).once() };
 }
 
 class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
@@ -429,7 +429,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     if (this.ended) return;
     this.shadow = shadow;
     this.queue.length = 0;
-    this.emit({ kind: "Snapshot", children });
+    this.emit({ variant: "Snapshot", children });
     this.watchKnown();
   }
 
@@ -499,7 +499,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     // Directories, one at a time: each holds a descriptor while its subtree is walked.
     for (let i = 0; i < nodes.length; i++) {
       const node = nodes[i];
-      if (node?.kind !== "Directory") continue;
+      if (node?.variant !== "Directory") continue;
       nodes[i] = await this.entry(dir, [...components, node.name], shadow, unwatched, true);
     }
     return nodes.filter((n): n is FiletreeNode => n !== undefined);
@@ -532,7 +532,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
         // (times in whole seconds) is another directory, sent whole, with what was made in it meanwhile.
         shadow.sig = `d:${changes}:${created_at}:${modified_at}:${id}`;
         parent.children.set(name, shadow);
-        return { kind: "Directory", name, created_at, modified_at, changes, children };
+        return { variant: "Directory", name, created_at, modified_at, changes, children };
       } catch {
         return undefined;
       } finally {
@@ -547,7 +547,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
     const created_at = seconds(stats.birthtimeMs);
     const modified_at = seconds(stats.mtimeMs);
-    if (stats.isDirectory()) return { kind: "Directory", name, created_at, modified_at, changes: false, children: [] };
+    if (stats.isDirectory()) return { variant: "Directory", name, created_at, modified_at, changes: false, children: [] };
     if (stats.isSymbolicLink()) {
       let target: string;
       try {
@@ -556,11 +556,11 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
         return undefined; // A link whose target cannot be read is left out.
       }
       const path = lexical(components.slice(0, -1), target);
-      const node = { kind: "Symlink" as const, name, path, created_at, modified_at };
+      const node = { variant: "Symlink" as const, name, path, created_at, modified_at };
       parent.children.set(name, node);
       return node;
     }
-    const node = { kind: "File" as const, name, size: big(stats.size), created_at, modified_at };
+    const node = { variant: "File" as const, name, size: big(stats.size), created_at, modified_at };
     parent.children.set(name, node);
     return node;
   }
@@ -579,7 +579,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       const id = identity(await fstat(dir));
       if (this.mounts.get(id)?.has(components[components.length - 1]!)) return undefined;
       const first = await this.entry(dir, components, parent, unwatched, false);
-      return first?.kind === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
+      return first?.variant === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
     } catch {
       return undefined;
     } finally {
@@ -651,7 +651,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       if (before) {
         parent.children.delete(name);
         if (isDir(before)) this.unwatchFast(join(this.root, ...top));
-        this.emit({ kind: "Removed", path: [...top] });
+        this.emit({ variant: "Removed", path: [...top] });
       }
       return;
     }
@@ -665,7 +665,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       if (isDir(before)) this.unwatchFast(path);
       this.watchFast(path);
     }
-    this.emit(before ? { kind: "Modified", path: [...top], node } : { kind: "Inserted", path: [...top], node });
+    this.emit(before ? { variant: "Modified", path: [...top], node } : { variant: "Inserted", path: [...top], node });
   }
 
   /** Whether the directory holding `components` is watched (no unwatched directory above it). */
