@@ -41,7 +41,7 @@ function nodeGyp () {
 }
 
 function compile () {
-  const args = ['rebuild']
+  const args = ['rebuild', '--loglevel=warn']
   const prefix = path.resolve(process.execPath, '..', '..')
   if (!process.env.npm_config_nodedir && ['node_api.h', 'common.gypi'].every(f => fs.existsSync(path.join(prefix, 'include', 'node', f)))) {
     args.push('--nodedir=' + prefix)
