@@ -93,6 +93,19 @@ describe("read", () => {
     expect((await fsError(() => readAll(["d"]))).toJSON()).toEqual({ kind: "open", error: "not a regular file" });
   });
 
+  it("an OS error's FsError carries its errno name (`code`) beside the exact text, which alone is sent (issue 26 §4)", async () => {
+    const missing = await fsError(() => readAll(["nope"]));
+    expect([missing.code, missing.error, JSON.stringify(missing)]).toEqual(["ENOENT", "No such file or directory (os error 2)", '{"kind":"open","error":"No such file or directory (os error 2)"}']);
+    await put(join(root, "file"), "x");
+    expect((await fsError(() => writeFile(root, ["file", "f"], []))).code).toBe("ENOTDIR");
+    await mkdir(join(root, "d"));
+    expect((await fsError(() => writeFile(root, ["d"], [Buffer.from("x")]))).code).toBe("EISDIR");
+    expect((await fsError(() => watchTree(join(root, "missing"), { ignore: [] }).next())).code).toBe("ENOENT");
+    // Not an OS error: no code.
+    expect((await fsError(() => readAll(["d"]))).code).toBeUndefined();
+    expect((await fsError(() => readAll([".."]))).code).toBeUndefined();
+  });
+
   it("follows links that stay inside the root", async () => {
     await mkdir(join(root, "etc"));
     await put(join(root, "etc", "real"), "inside");
