@@ -178,6 +178,30 @@ describe.each(transports)("filesystem over %s", (_name, connect) => {
     expect(missing.detail).toMatchObject({ error: _name === "multiplexed" ? { kind: "create", error: "No such file or directory (os error 2)" } : "create: No such file or directory (os error 2)" });
     await close();
   });
+
+  it("an OS error carries its errno name as a typed code beside the exact text; other errors carry none (issue 26 §4)", async () => {
+    const url = await fresh();
+    await writeFile(join(root, "file"), "a file, not a directory");
+    await mkdir(join(root, "dir"));
+    const { api, close } = await connect(url);
+    // The text on the wire is as the spec says ({"kind","error"} or "kind: error"); the code is read from it.
+    const text = (kind: string, error: string) => (_name === "multiplexed" ? { kind, error } : `${kind}: ${error}`);
+    const missing = await failure(bytesOf(api.read(["missing"])));
+    expect(missing.detail).toEqual({ variant: "Failed", what: expect.any(String), error: text("open", "No such file or directory (os error 2)"), code: "ENOENT" });
+    expect(missing.code).toBe("ENOENT");
+    const under = await failure(api.write(["file", "x"], "x"));
+    expect(under.detail).toMatchObject({ error: text("create", "Not a directory (os error 20)"), code: "ENOTDIR" });
+    expect(under.code).toBe("ENOTDIR");
+    const over = await failure(api.write(["dir"], "x"));
+    expect(over.detail).toMatchObject({ error: text("finish", "Is a directory (os error 21)"), code: "EISDIR" });
+    // Not an OS error: no code.
+    const notFile = await failure(bytesOf(api.read(["dir"])));
+    expect(notFile.detail).toEqual({ variant: "Failed", what: expect.any(String), error: text("open", "not a regular file") });
+    expect(notFile.code).toBeUndefined();
+    const bad = await failure(bytesOf(api.read([".."])));
+    expect(bad.code).toBeUndefined();
+    await close();
+  });
 });
 
 describe("diverge fs (paths transport)", () => {

@@ -319,8 +319,8 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
 
   // libfuse 2.9's high-level API calls utimens for a change of one time alone only when the
   // filesystem sets `flag_utime_omit_ok`, which fuse-native 2.2.6 never did (its index.js also got
-  // the access time twice and both in milliseconds); the proxy's patched build
-  // (patches/fuse-native@2.2.6.patch) sets it and passes both times to the nanosecond.
+  // the access time twice and both in milliseconds); the proxy's binding, @diverge/fuse-native
+  // (packages/fuse-native), sets it and passes both times to the nanosecond.
   /** The directory backend, each setattr recorded; its times served back as set (exact to the nanosecond: lutimes takes seconds as a double). */
   function recording() {
     const asked: { path: string; attrs: FuseAttrs }[] = [];

@@ -48,7 +48,8 @@ export default function setup(project: TestProject): () => void {
   const tarballs: Record<string, string> = {};
   for (const pkg of publicPackages) {
     const dir = workspacePath(pkg.dir);
-    if (!existsSync(join(dir, "dist"))) throw new Error(`${pkg.name} is not built (no ${pkg.dir}/dist): run \`pnpm build\` first`);
+    const built = pkg.kind === "native" ? join("prebuilds", `${process.platform}-${process.arch}`, "node.napi.node") : "dist";
+    if (!existsSync(join(dir, built))) throw new Error(`${pkg.name} is not built (no ${pkg.dir}/${built}): run \`pnpm build\` first`);
     run("pnpm", ["pack", "--pack-destination", packs], dir);
     const tarball = join(packs, tarballName(pkg.name, pkg.version));
     if (!existsSync(tarball)) throw new Error(`pnpm pack of ${pkg.name} wrote no ${tarball}`);

@@ -9,7 +9,7 @@ const { project } = inject("consumer");
 
 describe("the exported names of @diverge/*", () => {
   it("mean one thing each", () => {
-    const entries = publicPackages.map((pkg) => ({ name: pkg.name, file: join(project, "node_modules", ...pkg.name.split("/"), "dist", "index.d.ts") }));
+    const entries = publicPackages.map((pkg) => ({ name: pkg.name, file: join(project, "node_modules", ...pkg.name.split("/"), ...(pkg.kind === "native" ? ["index.d.ts"] : ["dist", "index.d.ts"])) }));
     const program = ts.createProgram(
       entries.map((e) => e.file),
       { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, skipLibCheck: true, noEmit: true },

@@ -16,10 +16,16 @@ export interface PublicPackage {
   readonly dir: string;
   /** The binaries it installs into node_modules/.bin. */
   readonly bins: readonly string[];
+  /**
+   * `native`: a compiled Node-API binding (a binding.gyp beside its package.json: @diverge/fuse-native),
+   * a CommonJS package of hand-written JavaScript, its types and a prebuilt binary, not built from
+   * TypeScript into dist/; `typescript` otherwise.
+   */
+  readonly kind: "typescript" | "native";
 }
 
 /** The packages the issue names; the search below must find at least these. */
-export const expectedPublic = ["@diverge/client", "@diverge/codec", "@diverge/conformance", "@diverge/server", "@diverge/spec-compiler"];
+export const expectedPublic = ["@diverge/client", "@diverge/codec", "@diverge/conformance", "@diverge/fuse-native", "@diverge/server", "@diverge/spec-compiler"];
 
 export const publicPackages: readonly PublicPackage[] = ["packages", "tools"].flatMap((folder) =>
   readdirSync(workspacePath(folder))
@@ -29,7 +35,8 @@ export const publicPackages: readonly PublicPackage[] = ["packages", "tools"].fl
       if (!existsSync(file)) return [];
       const manifest = JSON.parse(readFileSync(file, "utf8")) as { name: string; version: string; private?: boolean; bin?: Record<string, string> };
       if (manifest.private) return [];
-      return [{ name: manifest.name, version: manifest.version, dir: `${folder}/${name}`, bins: Object.keys(manifest.bin ?? {}) }];
+      const kind = existsSync(workspacePath(folder, name, "binding.gyp")) ? "native" : "typescript";
+      return [{ name: manifest.name, version: manifest.version, dir: `${folder}/${name}`, bins: Object.keys(manifest.bin ?? {}), kind }];
     }),
 );
 

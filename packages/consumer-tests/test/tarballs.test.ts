@@ -23,7 +23,11 @@ interface Manifest {
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   optionalDependencies?: Record<string, string>;
+  scripts?: Record<string, string>;
 }
+
+/** What the native binding (@diverge/fuse-native) ships: its JavaScript, types, C source to build elsewhere, and the prebuilt binary. */
+const NATIVE_FILES = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "index.js", "index.d.ts", "fuse-native.c", "semaphore.h", "binding.gyp", "scripts/compile.js", "prebuilds/linux-x64/node.napi.node"];
 
 const { tarballs } = inject("consumer");
 const rootLicense = readFileSync(workspacePath("LICENSE"), "utf8");
@@ -36,7 +40,14 @@ for (const pkg of publicPackages) {
     const manifest = JSON.parse(read("package.json")) as Manifest;
     const workspaceManifest = JSON.parse(readFileSync(workspacePath(pkg.dir, "package.json"), "utf8")) as Manifest;
 
-    it("ships built JS, declarations, maps, README and LICENSE, and nothing else", () => {
+    it.runIf(pkg.kind === "native")("ships its JavaScript, types, C source and the prebuilt linux-x64 binary, and nothing else", () => {
+      expect([...entries].sort()).toEqual([...NATIVE_FILES].sort());
+      // The install step compiles only where no prebuilt binary loads: linux-x64 needs no compiler.
+      expect(manifest.scripts?.install).toBe("node scripts/compile.js --if-no-prebuild");
+      expect(Object.keys(manifest.scripts ?? {}).filter((s) => /^(pre|post)?install$|^prepare$/.test(s))).toEqual(["install"]);
+    });
+
+    it.runIf(pkg.kind === "typescript")("ships built JS, declarations, maps, README and LICENSE, and nothing else", () => {
       // @diverge/server ships the proxy's two bundles (what `diverge-proxy bundle` copies into an image).
       const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|dist\/bundle\/diverge-proxy\.(mjs|cjs)|vectors\/[^/]+\.jsonl)$/;
       expect(entries.filter((e) => !allowed.test(e))).toEqual([]);
@@ -67,21 +78,25 @@ for (const pkg of publicPackages) {
     });
 
     it("ships the repository's MIT LICENSE", () => {
-      expect(read("LICENSE")).toBe(rootLicense);
+      // The vendored binding ships fuse-native's MIT notice after the repository's (its package ships none).
+      if (pkg.kind === "native") {
+        expect(read("LICENSE").startsWith(rootLicense)).toBe(true);
+        expect(read("LICENSE")).toContain("Copyright (c) Mathias Buus (@mafintosh) and the fuse-native contributors");
+      } else expect(read("LICENSE")).toBe(rootLicense);
     });
 
     it("has the fields a registry and resolvers need", () => {
       expect(manifest.name).toBe(pkg.name);
       expect(manifest.version).toBe(workspaceManifest.version);
       expect(manifest.license).toBe("MIT");
-      expect(manifest.type).toBe("module");
+      expect(manifest.type).toBe(pkg.kind === "native" ? "commonjs" : "module");
       expect(manifest.sideEffects).toBe(false);
       expect(manifest.engines).toEqual({ node: ">=20.19" });
       expect(manifest.publishConfig?.access).toBe("public");
       expect(manifest.repository).toEqual({ type: "git", url: expect.stringMatching(/^git\+https:\/\/.+\.git$/), directory: pkg.dir });
-      expect(manifest.types).toBe("./dist/index.d.ts");
+      expect(manifest.types).toBe(pkg.kind === "native" ? "./index.d.ts" : "./dist/index.d.ts");
       expect(entries).toContain(manifest.types!.replace(/^\.\//, ""));
-      expect(manifest.files).toEqual(expect.arrayContaining(["dist", "README.md", "LICENSE"]));
+      expect(manifest.files).toEqual(expect.arrayContaining([pkg.kind === "native" ? "prebuilds/linux-x64/node.napi.node" : "dist", "README.md", "LICENSE"]));
     });
 
     it("lists `types` first in every export condition, and every target is in the tarball", () => {

@@ -8,8 +8,12 @@ import { fileURLToPath } from "node:url";
 
 /** The filesystem watcher of `filesystem::tree` (inotify on Linux; its binary is a per-platform package). */
 export const WATCHER_PACKAGE = "@parcel/watcher";
-/** The FUSE binding of `fuse::mount` (families/fuse/mount.ts loads it by this name). */
-export const FUSE_PACKAGE = "fuse-native";
+/**
+ * The FUSE binding of `fuse::mount` (families/fuse/mount.ts loads it by this name): this repository's
+ * packages/fuse-native, fuse-native 2.2.6 with its fixes (one time alone, nanoseconds) and a
+ * prebuilt linux-x64 binary, so a registry install gets the same binding as this workspace.
+ */
+export const FUSE_PACKAGE = "@diverge/fuse-native";
 /** What a tree or a mount needs at run time: the bundle carries each beside itself, with its dependencies. */
 export const NATIVE_PACKAGES: readonly string[] = [WATCHER_PACKAGE, FUSE_PACKAGE];
 /** ws's optional native helpers: used when found beside the bundle, else ws's JavaScript code runs. */

@@ -201,8 +201,12 @@ describe("the proxy as one file, run from an empty directory", () => {
   }, 60_000);
 
   it("carries the native packages beside it: the watcher and the FUSE binding, with their dependencies", () => {
-    expect(bundleOutput).toMatch(/node_modules: @parcel\/watcher@[\d.]+, fuse-native@[\d.]+/);
-    for (const name of ["@parcel/watcher", "fuse-native", "node-gyp-build"]) expect(existsSync(join(built, "node_modules", name, "package.json")), name).toBe(true);
+    expect(bundleOutput).toMatch(/node_modules: @parcel\/watcher@[\d.]+, @diverge\/fuse-native@[\d.]+/);
+    for (const name of ["@parcel/watcher", "@diverge/fuse-native", "node-gyp-build"]) expect(existsSync(join(built, "node_modules", name, "package.json")), name).toBe(true);
+    // The binding is this repository's build (a change of one time alone, nanoseconds), prebuilt.
+    const binding = join(built, "node_modules", "@diverge", "fuse-native", "prebuilds", `${process.platform}-${process.arch}`, "node.napi.node");
+    const probe = spawnSync(process.execPath, ["-e", "process.stdout.write(String(require(process.argv[1]).utime_omit_ok))", binding], { encoding: "utf8" });
+    expect(probe.stdout).toBe("1");
   });
 
   it(`node diverge-proxy.mjs with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {

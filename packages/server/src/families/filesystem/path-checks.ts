@@ -25,12 +25,20 @@ import { sep } from "node:path";
 
 /** A failure of a filesystem endpoint: the `kind` and `error` members of the JSON error the proxy sends. */
 export class FsError extends Error {
+  /**
+   * The errno name (`ENOENT`, `EACCES`, `ENOTDIR`, …) when `error` is an OS error's text (`No such
+   * file or directory (os error 2)`), else undefined. Read from the text, so it is what the
+   * provider's `FilesystemError.code` reads from the same text; never sent (the wire carries `kind`
+   * and `error` only, fs-fuse.md §2).
+   */
+  readonly code: string | undefined;
   constructor(
     readonly kind: string,
     readonly error: string,
   ) {
     super(`${kind}: ${error}`);
     this.name = "FsError";
+    this.code = errnoOfText(error);
   }
   /** The JSON value the multiplexed endpoints send: `{"kind":…,"error":…}` in that order. */
   toJSON(): { kind: string; error: string } {
@@ -96,6 +104,16 @@ export function osText(error: unknown): string {
   const errno = Math.abs(e.errno ?? (osConstants.errno as Record<string, number>)[code] ?? 0);
   // Never the error's own message: Node's quotes the host path it was given.
   return `${text ?? code} (os error ${errno})`;
+}
+
+/** errno number → name on this machine (the first of two names for one number, as Node's `code` gives it: EAGAIN, ENOTSUP). */
+const ERRNO_NAMES = new Map<number, string>();
+for (const [name, number] of Object.entries(osConstants.errno as Record<string, number>)) if (!ERRNO_NAMES.has(number)) ERRNO_NAMES.set(number, name);
+
+/** The errno name of an OS error's text as `osText` writes it (`… (os error N)` at its end), or undefined. */
+export function errnoOfText(text: string): string | undefined {
+  const found = /\(os error (\d+)\)$/.exec(text);
+  return found ? ERRNO_NAMES.get(Number(found[1])) : undefined;
 }
 
 const OS_TEXT: Record<string, string> = {

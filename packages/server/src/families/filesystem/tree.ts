@@ -15,7 +15,7 @@
 // Stats run a bounded number at a time (STAT_CONCURRENCY) and subdirectories one at a time, so a
 // walk of 100,000 entries holds a few dozen requests, not 100,000. A FUSE mount this process serves
 // is never entered nor stat'ed (a dead provider's mount would hang the walk): it is left out, as the
-// provider's ignore list should have it. The root's identity (device, inode) is checked on every
+// provider's ignore list should have it. The root's identity (birth time, device, inode) is checked on every
 // batch and every ROOT_CHECK_MS: a root removed or replaced ends the tree with `watch`.
 import { constants } from "node:fs";
 import * as fs from "node:fs";
@@ -81,8 +81,11 @@ function leftOutKeys(ignore: unknown): string[] {
   return out;
 }
 
-/** A directory's identity, `dev:ino`. */
-const identity = (s: fs.Stats) => `${s.dev}:${s.ino}`;
+/**
+ * A directory's identity, `birth:dev:ino`: ext4 gives a directory made again the inode just freed,
+ * so `dev:ino` alone cannot tell the two apart; the birth time, to the sub-millisecond, does.
+ */
+const identity = (s: fs.Stats) => `${s.birthtimeMs}:${s.dev}:${s.ino}`;
 
 /** Runs at most `limit` of the calls at once, in order of `items`; results in that order. */
 async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
@@ -105,8 +108,8 @@ interface Shadow {
 }
 type Entry = Shadow | Exclude<FiletreeNode, { variant: "Directory" }>;
 const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
-/** The `dev:ino` a walked directory's sig ends with (the last two fields). */
-const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-2).join(":");
+/** The identity a walked directory's sig ends with (its last three fields). */
+const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-3).join(":");
 /** What tells an entry's change: kind, size or target, times. */
 const sigOf = (entry: Entry): string =>
   isDir(entry) ? entry.sig : entry.variant === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
@@ -152,8 +155,8 @@ export function watchTree(root: string, options: TreeOptions = {}): AsyncIterabl
 }
 
 /** One Snapshot of the tree under `root` (a real path), walked as a watch's is, with no watch. */
-export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ variant: "Snapshot"; children: FiletreeNode[] }> {
-  return { variant: "Snapshot", children: await new TreeWatch(root, options).once() };
+export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ kind: "Snapshot"; children: FiletreeNode[] }> {
+  return { kind: "Snapshot", children: await new TreeWatch(root, options).once() };
 }
 
 class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
@@ -175,7 +178,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private beneath: Beneath | undefined;
   private rootId = "";
   private rootTimer: NodeJS.Timeout | undefined;
-  /** Served FUSE mount points as `dev:ino` of their parent directory → names in it (refreshed per walk). */
+  /** Served FUSE mount points as the identity of their parent directory → names in it (refreshed per walk). */
   private mounts = new Map<string, Set<string>>();
   /** The plain inotify watches (FAST_WATCH_DIRS), by the directory's host path. */
   private readonly fast = new Map<string, fs.FSWatcher>();
@@ -355,12 +358,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   /** Arms the plain inotify watches on the known directories, shallow ones first, up to FAST_WATCH_DIRS. */
   private watchKnown(): void {
     this.unwatchFast(undefined);
-    const queue: { path: string; shadow: Shadow }[] = [{ path: this.root, shadow: this.shadow }];
-    while (queue.length > 0 && this.fast.size < FAST_WATCH_DIRS && !this.ended) {
-      const { path, shadow } = queue.shift()!;
-      this.watchFast(path);
-      for (const [name, entry] of shadow.children) if (isDir(entry)) queue.push({ path: join(path, name), shadow: entry });
-    }
+    this.watchSubtree(this.root, this.shadow);
   }
 
   private watchFast(dir: string): void {
@@ -587,7 +585,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
   }
 
-  /** The `dev:ino` of the directory at `components` now, resolved beneath the root; undefined when none is there. */
+  /** The identity of the directory at `components` now, resolved beneath the root; undefined when none is there. */
   private async identityAt(components: readonly string[]): Promise<string | undefined> {
     if (!this.beneath) return undefined;
     let dir: number;
@@ -655,17 +653,37 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       }
       return;
     }
-    const after = scratch.children.get(name)!;
-    if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
-    parent.children.set(name, after);
-    // A directory new here, or another one at the same name (its identity, the sig's end, differs):
-    // its plain watch is armed afresh, since one on the directory that went sees nothing any more.
+    let after = scratch.children.get(name)!;
+    let sent = node;
     if (isDir(after) && (!isDir(before) || dirIdentity(before) !== dirIdentity(after))) {
+      // A directory new here, or another one at the same name (its identity, the sig's end, differs):
+      // its plain watches (the old one's died with it) are armed afresh, before a second walk, so
+      // that a file made in it between the first walk and the arming is in the second walk, and one
+      // made after is told by the new watch.
       const path = join(this.root, ...top);
       if (isDir(before)) this.unwatchFast(path);
-      this.watchFast(path);
+      this.watchSubtree(path, after);
+      const again: Shadow = { sig: "", children: new Map() };
+      const second = await this.node(top, again, !this.watchedUnder(top));
+      if (this.ended) return;
+      if (second) {
+        after = again.children.get(name)!;
+        sent = second;
+      }
     }
-    this.emit(before ? { variant: "Modified", path: [...top], node } : { variant: "Inserted", path: [...top], node });
+    if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
+    parent.children.set(name, after);
+    this.emit(before ? { variant: "Modified", path: [...top], node: sent } : { variant: "Inserted", path: [...top], node: sent });
+  }
+
+  /** Arms the plain watches of a directory and those below it (shallow first), within FAST_WATCH_DIRS. */
+  private watchSubtree(path: string, shadow: Shadow): void {
+    const queue: { path: string; shadow: Shadow }[] = [{ path, shadow }];
+    while (queue.length > 0 && this.fast.size < FAST_WATCH_DIRS && !this.ended) {
+      const next = queue.shift()!;
+      this.watchFast(next.path);
+      for (const [child, entry] of next.shadow.children) if (isDir(entry)) queue.push({ path: join(next.path, child), shadow: entry });
+    }
   }
 
   /** Whether the directory holding `components` is watched (no unwatched directory above it). */

@@ -1,6 +1,6 @@
 // A real kernel FUSE filesystem at a path whose every operation is one typed ask (handlers.ts).
-// Binding: fuse-native 2.2.6 with this repository's patch (patches/fuse-native@2.2.6.patch), built
-// from source at install (it links libfuse.so.2, Debian's `libfuse2`). Errno mapping as fs-fuse.md
+// Binding: @diverge/fuse-native (packages/fuse-native: fuse-native 2.2.6 with this repository's
+// fixes, a prebuilt linux-x64 binary in the package; it links libfuse.so.2, Debian's `libfuse2`). Errno mapping as fs-fuse.md
 // §4.1: a failed or unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT; an error answer → EIO,
 // unless its message begins with an errno's name (`ENOTEMPTY: …`, common.ts), then that errno. The
 // proxy refuses itself what it can check: a name over 255 bytes (ENAMETOOLONG), an rmdir or a rename
@@ -8,7 +8,7 @@
 // kernel's largest transfers (128 KiB, big_writes); libfuse's multi-threaded loop (fuse-native runs
 // `fuse_loop_mt`), so the kernel's parallel requests are asked at once and answered as they come.
 //
-// What the patch changes from fuse-native 2.2.6, which this file relies on: it sets libfuse's
+// What @diverge/fuse-native changes from fuse-native 2.2.6, which this file relies on: it sets libfuse's
 // `flag_utime_omit_ok`, so a change of one time alone (`touch -m`, `touch -a`, `tar x`) reaches
 // utimens with the other time UTIME_OMIT (libfuse 2.9's high-level API otherwise calls utimens only
 // when both change, and answers "done" itself); it hands utimens both times (2.2.6 passed the access
@@ -17,9 +17,8 @@
 // binary not built from that source (the unpatched prebuilt one), so a mount is then refused with
 // the reason, never served with times lost.
 //
-// Where the unpatched fuse-native 2.2.6 is installed (pnpm's patch applies in this workspace only:
-// a project installing @diverge/server from the registry gets the package as published), mounts
-// work as before the patch: times to the millisecond, a change of one time alone not asked, and the
+// Where FUSE_PACKAGE names the published fuse-native 2.2.6 instead (natives.ts), mounts work as
+// before these fixes: times to the millisecond, a change of one time alone not asked, and the
 // modification time read from the binding's per-thread record (`withTrueMtime`).
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
@@ -87,7 +86,7 @@ export function fuseUnavailable(): string | undefined {
 }
 
 let fuseClass: FuseCtor | undefined;
-/** Whether the binding loaded is this repository's patched build (patches/fuse-native@2.2.6.patch). */
+/** Whether the binding loaded is @diverge/fuse-native's build (a change of one time alone, nanoseconds). */
 let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
