@@ -52,7 +52,7 @@ afterEach(async () => {
 
 const payloadOf = (frame: ServerFrame) => (frame as { payload: Uint8Array }).payload;
 const open = (raw: RawConnection, scope: number, endpoint: "FilesystemTree" | "FilesystemRead" | "FilesystemWrite", request: Record<string, unknown>) =>
-  raw.send({ variant: "Request", scope, channel: 0, payload: encodeContainerProxyRequest({ endpoint, request } as never) });
+  raw.send({ variant: "Request", scope, channel: 0, payload: encodeContainerProxyRequest({ variant: endpoint, request }) });
 
 /** Every response of a scope up to its finish. */
 async function untilFinish(raw: RawConnection, scope: number, ms = 10_000): Promise<Uint8Array[]> {
