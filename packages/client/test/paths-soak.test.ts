@@ -373,7 +373,7 @@ describe(`soak (seed ${SEED}, ${CALLS} calls)`, () => {
       expect(asks[asks.length - 1]).toBe(terminal[0]);
       for (let k = 1; k < asks.length; k++) {
         expect(asks[k]!.ask.channel).toBeGreaterThan(asks[k - 1]!.ask.channel);
-        expect(asks[k]!.ask).toMatchObject({ kind: asks[0]!.ask.variant });
+        expect(asks[k]!.ask).toMatchObject({ variant: asks[0]!.ask.variant });
       }
       reasked += asks.length - 1;
       expect(outcome, id).toEqual(expectedOf(terminal[0]!.outcome as Fault, id));
