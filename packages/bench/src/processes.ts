@@ -3,7 +3,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ChildMemory, ChildReady } from "./child.js";
+import type { ChildLoop, ChildMemory, ChildReady } from "./child.js";
 
 // Always the built script (dist/child.js), also when this module runs from src/ under vitest: the
 // child is a plain Node process. `pnpm test` builds first (turbo's test depends on build).
@@ -22,6 +22,8 @@ export interface Child {
   memory(gc?: boolean): Promise<ChildMemory>;
   /** The proxy's counters (`ProxyStats` of @diverge/server). */
   stats(): Promise<ProxyCounters>;
+  /** The child's event-loop delay and CPU since the last call (or its start); resets both. */
+  loop(): Promise<ChildLoop>;
   close(): Promise<void>;
 }
 
@@ -85,6 +87,17 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
             };
             proc.on("message", onMessage);
             proc.send({ type: "stats" });
+          }),
+        loop: () =>
+          new Promise<ChildLoop>((done) => {
+            const onMessage = (m: ChildLoop) => {
+              if (m.type === "loop") {
+                proc.off("message", onMessage);
+                done(m);
+              }
+            };
+            proc.on("message", onMessage);
+            proc.send({ type: "loop" });
           }),
         close: () =>
           new Promise<void>((done) => {
