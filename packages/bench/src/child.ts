@@ -14,7 +14,7 @@
 //                                      a provider begun on the multiplexed connection, answering the vault from <databaseUrl>
 //   node child.js pg-provider <proxyPort> <multiplexed|paths> <databaseUrl>
 //                                      a provider carrying the proxy's database connections to <databaseUrl>
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
@@ -49,6 +49,9 @@ export interface ChildLoop {
   /** CPU time (user + system) since the last `loop` message, in milliseconds, and the wall time it covers. */
   readonly cpuMs: number;
   readonly wallMs: number;
+  /** Garbage collections since the last `loop` message, and their pauses in milliseconds together. */
+  readonly gcCount: number;
+  readonly gcMs: number;
 }
 
 const cpuOf = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
@@ -115,6 +118,14 @@ async function main(): Promise<void> {
   // The event loop's delay, sampled every 1 ms (perf_hooks' timer histogram), read and reset on `loop`.
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
+  let gcCount = 0;
+  let gcMs = 0;
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gcCount++;
+      gcMs += entry.duration;
+    }
+  }).observe({ entryTypes: ["gc"] });
   let loopCpu = process.cpuUsage();
   let loopWall = performance.now();
   process.on("message", (message: { type: string; gc?: boolean }) => {
@@ -122,7 +133,9 @@ async function main(): Promise<void> {
       const cpu = process.cpuUsage(loopCpu);
       const now = performance.now();
       const ms = (ns: number) => ns / 1e6;
-      process.send!({ type: "loop", p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean), cpuMs: cpuOf(cpu) / 1000, wallMs: now - loopWall } satisfies ChildLoop);
+      process.send!({ type: "loop", p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean), cpuMs: cpuOf(cpu) / 1000, wallMs: now - loopWall, gcCount, gcMs } satisfies ChildLoop);
+      gcCount = 0;
+      gcMs = 0;
       delay.reset();
       loopCpu = process.cpuUsage();
       loopWall = now;

@@ -52,7 +52,9 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
   if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
   const auto = ["proxy", "filesystem", "pg-provider", "vault-provider"].includes(args[0] ?? "") ? profileArgs(args[0]!.endsWith("-provider") ? "provider" : "proxy") : [];
   const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : auto;
-  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  // DIVERGE_BENCH_CHILD_FLAGS: more Node flags for every child (e.g. `--trace-gc`, which NODE_OPTIONS refuses).
+  const extra = process.env.DIVERGE_BENCH_CHILD_FLAGS?.split(" ").filter(Boolean) ?? [];
+  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile, ...extra], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill();
