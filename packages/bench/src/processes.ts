@@ -18,6 +18,8 @@ export interface ProxyCounters {
 
 export interface Child {
   readonly ready: ChildReady;
+  /** The child's process id. */
+  readonly pid: number;
   /** The child's memory; after two full GCs unless `gc` is false (for sampling while it works). */
   memory(gc?: boolean): Promise<ChildMemory>;
   /** The proxy's counters (`ProxyStats` of @diverge/server). */
@@ -68,6 +70,7 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
       clearTimeout(timer);
       resolve({
         ready,
+        pid: proc.pid!,
         memory: (gc = true) =>
           new Promise<ChildMemory>((done) => {
             const onMessage = (m: ChildMemory) => {
