@@ -1,6 +1,6 @@
 // Starting and stopping the child processes of the relay and memory suites, and a bounded load loop.
 import { fork, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ChildLoop, ChildMemory, ChildReady } from "./child.js";
@@ -168,7 +168,7 @@ export async function load(call: () => Promise<unknown>, concurrency: number, se
  * Two plain TCP relays in a row (`socat`, two extra processes and two extra hops) in front of
  * `targetPort`: the floor a relay of the proxy's shape can reach on this machine.
  */
-export async function socatChain(targetPort: number): Promise<{ readonly port: number; close(): void }> {
+export async function socatChain(targetPort: number): Promise<{ readonly port: number; readonly pids: readonly number[]; close(): void }> {
   const { spawn } = await import("node:child_process");
   const { createServer, connect } = await import("node:net");
   const free = async () => {
@@ -203,5 +203,19 @@ export async function socatChain(targetPort: number): Promise<{ readonly port: n
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
-  return { port: outer, close };
+  return { port: outer, pids: relays.map((relay) => relay.pid!), close };
+}
+
+/**
+ * CPU time (user + system) in microseconds a process has used, with that of its children it has
+ * waited for (a forking socat's connections), from /proc/<pid>/stat; undefined once it is gone.
+ */
+export function processCpuMicros(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    // utime, stime, cutime, cstime (fields 14–17 of stat(5)), in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10_000;
+  } catch {
+    return undefined;
+  }
 }

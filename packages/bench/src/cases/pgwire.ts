@@ -16,7 +16,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import pg from "pg";
-import { socatChain, startChild, type Child } from "../processes.js";
+import { processCpuMicros, socatChain, startChild, type Child } from "../processes.js";
 import type { SuiteReport, Target } from "../run.js";
 import { postgresBin, startDatabase } from "./vault.js";
 
@@ -305,12 +305,31 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
       relays[transport] = r;
       closers.unshift(() => r.provider.close(), () => r.proxy.close());
     }
+    // CPU per round trip of each relay process under pgbench -S -c 1: [proxy, provider] or [socat, socat].
+    const cpuPerTx: Partial<Record<Route, number[]>> = {};
+    const relayCpu = async (route: Route): Promise<number[]> => {
+      if (route === "direct") return [];
+      if (route === "socat") return chain.pids.map((pid) => processCpuMicros(pid) ?? NaN);
+      const r = relays[route]!;
+      return [(await r.proxy.memory(false)).cpu ?? NaN, (await r.provider.memory(false)).cpu ?? NaN];
+    };
     const portOf: Record<Route, number> = { direct: port, socat: chain.port, multiplexed: relays.multiplexed!.pgPort, paths: relays.paths!.pgPort };
     for (let round = 0; round < rounds; round++) {
       for (const workload of WORKLOADS) {
         for (const route of ROUTES) {
           log(`  pgwire ${workload.name} ${route} (round ${round + 1} of ${rounds})`);
-          tps[workload.key]![route].push(pgbench(bin, portOf[route], workload.args, seconds));
+          const cpuBefore = workload.key === "select-c1" ? await relayCpu(route) : undefined;
+          const rate = pgbench(bin, portOf[route], workload.args, seconds);
+          tps[workload.key]![route].push(rate);
+          if (cpuBefore) {
+            // The socats' forked connections are counted once their listener has waited for them.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            const after = await relayCpu(route);
+            const perTx = after.map((c, i) => (c - cpuBefore[i]!) / (rate * seconds));
+            const prev = cpuPerTx[route];
+            // The round with the least CPU per round trip (the least disturbed by the machine).
+            if (perTx.length && (!prev || perTx.reduce((a, b) => a + b, 0) < prev.reduce((a, b) => a + b, 0))) cpuPerTx[route] = perTx;
+          }
         }
       }
     }
@@ -350,7 +369,7 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
       });
     }
     return {
-      result: { tps, slow, control: all.filter((s) => s.pauseMs === 0) },
+      result: { tps, cpuPerTx, slow, control: all.filter((s) => s.pauseMs === 0) },
       targets,
       tables: [
         {
@@ -362,6 +381,12 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
             ...WORKLOADS.map((w) => `${(best(w.key, route) / best(w.key, "socat")).toFixed(2)}×`),
           ]),
           notes: [
+            `CPU per round trip under pgbench -S -c 1 (user + system of each relay process over its run, the round with the least): ` +
+              (["socat", "multiplexed", "paths"] as const)
+                .filter((route) => cpuPerTx[route])
+                .map((route) => `${route} ${cpuPerTx[route]!.map((c) => `${c.toFixed(0)} µs`).join(" + ")}${route === "socat" ? " (the two socats)" : " (proxy + provider)"}`)
+                .join("; ") +
+              ".",
             `${database.what}; pgbench -i -s 1; ${seconds} s per run, ${rounds} rounds with every route in turn; each cell the best round. Proxy, provider, socat and pgbench are separate processes on the same 2 cores.`,
           ],
         },
