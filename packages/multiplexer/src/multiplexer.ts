@@ -32,6 +32,9 @@ export interface AnswerHandlers {
   lost?(): void;
 }
 
+/** An empty payload: a frame encoded with it is the frame's header alone. */
+const NO_BYTES = new Uint8Array(0);
+
 /** The answering end of a stream the other party opened. */
 export interface Responder {
   readonly scope: number;
@@ -43,6 +46,13 @@ export interface Responder {
   readonly finished: boolean;
   /** Sends one piece of the answer. Ignored once finished. */
   respond(payload: Uint8Array): void;
+  /**
+   * Sends one piece of the answer whose payload is `head` then `body`, the same bytes as
+   * `respond(head ++ body)`, built in one buffer: a large body (a file's piece behind its one-byte
+   * tag) is copied once, not into a payload and again into its frame. Ignored once finished.
+   * Optional: an implementation without it is sent the parts joined.
+   */
+  respondParts?(head: Uint8Array, body: Uint8Array): void;
   /** Ends the stream; without a response before it, this means "not served". Idempotent. */
   finish(): void;
 }
@@ -310,6 +320,11 @@ export class Multiplexer {
         state.responded = true;
         mux.send(isScope ? { type: "Response", scope, channel: 0, payload } : { type: "ChannelResponse", scope, channel: channel!, payload });
       },
+      respondParts(head: Uint8Array, body: Uint8Array) {
+        if (state.finished || mux.over) return;
+        state.responded = true;
+        mux.sendParts(isScope ? { type: "Response", scope, channel: 0, payload: NO_BYTES } : { type: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, head, body);
+      },
       finish() {
         if (state.finished || mux.over) return;
         state.finished = true;
@@ -366,6 +381,20 @@ export class Multiplexer {
   private send(frame: ClientFrame | ServerFrame): void {
     if (this.over) return;
     this.sendBytes(this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame));
+  }
+
+  /**
+   * A frame whose payload (its last field: the rest of the frame) is `head` then `body`: the
+   * generated encoder writes the frame with no payload, which is its header, and the parts follow it.
+   */
+  private sendParts(frame: ClientFrame | ServerFrame, head: Uint8Array, body: Uint8Array): void {
+    if (this.over) return;
+    const header = this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame);
+    const out = new Uint8Array(header.length + head.length + body.length);
+    out.set(header, 0);
+    out.set(head, header.length);
+    out.set(body, header.length + head.length);
+    this.sendBytes(out);
   }
 
   private disregard(what: Disregard): void {
