@@ -27,10 +27,10 @@ try {
     const started = performance.now();
     const hash = createHash("sha256");
     let bytes = 0;
-    const pieces = (connection ? connection.read(["big.bin"]) : paths.read(["big.bin"])) as AsyncIterable<Uint8Array>;
-    for await (const piece of pieces) {
-      bytes += piece.length;
-      hash.update(piece);
+    const reader = (connection ? connection.read(["big.bin"]) : paths.read(["big.bin"])).getReader();
+    for (let piece = await reader.read(); !piece.done; piece = await reader.read()) {
+      bytes += piece.value.length;
+      hash.update(piece.value);
     }
     console.log(`${transport} round ${round}: ${(bytes / 1e6 / ((performance.now() - started) / 1000)).toFixed(0)} MB/s`);
   }
