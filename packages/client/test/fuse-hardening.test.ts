@@ -192,7 +192,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
         await mkdir(join(provider, "sub"));
         await writeFile(join(provider, "sub", "f"), "x");
         await writeFile(join(root, "unrelated.txt"), "still answered");
-        // At the default level (paths: none; see defaultFuseCache for the hang at close-to-open there).
+        // At the default level (close-to-open: names and attributes cached 1 s on both transports).
         const m = await mounter(transport);
         await m.mount(["gone"], provider);
         const at = join(root, "gone");
@@ -291,6 +291,37 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     container = await openContainer(url);
     await container.mount(["m"], provider);
     expect(await read()).toBe("new");
+  });
+
+  // The window of the opendir hang (issue 24): the provider's `/requests` has sent its Close but its
+  // TCP is not closed yet, so the proxy still holds the connection (CLOSING). An ask made then was
+  // queued "for the next connection" — forever, when none comes — and the program waited in
+  // request_wait_answer. A raw /requests that sends its Close and keeps its TCP open holds the
+  // window open (the ws library ends it only at its 30 s close timeout).
+  it("paths: an operation made while the provider's /requests is closing fails with EIO at once, never waits for a next connection", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    await writeFile(join(provider, "f"), "x");
+    const made = new PathsMounts(url);
+    answering = connectProxy(url, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await made.mount(["closing"], provider);
+    const at = join(root, "closing");
+    expect(await program(`return await fs.readFile(${JSON.stringify(join(at, "f"))}, "utf8")`)).toBe("x");
+    await answering.close();
+    answering = undefined;
+    const raw = await rawRequests(proxy!.port);
+    try {
+      raw.sendClose();
+      await raw.closeReplied;
+      // Timeout 20 s: a hang guard (the ws library's own close timeout is 30 s).
+      const seen = await program(`
+        const at = ${JSON.stringify(at)};
+        return { list: await fs.readdir(at).then(() => "ok", (e) => e.code), read: await ${code("fs.readFile(at + '/f')")} };
+      `, 20_000);
+      expect(seen).toEqual({ list: "EIO", read: "EIO" });
+    } finally {
+      raw.destroy();
+    }
   });
 
   it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
@@ -455,3 +486,42 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect((await stat(join(provider, "t"), { bigint: true })).mtimeNs).toBe(before.mtimeNs);
   });
 });
+
+/**
+ * A `/requests` connection by hand (net socket, RFC 6455 handshake): `sendClose` sends a masked
+ * Close frame and leaves the TCP open, so the proxy holds the connection in CLOSING until `destroy`.
+ */
+async function rawRequests(port: number): Promise<{ sendClose(): void; closeReplied: Promise<void>; destroy(): void }> {
+  const { connect } = await import("node:net");
+  const { randomBytes } = await import("node:crypto");
+  // allowHalfOpen: the proxy ends its side after its Close; ours stays open until destroy.
+  const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  socket.write(`GET /requests HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${randomBytes(16).toString("base64")}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  let got = Buffer.alloc(0);
+  let upgraded!: () => void;
+  let replied!: () => void;
+  const isUpgraded = new Promise<void>((r) => (upgraded = r));
+  const closeReplied = new Promise<void>((r) => (replied = r));
+  let headerEnd = -1;
+  socket.on("data", (chunk: Buffer) => {
+    got = Buffer.concat([got, chunk]);
+    if (headerEnd < 0) {
+      headerEnd = got.indexOf("\r\n\r\n");
+      if (headerEnd >= 0) {
+        expect(got.subarray(0, 12).toString()).toBe("HTTP/1.1 101");
+        got = got.subarray(headerEnd + 4);
+        upgraded();
+      }
+    }
+    // The proxy's Close frame (opcode 8) in reply to ours.
+    if (headerEnd >= 0 && got.length > 0 && (got[0]! & 0x0f) === 8) replied();
+  });
+  socket.on("error", () => {});
+  await isUpgraded;
+  return {
+    sendClose: () => socket.write(Buffer.from([0x88, 0x82, 1, 2, 3, 4, 0x03 ^ 1, 0xe8 ^ 2])),
+    closeReplied,
+    destroy: () => socket.destroy(),
+  };
+}

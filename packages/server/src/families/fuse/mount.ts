@@ -59,11 +59,9 @@ function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always")
   const large = ["big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
   if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
   if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
-  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead,
-  // and caches no names or attributes: with names cached, a `find` into a paths mount whose provider
-  // is gone reaches an opendir whose EIO answer never reaches the kernel (it waits in
-  // request_wait_answer; cause in the binding not yet found), while asking each lookup fails at once.
-  if (revalidate === "always") return ["noatime", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
+  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead
+  // (no auto_cache: libfuse then never keeps them), names and attributes cached as on multiplexed.
+  if (revalidate === "always") return ["noatime", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
   return ["noatime", "auto_cache", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
 }
 
