@@ -56,7 +56,11 @@ const tooLong = (p: string) => p.split("/").some((c) => Buffer.byteLength(c) > 2
 /** The kernel's largest FUSE read and write without FUSE_MAX_PAGES (libfuse 2.9 does not negotiate it): 32 pages. */
 const MAX_TRANSFER = 128 * 1024;
 function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always"): string[] {
-  const large = ["big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
+  // `nonempty`: libfuse 2.9 alone refuses a mount point that holds anything (a directory with
+  // entries, a file with content: "fuse: mountpoint is not empty", the mount failing as "fuse
+  // failed"); mount(2), libfuse 3 and the reference proxy mount over it, what was there hidden
+  // until the mount goes. A program writing as the last mount at a path went leaves such a file.
+  const large = ["nonempty", "big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
   if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
   if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
   // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead
