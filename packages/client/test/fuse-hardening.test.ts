@@ -202,6 +202,34 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
         expect(await readFile(join(root, "conf"), "utf8")).toBe("old content");
       });
 
+      // Issue 26 §4: mount points left as empty directories are removed when the proxy made them.
+      it("the mount point and the parents the proxy made for a mount are removed when it goes; what it did not make stays", async () => {
+        await mkdir(join(root, "kept"));
+        await mkdir(join(root, "has"));
+        await writeFile(join(provider, "f"), "x");
+        const file = join(base, "file-provider");
+        await writeFile(file, "served file");
+        const m = await mounter(transport);
+        await m.mount(["made", "deep", "m"], provider);
+        await m.mount(["kept"], provider);
+        await m.mount(["has", "made-file"], file, { kind: "file" });
+        expect(await program(`return await fs.readFile(${JSON.stringify(join(root, "made", "deep", "m", "f"))}, "utf8")`)).toBe("x");
+        expect(await program(`return await fs.readFile(${JSON.stringify(join(root, "has", "made-file"))}, "utf8")`)).toBe("served file");
+        // Multiplexed: the connection ends and its mounts go with it. Paths: the mounts live until the proxy ends.
+        if (transport === "multiplexed") {
+          await m.gone();
+          for (let i = 0; i < 600 && (await isMountPoint(join(root, "kept"))); i++) await new Promise((r) => setTimeout(r, 50));
+        } else {
+          await m.gone();
+          await proxy!.close();
+          proxy = undefined;
+        }
+        expect(await isMountPoint(join(root, "kept"))).toBe(false);
+        expect((await readdir(root)).sort()).toEqual(["has", "kept"]);
+        expect(await readdir(join(root, "has"))).toEqual([]);
+        expect(await readdir(join(root, "kept"))).toEqual([]);
+      });
+
       it("a list answered \"no directory there\" is ENOENT, not an empty directory", async () => {
         const handlers: FuseHandlers = {
           ...directoryHandlers(provider),
@@ -252,6 +280,28 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
       });
     });
   }
+
+  it("a proxy killed outright (SIGKILL): its watcher unmounts and removes the directories it made, not one it did not", { timeout: 60_000 }, async () => {
+    await writeFile(join(provider, "f"), "x");
+    await mkdir(join(root, "existing"));
+    const dist = new URL("../../server/dist/families/fuse/index.js", import.meta.url).href;
+    // Only the mounting process is killed; the watcher it started (a process group of its own) stays to clean up.
+    const child = spawn(process.execPath, ["--input-type=module", "-e", `
+      const { mountFuse, directoryHandlers } = await import(${JSON.stringify(dist)});
+      const handlers = directoryHandlers(${JSON.stringify(provider)});
+      await mountFuse({ root: ${JSON.stringify(root)}, path: ["sk", "it's here"], kind: "directory", handlers });
+      await mountFuse({ root: ${JSON.stringify(root)}, path: ["existing"], kind: "directory", handlers });
+      process.stdout.write("mounted\\n");
+      setInterval(() => {}, 1000);
+    `], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise((resolve) => child.stdout!.once("data", resolve));
+    expect(await program(`return await fs.readFile(${JSON.stringify(join(root, "sk", "it's here", "f"))}, "utf8")`)).toBe("x");
+    child.kill("SIGKILL");
+    // The hang guard: 30 s.
+    for (let i = 0; i < 600 && ((await readdir(root)).includes("sk") || (await isMountPoint(join(root, "existing")))); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await readdir(root)).toEqual(["existing"]);
+    expect(await isMountPoint(join(root, "existing"))).toBe(false);
+  });
 
   it("paths: PathsMounts.unmount(id) makes every operation on the mount fail with EIO at once", async () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
