@@ -218,7 +218,9 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
         // Multiplexed: the connection ends and its mounts go with it. Paths: the mounts live until the proxy ends.
         if (transport === "multiplexed") {
           await m.gone();
-          for (let i = 0; i < 600 && (await isMountPoint(join(root, "kept"))); i++) await new Promise((r) => setTimeout(r, 50));
+          // Each mount goes as its close completes (detached, then what was made removed): the hang guard is 30 s.
+          const settled = async () => !(await isMountPoint(join(root, "kept"))) && (await readdir(root)).length === 2 && (await readdir(join(root, "has"))).length === 0;
+          for (let i = 0; i < 600 && !(await settled()); i++) await new Promise((r) => setTimeout(r, 50));
         } else {
           await m.gone();
           await proxy!.close();
