@@ -401,6 +401,35 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     }
   });
 
+  // Two descriptors of one file share the proxy's copy: a close meeting the other's write-back in
+  // flight must wait for it, not report success because the copy was marked sent when that send began.
+  it("paths: a close while another descriptor's write-back of the same file is in flight reports that write-back's failure", async () => {
+    const url = `ws://127.0.0.1:${proxy!.port}`;
+    await writeFile(join(provider, "f"), "old");
+    const backend = directoryHandlers(provider);
+    const handlers: FuseHandlers = {
+      ...backend,
+      // The provider takes its time, then refuses (the window another close falls in: 2 s).
+      write: async () => (await new Promise((r) => setTimeout(r, 2000)), { kind: "error", message: "EACCES: refused by the provider" }),
+    };
+    const made = new PathsMounts(url);
+    answering = connectProxy(url, { ...made.handlers() });
+    await answering.whenConnected({ timeoutMs: 20_000 });
+    await made.mount(["two"], handlers);
+    const result = await program(`
+      const f = ${JSON.stringify(join(root, "two", "f"))};
+      const one = await fs.open(f, "r+");
+      const two = await fs.open(f, "r+");
+      await one.write("new");
+      const first = one.close().then(() => "ok", (e) => e.code);
+      await new Promise((r) => setTimeout(r, 300));
+      const second = await two.close().then(() => "ok", (e) => e.code);
+      return { first: await first, second };
+    `);
+    expect(result).toEqual({ first: "EACCES", second: "EACCES" });
+    expect(await readFile(join(provider, "f"), "utf8")).toBe("old");
+  });
+
   it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);

@@ -76,6 +76,8 @@ class Copy {
   removed = false;
   /** A write or truncate past what one message carries was refused: the copy is never sent (no cut file). */
   refused = false;
+  /** The write-back in flight (settles, never rejects), while one is. */
+  sending: Promise<void> | undefined;
   private mem: Buffer;
   private file: fs.promises.FileHandle | undefined;
   constructor(public size: number, bytes?: Uint8Array) {
@@ -193,12 +195,30 @@ export function wholeFileHandlers(
     log(`/fuse/mount ${id}: /${path} (${size} bytes) is larger than one message carries (${maxFileBytes} bytes): open refused (EFBIG)`);
     return PATHS_EFBIG;
   };
-  /** Sends the copy back when it changed; 0 or a negative errno. */
+  /**
+   * Sends the copy back when it changed; 0 or a negative errno. One send at a time per copy: a flush
+   * or release meeting one in flight (another descriptor's close, the kernel's release after a
+   * flush) waits for it and then sends again if the copy is still not stored, so it never reports
+   * success for bytes whose send is failing meanwhile.
+   */
   const writeBack = async (path: string, copy: Copy): Promise<number> => {
+    while (copy.sending) await copy.sending;
     if (copy.refused) return PATHS_EFBIG;
     if (!copy.dirty || copy.removed) return 0;
     if (readonly) return PATHS_EROFS;
     if (copy.size > maxFileBytes) return refuseLarge(path, copy.size);
+    const run = send(path, copy);
+    copy.sending = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await run;
+    } finally {
+      copy.sending = undefined;
+    }
+  };
+  const send = async (path: string, copy: Copy): Promise<number> => {
     copy.dirty = false;
     const sent = await store(path, await copy.all()).catch((error) => {
       copy.dirty = true;
