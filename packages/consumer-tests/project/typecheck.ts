@@ -21,6 +21,7 @@ import { readU32, type TypeCheck } from "@diverge/codec/runtime";
 import { answer, registry, type FrameEntry } from "@diverge/conformance";
 import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
 import { PROXY_PORT, startProxy, type RunningProxy } from "@diverge/server";
+import { LiveTree, relayToMcp, type TreePath } from "@diverge/client";
 import { connectProxy, ContainerError, openContainer, type ContainerInfo, type DeclaredTool, type MultiplexedConnection, type PathsConnection, type ProxyHandlers } from "@diverge/client";
 
 const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
@@ -89,6 +90,21 @@ export async function begin(url: string): Promise<readonly string[]> {
 }
 // @ts-expect-error a port is a number
 void startProxy({ port: "14979" });
+
+// Issue 26 §3: one path type; the text paths() gives is what get() takes, as are its components.
+const liveTree = new LiveTree();
+const treePaths: TreePath[] = liveTree.paths();
+void treePaths.map((path) => liveTree.get(path)?.name);
+void liveTree.get(["src", "main.rs"]);
+// @ts-expect-error a path is text or its components, not a number
+void liveTree.get(3);
+
+// Issue 26 §2: one handler shape, the relay's, for both transports.
+export async function bothShapes(url: string): Promise<void> {
+  const relay = relayToMcp({ url: "http://127.0.0.1:3000/mcp" });
+  await (await openContainer(url, { handlers: relay })).close();
+  await connectProxy(url, relay).close();
+}
 const defaultPort: number = PROXY_PORT;
 
 export const used = [wrong, same, latest, first, reply, entry, loader, word, defaultPort];
