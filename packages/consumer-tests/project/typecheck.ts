@@ -15,6 +15,7 @@ import {
   type DecodeOptions,
   type PostgresRequest,
 } from "@diverge/codec";
+import { decodeToolsBeginResponse, type ToolDeclaration, type ToolDeclarations } from "@diverge/codec";
 import * as revision230 from "@diverge/codec/2.3.0";
 import { checkMcp, mcpTypeNames } from "@diverge/codec/mcp";
 import { readU32, type TypeCheck } from "@diverge/codec/runtime";
@@ -90,6 +91,21 @@ export async function begin(url: string): Promise<readonly string[]> {
 }
 // @ts-expect-error a port is a number
 void startProxy({ port: "14979" });
+
+// Issue 26 §3: the tools of a Begun are typed (the spec's ToolDeclarations), not unknown.
+const begunAnswer = decodeToolsBeginResponse(fromHex("005b5d"));
+if (begunAnswer.variant === "Begun") {
+  const firstTool: ToolDeclaration | undefined = begunAnswer.tools[0];
+  const toolName: string | undefined = firstTool?.name;
+  const toolMemory: number | null | undefined = firstTool?.memory;
+  // @ts-expect-error a tool's name is a string
+  const wrongName: number | undefined = begunAnswer.tools[0]?.name;
+  void [toolName, toolMemory, wrongName];
+}
+const typedTools: ToolDeclarations = [{ name: "greet", memory: 1024, image: { name: "a/b", digest: "sha256:00" } }];
+// @ts-expect-error every tool has its name
+const namelessTools: ToolDeclarations = [{ memory: 1024 }];
+void [typedTools, namelessTools];
 
 // Issue 26 §3: one path type; the text paths() gives is what get() takes, as are its components.
 const liveTree = new LiveTree();
