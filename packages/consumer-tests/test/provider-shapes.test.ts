@@ -1,12 +1,14 @@
 // Issue 26 §2-§4 from a consumer's side: the provider code of the READMEs run against the installed
 // tarballs (project/provider-shapes.mjs, a real proxy in front of the example program), a real
 // PostgreSQL for the `database:` forms, and the binaries' own words.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 // The client's throwaway PostgreSQL (initdb into a temp folder, a free loopback port, its socket).
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../../client/test/multiplexed-postgres-server.js";
 import { cleanEnv } from "./global-setup.js";
+import { workspacePath } from "./packages.js";
 
 const { project } = inject("consumer");
 
@@ -84,5 +86,38 @@ describe("diverge connect --help and diverge answer --help agree on a stdio MCP 
     const out = scenario("stdio");
     expect(out.connect).toEqual([{ type: "text", text: "Good day, 1 argument(s)!" }]);
     expect(out.answer).toEqual([{ type: "text", text: "Good day, 1 argument(s)!" }]);
+  });
+});
+
+describe("the vault's ttl, as the README and the 400 say it (issue 26 §4)", () => {
+  it("a lock of ttl 0 is the installed proxy's 400, whose range is the README's: from 1, never from 0", async () => {
+    const readme = readFileSync(workspacePath("README.md"), "utf8");
+    const range = /ttl missing or not from (\d+) to (\d+)/.exec(readme);
+    expect(range, "the root README's vault row").not.toBeNull();
+    const proxy = spawn(join(project, "node_modules", ".bin", "diverge-proxy"), ["--port", "0", "--host", "127.0.0.1", "--program-port", "0", "--pg-port", "0", "--app-port", "1", "--root", project, "--no-secrets-gate", "--quiet"], { cwd: project, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      const programPort = await new Promise<string>((resolve, reject) => {
+        let output = "";
+        // A hang guard, not a timing assertion.
+        const guard = setTimeout(() => reject(new Error(`no listening line:\n${output}`)), 120_000);
+        const take = (chunk: Buffer) => {
+          output += chunk.toString();
+          const port = /program http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(output)?.[1];
+          if (port) {
+            clearTimeout(guard);
+            resolve(port);
+          }
+        };
+        proxy.stdout!.on("data", take);
+        proxy.stderr!.on("data", take);
+      });
+      for (const ttl of ["0", "4294967296", "x"]) {
+        const response = await fetch(`http://127.0.0.1:${programPort}/vault/k/lock?ttl=${ttl}`, { method: "POST" });
+        expect({ ttl, status: response.status, text: await response.text() }).toEqual({ ttl, status: 400, text: `ttl must be a number of seconds from ${range![1]} to ${range![2]}\n` });
+      }
+      expect(range![1]).toBe("1");
+    } finally {
+      proxy.kill("SIGTERM");
+    }
   });
 });
