@@ -145,14 +145,14 @@ describe("the proxy's image, from the installed @diverge/server", () => {
 
   it("the README's table gives the sizes the bundle and the single executable have (issue 26 §4)", () => {
     const readme = readFileSync(workspacePath("packages", "server", "README.md"), "utf8");
-    const stated = (file: string, unit: "KB" | "MB") => {
+    const stated = (file: string, unit: "KiB" | "MiB") => {
       const row = readme.split("\n").find((l) => l.startsWith(`| \`${file}\` |`));
       const size = row && new RegExp(`~(\\d+) ${unit}\\b`).exec(row);
       expect(size, `the README's row of ${file}`).toBeTruthy();
-      return Number(size![1]) * (unit === "KB" ? 1000 : 1_000_000);
+      return Number(size![1]) * (unit === "KiB" ? 1024 : 1024 * 1024);
     };
     // Within 3%: the README rounds, and a fix may move the bundle a little before the next release.
-    for (const [file, unit] of [["diverge-proxy.mjs", "KB"], ["diverge-proxy", "MB"]] as const) {
+    for (const [file, unit] of [["diverge-proxy.mjs", "KiB"], ["diverge-proxy", "MiB"]] as const) {
       const built = statSync(join(imageRoot, "opt", "diverge", file)).size;
       expect(Math.abs(built / stated(file, unit) - 1), `${file}: built ${built} B, the README says ~${stated(file, unit)} B`).toBeLessThan(0.03);
     }
