@@ -8,7 +8,7 @@
 //   stdio      `diverge connect` and `diverge answer` (the installed binary) both take a stdio MCP
 //              server as `-- <command> [args...]`, its argv as given
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -109,6 +109,7 @@ const scenarios = {
 
   async tree() {
     const root = mkdtempSync(join(tmpdir(), "diverge-consumer-tree-"));
+    later(() => rmSync(root, { recursive: true, force: true }));
     mkdirSync(join(root, "src"));
     writeFileSync(join(root, "src", "main.rs"), "fn main() {}\n");
     writeFileSync(join(root, "DIVERGE.md"), "# tree\n");
