@@ -87,8 +87,8 @@ export interface MultiplexerEvents {
 
 export interface MultiplexerOptions {
   readonly role: Role;
-  /** Writes one frame as one binary message. */
-  readonly send: (frame: Uint8Array) => void;
+  /** Writes one frame as one binary message: a view over an `ArrayBuffer` of its own, as a WHATWG `send` takes. */
+  readonly send: (frame: Uint8Array<ArrayBuffer>) => void;
   readonly events?: MultiplexerEvents;
   /** Server only: scopes the client may hold open at once; a request beyond it gets a bare finish. Default unlimited. */
   readonly maxOpenScopes?: number;
@@ -135,7 +135,7 @@ export class MultiplexerError extends Error {
 
 export class Multiplexer {
   readonly role: Role;
-  private readonly sendBytes: (frame: Uint8Array) => void;
+  private readonly sendBytes: (frame: Uint8Array<ArrayBuffer>) => void;
   private readonly events: MultiplexerEvents;
   private readonly scopes = new Map<number, ScopeState>();
   private nextScope = 1;
@@ -380,7 +380,8 @@ export class Multiplexer {
 
   private send(frame: ClientFrame | ServerFrame): void {
     if (this.over) return;
-    this.sendBytes(this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame));
+    // The codec's encoders allocate each frame's bytes as a new Uint8Array (over an ArrayBuffer).
+    this.sendBytes((this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame)) as Uint8Array<ArrayBuffer>);
   }
 
   /**
