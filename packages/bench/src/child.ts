@@ -14,6 +14,7 @@
 //                                      a provider begun on the multiplexed connection, answering the vault from <databaseUrl>
 //   node child.js pg-provider <proxyPort> <multiplexed|paths> <databaseUrl>
 //                                      a provider carrying the proxy's database connections to <databaseUrl>
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
@@ -36,6 +37,21 @@ export interface ChildMemory {
   readonly cpu?: number;
   /** The highest RSS this process has had since it started (the kernel's count), in bytes. */
   readonly maxRss?: number;
+}
+
+/** The event loop's delay since the last `{ type: "loop" }` (percentiles in milliseconds), and the CPU used meanwhile. */
+export interface ChildLoop {
+  readonly type: "loop";
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly mean: number;
+  /** CPU time (user + system) since the last `loop` message, in milliseconds, and the wall time it covers. */
+  readonly cpuMs: number;
+  readonly wallMs: number;
+  /** Garbage collections since the last `loop` message, and their pauses in milliseconds together. */
+  readonly gcCount: number;
+  readonly gcMs: number;
 }
 
 const cpuOf = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
@@ -99,8 +115,31 @@ async function main(): Promise<void> {
   } else {
     throw new Error(`unknown mode ${mode}`);
   }
+  // The event loop's delay, sampled every 1 ms (perf_hooks' timer histogram), read and reset on `loop`.
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  let gcCount = 0;
+  let gcMs = 0;
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gcCount++;
+      gcMs += entry.duration;
+    }
+  }).observe({ entryTypes: ["gc"] });
+  let loopCpu = process.cpuUsage();
+  let loopWall = performance.now();
   process.on("message", (message: { type: string; gc?: boolean }) => {
-    if (message.type === "memory") {
+    if (message.type === "loop") {
+      const cpu = process.cpuUsage(loopCpu);
+      const now = performance.now();
+      const ms = (ns: number) => ns / 1e6;
+      process.send!({ type: "loop", p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean), cpuMs: cpuOf(cpu) / 1000, wallMs: now - loopWall, gcCount, gcMs } satisfies ChildLoop);
+      gcCount = 0;
+      gcMs = 0;
+      delay.reset();
+      loopCpu = process.cpuUsage();
+      loopWall = now;
+    } else if (message.type === "memory") {
       if (message.gc !== false) {
         gc();
         gc();

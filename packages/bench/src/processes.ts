@@ -1,9 +1,9 @@
 // Starting and stopping the child processes of the relay and memory suites, and a bounded load loop.
 import { fork, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ChildMemory, ChildReady } from "./child.js";
+import type { ChildLoop, ChildMemory, ChildReady } from "./child.js";
 
 // Always the built script (dist/child.js), also when this module runs from src/ under vitest: the
 // child is a plain Node process. `pnpm test` builds first (turbo's test depends on build).
@@ -18,10 +18,14 @@ export interface ProxyCounters {
 
 export interface Child {
   readonly ready: ChildReady;
+  /** The child's process id. */
+  readonly pid: number;
   /** The child's memory; after two full GCs unless `gc` is false (for sampling while it works). */
   memory(gc?: boolean): Promise<ChildMemory>;
   /** The proxy's counters (`ProxyStats` of @diverge/server). */
   stats(): Promise<ProxyCounters>;
+  /** The child's event-loop delay and CPU since the last call (or its start); resets both. */
+  loop(): Promise<ChildLoop>;
   close(): Promise<void>;
 }
 
@@ -50,7 +54,9 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
   if (!existsSync(childScript)) return Promise.reject(new Error(`${childScript} is missing: build @diverge/bench first`));
   const auto = ["proxy", "filesystem", "pg-provider", "vault-provider"].includes(args[0] ?? "") ? profileArgs(args[0]!.endsWith("-provider") ? "provider" : "proxy") : [];
   const profile = options.cpuProfile ? ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`] : auto;
-  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  // DIVERGE_BENCH_CHILD_FLAGS: more Node flags for every child (e.g. `--trace-gc`, which NODE_OPTIONS refuses).
+  const extra = process.env.DIVERGE_BENCH_CHILD_FLAGS?.split(" ").filter(Boolean) ?? [];
+  const proc: ChildProcess = fork(childScript, [...args], { execArgv: ["--expose-gc", ...profile, ...extra], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill();
@@ -64,6 +70,7 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
       clearTimeout(timer);
       resolve({
         ready,
+        pid: proc.pid!,
         memory: (gc = true) =>
           new Promise<ChildMemory>((done) => {
             const onMessage = (m: ChildMemory) => {
@@ -85,6 +92,17 @@ export function startChild(args: readonly string[], options: { readonly cpuProfi
             };
             proc.on("message", onMessage);
             proc.send({ type: "stats" });
+          }),
+        loop: () =>
+          new Promise<ChildLoop>((done) => {
+            const onMessage = (m: ChildLoop) => {
+              if (m.type === "loop") {
+                proc.off("message", onMessage);
+                done(m);
+              }
+            };
+            proc.on("message", onMessage);
+            proc.send({ type: "loop" });
           }),
         close: () =>
           new Promise<void>((done) => {
@@ -150,7 +168,7 @@ export async function load(call: () => Promise<unknown>, concurrency: number, se
  * Two plain TCP relays in a row (`socat`, two extra processes and two extra hops) in front of
  * `targetPort`: the floor a relay of the proxy's shape can reach on this machine.
  */
-export async function socatChain(targetPort: number): Promise<{ readonly port: number; close(): void }> {
+export async function socatChain(targetPort: number): Promise<{ readonly port: number; readonly pids: readonly number[]; close(): void }> {
   const { spawn } = await import("node:child_process");
   const { createServer, connect } = await import("node:net");
   const free = async () => {
@@ -185,5 +203,19 @@ export async function socatChain(targetPort: number): Promise<{ readonly port: n
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
-  return { port: outer, close };
+  return { port: outer, pids: relays.map((relay) => relay.pid!), close };
+}
+
+/**
+ * CPU time (user + system) in microseconds a process has used, with that of its children it has
+ * waited for (a forking socat's connections), from /proc/<pid>/stat; undefined once it is gone.
+ */
+export function processCpuMicros(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    // utime, stime, cutime, cstime (fields 14–17 of stat(5)), in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10_000;
+  } catch {
+    return undefined;
+  }
 }

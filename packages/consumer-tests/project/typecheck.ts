@@ -15,12 +15,14 @@ import {
   type DecodeOptions,
   type PostgresRequest,
 } from "@diverge/codec";
+import { decodeToolsBeginResponse, type ToolDeclaration, type ToolDeclarations } from "@diverge/codec";
 import * as revision230 from "@diverge/codec/2.3.0";
 import { checkMcp, mcpTypeNames } from "@diverge/codec/mcp";
 import { readU32, type TypeCheck } from "@diverge/codec/runtime";
 import { answer, registry, type FrameEntry } from "@diverge/conformance";
 import { loadSpecDir, type LoadedSpec } from "@diverge/spec-compiler";
 import { PROXY_PORT, startProxy, type RunningProxy } from "@diverge/server";
+import { LiveTree, relayToMcp, type TreePath } from "@diverge/client";
 import { connectProxy, ContainerError, openContainer, type ContainerInfo, type DeclaredTool, type MultiplexedConnection, type PathsConnection, type ProxyHandlers } from "@diverge/client";
 
 const request: PostgresRequest = decodePostgresRequest(fromHex("00000102"));
@@ -89,6 +91,36 @@ export async function begin(url: string): Promise<readonly string[]> {
 }
 // @ts-expect-error a port is a number
 void startProxy({ port: "14979" });
+
+// Issue 26 §3: the tools of a Begun are typed (the spec's ToolDeclarations), not unknown.
+const begunAnswer = decodeToolsBeginResponse(fromHex("005b5d"));
+if (begunAnswer.variant === "Begun") {
+  const firstTool: ToolDeclaration | undefined = begunAnswer.tools[0];
+  const toolName: string | undefined = firstTool?.name;
+  const toolMemory: number | null | undefined = firstTool?.memory;
+  // @ts-expect-error a tool's name is a string
+  const wrongName: number | undefined = begunAnswer.tools[0]?.name;
+  void [toolName, toolMemory, wrongName];
+}
+const typedTools: ToolDeclarations = [{ name: "greet", memory: 1024, image: { name: "a/b", digest: "sha256:00" } }];
+// @ts-expect-error every tool has its name
+const namelessTools: ToolDeclarations = [{ memory: 1024 }];
+void [typedTools, namelessTools];
+
+// Issue 26 §3: one path type; the text paths() gives is what get() takes, as are its components.
+const liveTree = new LiveTree();
+const treePaths: TreePath[] = liveTree.paths();
+void treePaths.map((path) => liveTree.get(path)?.name);
+void liveTree.get(["src", "main.rs"]);
+// @ts-expect-error a path is text or its components, not a number
+void liveTree.get(3);
+
+// Issue 26 §2: one handler shape, the relay's, for both transports.
+export async function bothShapes(url: string): Promise<void> {
+  const relay = relayToMcp({ url: "http://127.0.0.1:3000/mcp" });
+  await (await openContainer(url, { handlers: relay })).close();
+  await connectProxy(url, relay).close();
+}
 const defaultPort: number = PROXY_PORT;
 
 export const used = [wrong, same, latest, first, reply, entry, loader, word, defaultPort];

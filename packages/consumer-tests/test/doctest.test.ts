@@ -10,10 +10,11 @@ import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { join, relative } from "node:path";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { cleanEnv } from "./global-setup.js";
+import ts from "typescript";
+import { cleanEnv, typescripts } from "./global-setup.js";
 import { publicPackages, workspacePath, workspaceRoot } from "./packages.js";
 
-const { project } = inject("consumer");
+const { project, tsc } = inject("consumer");
 
 interface Block {
   /** Where it is: `README.md:120`. */
@@ -51,6 +52,7 @@ function blocksOf(file: string): Block[] {
 }
 
 const blocks = documents().flatMap(blocksOf);
+const tsBlocks = blocks.filter((b) => b.lang === "ts");
 const KNOWN = new Set(["ts", "sh", "dockerfile", "markdown", "text", "json"]);
 const doctestDir = join(project, "doctest");
 const outDir = join(project, "doctest-out");
@@ -74,13 +76,12 @@ describe("the code blocks of the READMEs and the guide", () => {
     expect(blocks.filter((b) => b.flags.includes("program")).length).toBeGreaterThanOrEqual(3);
   });
 
-  it("compile, every TypeScript block, against the installed packages with skipLibCheck off", () => {
+  it("are written out, every TypeScript block a module of its own", () => {
     rmSync(doctestDir, { recursive: true, force: true });
     rmSync(outDir, { recursive: true, force: true });
     mkdirSync(doctestDir);
-    const ts = blocks.filter((b) => b.lang === "ts");
-    expect(ts.length).toBeGreaterThan(10);
-    ts.forEach((block, index) => {
+    expect(tsBlocks.length).toBeGreaterThan(10);
+    tsBlocks.forEach((block, index) => {
       const name = tsFileName(block, index);
       fileOf.set(block, name);
       // `export {}` makes every block a module of its own (top-level await, no shared globals).
@@ -93,16 +94,42 @@ describe("the code blocks of the READMEs and the guide", () => {
         include: ["doctest/*.ts"],
       }),
     );
-    const tsc = join(project, "node_modules", "typescript", "bin", "tsc");
-    const result = spawnSync(process.execPath, [tsc, "-p", "tsconfig.doctest.json"], { cwd: project, env: cleanEnv(), encoding: "utf8" });
-    // Each error names the doctest file; its first line names the README line it came from.
-    const where = (line: string) => {
-      const m = /^doctest\/([^(]+)\((\d+),/.exec(line);
-      if (!m) return line;
-      const block = ts.find((b) => fileOf.get(b) === m[1]);
-      return block ? `${block.file}:${Number(block.where.split(":")[1]) + Number(m[2]) - 1}: ${line}` : line;
-    };
-    expect((result.stdout + result.stderr).split("\n").filter(Boolean).map(where)).toEqual([]);
+  });
+
+  // TypeScript 7 only checks; 5.9 also writes the JavaScript the programs below run.
+  for (const version of ["7", "5.9"] as const) {
+    it(`compile under TypeScript ${version} (${typescripts[version]}), every TypeScript block, against the installed packages with skipLibCheck off`, () => {
+      const result = spawnSync(process.execPath, [tsc[version], "-p", "tsconfig.doctest.json", ...(version === "5.9" ? [] : ["--noEmit"])], { cwd: project, env: cleanEnv(), encoding: "utf8" });
+      expect(result.error).toBeUndefined();
+      expect((result.stdout + result.stderr).split("\n").filter(Boolean).map(where)).toEqual([]);
+      expect(result.status).toBe(0);
+    });
+  }
+
+  it(`use no global that Node ${process.version} lacks (the DOM library declares more than Node has)`, () => {
+    // The blocks are compiled with the DOM library (the MCP SDK's declarations need it), so a
+    // browser-only global such as WebSocket on Node 20 type-checks and then throws a ReferenceError.
+    // Every value a block takes from the DOM declarations must exist in this Node.
+    const config = ts.getParsedCommandLineOfConfigFile(join(project, "tsconfig.doctest.json"), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} })!;
+    const program = ts.createProgram({ rootNames: config.fileNames, options: { ...config.options, noEmit: true } });
+    const checker = program.getTypeChecker();
+    const missing: string[] = [];
+    for (const source of program.getSourceFiles().filter((file) => file.fileName.startsWith(doctestDir))) {
+      const visit = (node: ts.Node): void => {
+        if (ts.isIdentifier(node) && !inTypePosition(node)) {
+          // A global value: `declare var WebSocket` or `declare function alert` of the DOM library.
+          const value = checker.getSymbolAtLocation(node)?.valueDeclaration;
+          const global = value !== undefined && (ts.isVariableDeclaration(value) || ts.isFunctionDeclaration(value)) && /lib\.dom\.d\.ts$/.test(value.getSourceFile().fileName);
+          if (global && !(node.text in globalThis)) {
+            const { line } = source.getLineAndCharacterOfPosition(node.getStart());
+            missing.push(where(`doctest/${source.fileName.slice(doctestDir.length + 1)}(${line + 1},1): ${node.text} is not a global of Node ${process.version}`));
+          }
+        }
+        ts.forEachChild(node, visit);
+      };
+      visit(source);
+    }
+    expect(missing).toEqual([]);
   });
 
   it("run, the whole programs, against a real proxy beside the guide's container program", async () => {
@@ -177,6 +204,23 @@ describe("the code blocks of the READMEs and the guide", () => {
     for (const block of blocks.filter((b) => b.lang === "json")) expect(() => JSON.parse(block.code), block.where).not.toThrow();
   });
 });
+
+/** Each error names the doctest file; its first line names the README line it came from. */
+function where(line: string): string {
+  const m = /^doctest\/([^(]+)\((\d+),/.exec(line);
+  if (!m) return line;
+  const block = tsBlocks.find((b) => fileOf.get(b) === m[1]);
+  return block ? `${block.file}:${Number(block.where.split(":")[1]) + Number(m[2]) - 1}: ${line}` : line;
+}
+
+/** A name in a type (`let s: WebSocket`) needs no value at run time. */
+function inTypePosition(node: ts.Node): boolean {
+  for (let at: ts.Node | undefined = node.parent; at; at = at.parent) {
+    if (ts.isTypeNode(at) || ts.isImportTypeNode(at) || ts.isTypeAliasDeclaration(at) || ts.isInterfaceDeclaration(at)) return true;
+    if (ts.isBlock(at) || ts.isSourceFile(at)) return false;
+  }
+  return false;
+}
 
 async function freePort(): Promise<number> {
   const server = createServer();

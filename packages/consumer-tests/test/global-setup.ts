@@ -8,9 +8,18 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { packageRoot, publicPackages, tarballName, workspacePath } from "./packages.js";
 
+/**
+ * The TypeScripts a consumer's code is checked with: the project's own (5.9, what the workspace
+ * builds with) and the one `npm i -D typescript` installs now (7, the native compiler), installed in
+ * a project of its own beside the consumer's so each keeps its `tsc`.
+ */
+export const typescripts = { "5.9": "typescript@5.9.3", "7": "typescript@7.0.2" } as const;
+export type TypeScriptVersion = keyof typeof typescripts;
+
 /** Exact versions of what the consumer adds beside our tarballs. */
 // postject: what `diverge-proxy bundle` makes the single executable with (an optional peer of @diverge/server).
-export const consumerExtras = ["@modelcontextprotocol/sdk@1.32.2", "typescript@5.9.3", "@types/node@20.19.9", "postject@1.0.0-alpha.6"];
+// ws and @types/ws: what the multiplexer README's example opens its WebSocket with (Node 20 has no global one).
+export const consumerExtras = ["@modelcontextprotocol/sdk@1.32.2", typescripts["5.9"], "@types/node@20.19.9", "postject@1.0.0-alpha.6", "ws@8.23.0", "@types/ws@8.18.2"];
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -19,6 +28,8 @@ declare module "vitest" {
       project: string;
       /** Package name → absolute path of its tarball. */
       tarballs: Record<string, string>;
+      /** TypeScript version → the absolute path of its `tsc` (run with Node). */
+      tsc: Record<TypeScriptVersion, string>;
     };
   }
 }
@@ -62,7 +73,15 @@ export default function setup(project: TestProject): () => void {
   writeFileSync(join(consumer, "package.json"), `${JSON.stringify({ name: "diverge-consumer", version: "0.0.0", private: true, type: "module" }, null, 2)}\n`);
   run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", ...Object.values(tarballs), ...consumerExtras], consumer);
 
-  project.provide("consumer", { project: consumer, tarballs });
+  // TypeScript 7 in a project of its own: it compiles the consumer's files, whose imports resolve
+  // from the consumer's node_modules as they would under the project's own tsc.
+  const typescript7 = join(root, "typescript-7");
+  mkdirSync(typescript7);
+  writeFileSync(join(typescript7, "package.json"), `${JSON.stringify({ name: "typescript-7", version: "0.0.0", private: true }, null, 2)}\n`);
+  run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", typescripts["7"]], typescript7);
+  const tsc = { "5.9": join(consumer, "node_modules", "typescript", "bin", "tsc"), "7": join(typescript7, "node_modules", "typescript", "bin", "tsc") };
+
+  project.provide("consumer", { project: consumer, tarballs, tsc });
   return () => {
     if (!process.env.DIVERGE_KEEP_CONSUMER) rmSync(root, { recursive: true, force: true });
     else process.stdout.write(`consumer project kept at ${consumer}\n`);

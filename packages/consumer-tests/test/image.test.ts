@@ -5,7 +5,7 @@
 // /healthz and /metrics answer; the single executable the same, alone with its node_modules/; and
 // the client README's systemd unit's ExecStart run from the installed tarball, /healthz + /metrics.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -140,6 +140,21 @@ describe("the proxy's image, from the installed @diverge/server", () => {
     expect(bundleOutput).toMatch(/wrote \S+diverge-proxy \(\d+ MB/);
     for (const file of ["diverge-proxy.mjs", "diverge-proxy.cjs", "diverge-proxy", "node_modules/@parcel/watcher/package.json", "node_modules/@diverge/fuse-native/package.json"]) {
       expect(existsSync(join(imageRoot, "opt", "diverge", file)), file).toBe(true);
+    }
+  });
+
+  it("the README's table gives the sizes the bundle and the single executable have (issue 26 §4)", () => {
+    const readme = readFileSync(workspacePath("packages", "server", "README.md"), "utf8");
+    const stated = (file: string, unit: "KiB" | "MiB") => {
+      const row = readme.split("\n").find((l) => l.startsWith(`| \`${file}\` |`));
+      const size = row && new RegExp(`~(\\d+) ${unit}\\b`).exec(row);
+      expect(size, `the README's row of ${file}`).toBeTruthy();
+      return Number(size![1]) * (unit === "KiB" ? 1024 : 1024 * 1024);
+    };
+    // Within 3%: the README rounds, and a fix may move the bundle a little before the next release.
+    for (const [file, unit] of [["diverge-proxy.mjs", "KiB"], ["diverge-proxy", "MiB"]] as const) {
+      const built = statSync(join(imageRoot, "opt", "diverge", file)).size;
+      expect(Math.abs(built / stated(file, unit) - 1), `${file}: built ${built} B, the README says ~${stated(file, unit)} B`).toBeLessThan(0.03);
     }
   });
 

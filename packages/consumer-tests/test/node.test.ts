@@ -2,29 +2,47 @@
 // a consumer is likely to use, the seed vectors through the codec, and every binary.
 import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, inject, it } from "vitest";
-import { cleanEnv } from "./global-setup.js";
+import { cleanEnv, typescripts } from "./global-setup.js";
 import { publicPackages, workspacePath } from "./packages.js";
 
-const { project } = inject("consumer");
+const { project, tsc } = inject("consumer");
 
 function run(command: string, args: readonly string[]) {
   return spawnSync(command, args, { cwd: project, env: cleanEnv(), encoding: "utf8", timeout: 120_000 });
 }
 
-// Both checks at once: each is a whole tsc run over every declaration file installed.
+/** Every entry every public package exports (`@diverge/codec/mcp`, …), imported, so each .d.ts is checked. */
+function writeEntries(): string[] {
+  const specifiers = publicPackages.flatMap((pkg) => {
+    const manifest = JSON.parse(readFileSync(join(project, "node_modules", ...pkg.name.split("/"), "package.json"), "utf8")) as { exports?: Record<string, unknown> };
+    return Object.keys(manifest.exports ?? { ".": null })
+      .filter((key) => key !== "./package.json" && !key.includes("*"))
+      .map((key) => `${pkg.name}${key.slice(1)}`);
+  });
+  writeFileSync(join(project, "entries.ts"), `// Every entry of every public package.\n${specifiers.map((s, i) => `import * as entry${i} from "${s}";\nvoid entry${i};\n`).join("")}export {};\n`);
+  return specifiers;
+}
+
+// Every check at once: each is a whole tsc run over every declaration file installed.
 describe.concurrent("TypeScript against the installed packages", () => {
-  for (const resolution of ["nodenext", "bundler"]) {
-    it(`type-checks under moduleResolution ${resolution}, with skipLibCheck off`, async () => {
-      const tsc = join(project, "node_modules", "typescript", "bin", "tsc");
-      const output = await promisify(execFile)(process.execPath, [tsc, "-p", `tsconfig.${resolution}.json`], { cwd: project, env: cleanEnv() }).then(
-        ({ stdout, stderr }) => stdout + stderr,
-        (error: { stdout?: string; stderr?: string; message: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}` || error.message,
-      );
-      expect(output).toBe("");
-    });
+  const entries = writeEntries();
+  it("imports every entry of every public package", () => {
+    expect(entries).toContain("@diverge/multiplexer/ops");
+    expect(entries).toContain("@diverge/codec/exchanges");
+  });
+  for (const version of ["5.9", "7"] as const) {
+    for (const resolution of ["nodenext", "bundler"]) {
+      it(`type-checks under TypeScript ${version} (${typescripts[version]}), moduleResolution ${resolution}, with skipLibCheck off`, async () => {
+        const output = await promisify(execFile)(process.execPath, [tsc[version], "-p", `tsconfig.${resolution}.json`], { cwd: project, env: cleanEnv() }).then(
+          ({ stdout, stderr }) => stdout + stderr,
+          (error: { stdout?: string; stderr?: string; message: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}` || error.message,
+        );
+        expect(output).toBe("");
+      });
+    }
   }
 });
 

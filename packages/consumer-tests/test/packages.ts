@@ -25,7 +25,7 @@ export interface PublicPackage {
 }
 
 /** The packages the issue names; the search below must find at least these. */
-export const expectedPublic = ["@diverge/client", "@diverge/codec", "@diverge/conformance", "@diverge/fuse-native", "@diverge/server", "@diverge/spec-compiler"];
+export const expectedPublic = ["@diverge/client", "@diverge/codec", "@diverge/conformance", "@diverge/example-container", "@diverge/fuse-native", "@diverge/multiplexer", "@diverge/server", "@diverge/spec-compiler"];
 
 export const publicPackages: readonly PublicPackage[] = ["packages", "tools"].flatMap((folder) =>
   readdirSync(workspacePath(folder))

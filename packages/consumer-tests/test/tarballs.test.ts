@@ -1,7 +1,8 @@
 // What `pnpm pack` puts in each public tarball: only what a consumer needs, and a manifest a
 // registry and every resolver can use.
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, inject, it } from "vitest";
 import { expectedPublic, publicPackages, workspacePath } from "./packages.js";
@@ -48,8 +49,9 @@ for (const pkg of publicPackages) {
     });
 
     it.runIf(pkg.kind === "typescript")("ships built JS, declarations, maps, README and LICENSE, and nothing else", () => {
-      // @diverge/server ships the proxy's two bundles (what `diverge-proxy bundle` copies into an image).
-      const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|dist\/bundle\/diverge-proxy\.(mjs|cjs)|vectors\/[^/]+\.jsonl)$/;
+      // @diverge/server ships the proxy's two bundles (what `diverge-proxy bundle` copies into an image);
+      // @diverge/example-container its DIVERGE.md (the package folder is a container root).
+      const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|DIVERGE\.md|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|dist\/bundle\/diverge-proxy\.(mjs|cjs)|vectors\/[^/]+\.jsonl)$/;
       expect(entries.filter((e) => !allowed.test(e))).toEqual([]);
       expect(entries).toEqual(expect.arrayContaining(["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts"]));
       // No tests, fixtures or sources: the vectors of @diverge/conformance are its product, not a fixture.
@@ -61,13 +63,23 @@ for (const pkg of publicPackages) {
       // A .js.map carries its sources (inlineSources); a .d.ts.map would point at src/*.ts, which is
       // not shipped, so declaration maps are left out.
       expect(entries.filter((e) => e.endsWith(".d.ts.map"))).toEqual([]);
-      for (const map of entries.filter((e) => e.endsWith(".map")).slice(0, 20)) {
-        const parsed = JSON.parse(read(map)) as { sources: string[]; sourcesContent?: (string | null)[] };
+      // Every map (issue 26 §4), from one extraction of the tarball.
+      const unpacked = mkdtempSync(join(tmpdir(), "diverge-maps-"));
+      execFileSync("tar", ["-xzf", tarball, "-C", unpacked]);
+      const maps = entries.filter((e) => e.endsWith(".map"));
+      for (const map of maps) {
+        const parsed = JSON.parse(readFileSync(join(unpacked, "package", map), "utf8")) as { sources: string[]; sourcesContent?: (string | null)[] };
         parsed.sources.forEach((source, i) => {
           const shipped = entries.includes(join(dirname(map), source).replace(/\\/g, "/"));
           expect(shipped || typeof parsed.sourcesContent?.[i] === "string", `${map} → ${source}`).toBe(true);
         });
       }
+      // A built .js naming a map that is not shipped would send a debugger looking for it.
+      for (const js of entries.filter((e) => /\.(m|c)?js$/.test(e))) {
+        const named = /\/\/# sourceMappingURL=(\S+)\s*$/.exec(readFileSync(join(unpacked, "package", js), "utf8"))?.[1];
+        if (named && !named.startsWith("data:")) expect(entries, `${js} → ${named}`).toContain(join(dirname(js), named).replace(/\\/g, "/"));
+      }
+      rmSync(unpacked, { recursive: true, force: true });
     });
 
     it("names in `files` only what the tarball holds (no missing CHANGELOG, issue 26 §4)", () => {

@@ -32,6 +32,9 @@ export interface AnswerHandlers {
   lost?(): void;
 }
 
+/** An empty payload: a frame encoded with it is the frame's header alone. */
+const NO_BYTES = new Uint8Array(0);
+
 /** The answering end of a stream the other party opened. */
 export interface Responder {
   readonly scope: number;
@@ -43,6 +46,13 @@ export interface Responder {
   readonly finished: boolean;
   /** Sends one piece of the answer. Ignored once finished. */
   respond(payload: Uint8Array): void;
+  /**
+   * Sends one piece of the answer whose payload is `head` then `body`, the same bytes as
+   * `respond(head ++ body)`, built in one buffer: a large body (a file's piece behind its one-byte
+   * tag) is copied once, not into a payload and again into its frame. Ignored once finished.
+   * Optional: an implementation without it is sent the parts joined.
+   */
+  respondParts?(head: Uint8Array, body: Uint8Array): void;
   /** Ends the stream; without a response before it, this means "not served". Idempotent. */
   finish(): void;
 }
@@ -77,8 +87,8 @@ export interface MultiplexerEvents {
 
 export interface MultiplexerOptions {
   readonly role: Role;
-  /** Writes one frame as one binary message. */
-  readonly send: (frame: Uint8Array) => void;
+  /** Writes one frame as one binary message: a view over an `ArrayBuffer` of its own, as a WHATWG `send` takes. */
+  readonly send: (frame: Uint8Array<ArrayBuffer>) => void;
   readonly events?: MultiplexerEvents;
   /** Server only: scopes the client may hold open at once; a request beyond it gets a bare finish. Default unlimited. */
   readonly maxOpenScopes?: number;
@@ -125,7 +135,7 @@ export class MultiplexerError extends Error {
 
 export class Multiplexer {
   readonly role: Role;
-  private readonly sendBytes: (frame: Uint8Array) => void;
+  private readonly sendBytes: (frame: Uint8Array<ArrayBuffer>) => void;
   private readonly events: MultiplexerEvents;
   private readonly scopes = new Map<number, ScopeState>();
   private nextScope = 1;
@@ -310,6 +320,11 @@ export class Multiplexer {
         state.responded = true;
         mux.send(isScope ? { variant: "Response", scope, channel: 0, payload } : { variant: "ChannelResponse", scope, channel: channel!, payload });
       },
+      respondParts(head: Uint8Array, body: Uint8Array) {
+        if (state.finished || mux.over) return;
+        state.responded = true;
+        mux.sendParts(isScope ? { variant: "Response", scope, channel: 0, payload: NO_BYTES } : { variant: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, head, body);
+      },
       finish() {
         if (state.finished || mux.over) return;
         state.finished = true;
@@ -365,7 +380,22 @@ export class Multiplexer {
 
   private send(frame: ClientFrame | ServerFrame): void {
     if (this.over) return;
-    this.sendBytes(this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame));
+    // The codec's encoders allocate each frame's bytes as a new Uint8Array (over an ArrayBuffer).
+    this.sendBytes((this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame)) as Uint8Array<ArrayBuffer>);
+  }
+
+  /**
+   * A frame whose payload (its last field: the rest of the frame) is `head` then `body`: the
+   * generated encoder writes the frame with no payload, which is its header, and the parts follow it.
+   */
+  private sendParts(frame: ClientFrame | ServerFrame, head: Uint8Array, body: Uint8Array): void {
+    if (this.over) return;
+    const header = this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame);
+    const out = new Uint8Array(header.length + head.length + body.length);
+    out.set(header, 0);
+    out.set(head, header.length);
+    out.set(body, header.length + head.length);
+    this.sendBytes(out);
   }
 
   private disregard(what: Disregard): void {

@@ -7,7 +7,8 @@ export interface WebSocketLike {
   readonly readyState: number;
   readonly bufferedAmount: number;
   binaryType: string;
-  send(data: Uint8Array): void;
+  /** WHATWG `send` takes a `BufferSource`, whose views are over an `ArrayBuffer` (never a `SharedArrayBuffer`). */
+  send(data: Uint8Array<ArrayBuffer>): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (event: any) => void): void;
   /** `ws` only: stop reading from the socket (TCP backpressure reaches the sender). */

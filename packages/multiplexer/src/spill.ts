@@ -22,6 +22,9 @@ export interface SpillSink {
   readonly buffered: number;
   /** Writes one message; `flushed` is called once it has left the sink's buffer (or the sink failed). */
   write(message: Uint8Array, flushed: () => void): void;
+  /** Optional: holds the writes that follow until `uncork` (a socket's cork), so the messages of one read back leave in one system call. */
+  cork?(): void;
+  uncork?(): void;
 }
 
 /** The disk use of every spilled stream of a process together, and its cap. */
@@ -64,6 +67,8 @@ export interface SpillOptions {
   readonly hold?: (holding: boolean) => void;
   /** A temporary file could not be written or read: the stream is over too. */
   readonly failed?: (error: Error) => void;
+  /** One disk write is done: its bytes and the milliseconds from its call to its callback (for counters). */
+  readonly wrote?: (bytes: number, ms: number) => void;
 }
 
 /** Bytes of one temporary file before the next one is begun (a file is removed once read whole). */
@@ -72,6 +77,12 @@ const SEGMENT_BYTES = 16 * 1024 * 1024;
 const READ_BYTES = 256 * 1024;
 /** Disk writes in flight past which the sender is asked to wait. */
 const WRITING_HIGH = 8 * 1024 * 1024;
+/**
+ * Bytes waiting at which a disk write begins at once; fewer wait for WRITE_DELAY_MS first, so
+ * messages arriving one per turn (a socket's reads) go to disk in a few large writes, not one each.
+ */
+const WRITE_AT_BYTES = 256 * 1024;
+const WRITE_DELAY_MS = 2;
 
 interface Segment {
   fd: number;
@@ -101,6 +112,9 @@ export class SpillStream {
   private pendingBytes = 0;
   private busy = false;
   private ended = false;
+  /** The delayed write of fewer than WRITE_AT_BYTES, while armed; `writeDue` once it fired. */
+  private writeTimer: ReturnType<typeof setTimeout> | undefined;
+  private writeDue = false;
   private holding = false;
   /** Bytes on disk or on their way there. */
   private diskBytes = 0;
@@ -109,6 +123,14 @@ export class SpillStream {
   spilledBytes = 0;
   /** The most this stream ever held on disk at once. */
   peakDiskBytes = 0;
+  /** Disk writes (`writev` calls) made, and the milliseconds from each one's call to its callback together and at most. */
+  diskWrites = 0;
+  diskWriteMs = 0;
+  maxDiskWriteMs = 0;
+  /** Times disk writes fell behind and the sender was asked to wait (`hold(true)`), and for how many milliseconds together. */
+  holds = 0;
+  heldMs = 0;
+  private heldSince = 0;
 
   constructor(
     private readonly sink: SpillSink,
@@ -146,6 +168,8 @@ export class SpillStream {
     this.pendingBytes += bytes;
     if (!this.holding && this.pendingBytes > WRITING_HIGH && this.options.hold) {
       this.holding = true;
+      this.holds++;
+      this.heldSince = performance.now();
       this.options.hold(true);
     }
     this.kick();
@@ -155,6 +179,8 @@ export class SpillStream {
   dispose(): void {
     if (this.ended) return;
     this.ended = true;
+    clearTimeout(this.writeTimer);
+    this.writeTimer = undefined;
     this.release();
     for (const segment of this.segments.splice(0)) close(segment.fd, () => {});
     this.options.pool.give(this.diskBytes);
@@ -171,6 +197,7 @@ export class SpillStream {
   private release(): void {
     if (!this.holding) return;
     this.holding = false;
+    this.heldMs += performance.now() - this.heldSince;
     this.options.hold?.(false);
   }
 
@@ -181,7 +208,8 @@ export class SpillStream {
     this.work().then(
       () => {
         this.busy = false;
-        if (!this.ended && (this.pendingBytes > 0 || this.roomToRead())) this.kick();
+        if (!this.ended && (this.pendingBytes >= WRITE_AT_BYTES || this.writeDue || this.roomToRead())) this.kick();
+        else if (!this.ended && this.pendingBytes > 0) this.writeTimer ??= setTimeout(this.writeSoon, WRITE_DELAY_MS);
       },
       (error: Error) => {
         this.busy = false;
@@ -199,11 +227,25 @@ export class SpillStream {
 
   private async work(): Promise<void> {
     while (!this.ended) {
-      if (this.pendingBytes > 0) await this.writeOut();
-      else if (this.roomToRead()) await this.readBack();
-      else return;
+      if (this.pendingBytes >= WRITE_AT_BYTES || (this.pendingBytes > 0 && this.writeDue)) {
+        this.writeDue = false;
+        clearTimeout(this.writeTimer);
+        this.writeTimer = undefined;
+        await this.writeOut();
+      } else if (this.roomToRead()) await this.readBack();
+      else {
+        // A few bytes wait: they go after a short delay, with whatever arrives meanwhile.
+        if (this.pendingBytes > 0) this.writeTimer ??= setTimeout(this.writeSoon, WRITE_DELAY_MS);
+        return;
+      }
     }
   }
+
+  private readonly writeSoon = (): void => {
+    this.writeTimer = undefined;
+    this.writeDue = true;
+    this.kick();
+  };
 
   private async writeOut(): Promise<void> {
     let tail = this.segments[this.segments.length - 1];
@@ -223,7 +265,13 @@ export class SpillStream {
     let left = bytes;
     let list = buffers;
     while (left > 0) {
+      const began = performance.now();
       const wrote = await new Promise<number>((resolve, reject) => writev(segment.fd, list, position, (error, n) => (error ? reject(error) : resolve(n))));
+      const took = performance.now() - began;
+      this.diskWrites++;
+      this.diskWriteMs += took;
+      if (took > this.maxDiskWriteMs) this.maxDiskWriteMs = took;
+      this.options.wrote?.(wrote, took);
       if (this.ended) return;
       position += wrote;
       left -= wrote;
@@ -249,11 +297,16 @@ export class SpillStream {
       }
     }
     let at = 0;
-    while (at + 4 <= chunk.length) {
-      const length = chunk.readUInt32BE(at);
-      if (at + 4 + length > chunk.length) break;
-      this.sink.write(chunk.subarray(at + 4, at + 4 + length), this.kick);
-      at += 4 + length;
+    this.sink.cork?.();
+    try {
+      while (at + 4 <= chunk.length) {
+        const length = chunk.readUInt32BE(at);
+        if (at + 4 + length > chunk.length) break;
+        this.sink.write(chunk.subarray(at + 4, at + 4 + length), this.kick);
+        at += 4 + length;
+      }
+    } finally {
+      this.sink.uncork?.();
     }
     segment.readAt += at;
     this.diskBytes -= at;

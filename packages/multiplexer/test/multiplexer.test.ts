@@ -269,6 +269,27 @@ describe("the client side", () => {
   });
 });
 
+describe("a response in two parts", () => {
+  it("respondParts sends the frame respond sends for the parts joined, in one buffer, on either side and either stream", () => {
+    const client = harness("client");
+    client.mux.openScope(fromHex("01"), recorder().handlers);
+    client.feed("04 00000001 00000003 00");
+    const channel = client.channels[0]!.responder;
+    channel.respondParts!(fromHex("00"), fromHex("a1a2a3"));
+    channel.respond(fromHex("00a1a2a3"));
+    channel.respondParts!(fromHex(""), fromHex(""));
+    expect(client.sent.slice(1)).toEqual(["050000000100000003" + "00a1a2a3", "050000000100000003" + "00a1a2a3", "050000000100000003"]);
+    const server = harness("server");
+    server.feed("01 00000002 00000000 01");
+    const scope = server.scopes[0]!.responder;
+    scope.respondParts!(fromHex("07"), fromHex("beef"));
+    scope.finish();
+    scope.respondParts!(fromHex("07"), fromHex("beef"));
+    expect(server.sent).toEqual(["020000000200000000" + "07beef", "030000000200000000"]);
+    expect(scope.responded).toBe(true);
+  });
+});
+
 describe("two multiplexers joined back to back", () => {
   it("carry a scope and channels both ways in order", () => {
     let server!: Multiplexer;

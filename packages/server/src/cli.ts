@@ -59,8 +59,8 @@ Flags:
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --fuse-cache <level>     what the kernel caches of FUSE mounts: none (every read and stat asked;
                            no shared mmap), close-to-open (default: 1 s attributes and names,
-                           0 s on paths; pages revalidated at each open), full (60 s, pages
-                           kept across opens)
+                           pages revalidated at each open), full (60 s, pages kept across
+                           opens)
   --quiet                  print nothing but the listening line and errors
   --log-format <f>         text (default) or json: every stderr line one JSON object (time, level,
                            event, the ids in it, message); info for progress, error for the rest

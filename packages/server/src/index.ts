@@ -17,3 +17,5 @@ export type { InwardMcp, InwardExchange, McpOutcome } from "./families/mcp-inwar
 export { toolPathHandlers, TOOL_NOTIFICATION_BUFFER } from "./paths/index.js";
 export { TransportChoice, encodeProxyChannelRequest, type BeginScopeLink } from "./exchanges/begin-scope.js";
 export { fuseUnavailable, isMountPoint } from "./families/fuse/mount.js";
+/** The cache level of every later FUSE mount that names none (what `--fuse-cache` sets); undefined restores close-to-open. */
+export { setDefaultFuseCache, FUSE_CACHE_LEVELS, type FuseCacheLevel } from "./families/fuse/common.js";

@@ -213,6 +213,30 @@ describe("tools::begin", () => {
     expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
   });
 
+  it("refuses tools that are not ToolDeclarations (a tool with no name) with [1] naming why, and stays not begun", async () => {
+    // A program whose /register declares a tool without the `name` every tool has (agents.md §3.3).
+    const program = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => response.writeHead(200, { "content-type": "application/json" }).end('[{"memory":1024}]'));
+    });
+    await new Promise<void>((resolve) => program.listen(0, "127.0.0.1", resolve));
+    try {
+      const running = await proxy({ appPort: (program.address() as AddressInfo).port });
+      const raw = await rawConnect(running.port);
+      raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
+      const error = await raw.next(onScope(1));
+      expect(decodeToolsBeginResponse((error as { payload: Uint8Array }).payload)).toEqual({
+        variant: "NotBegun",
+        error: { error: "the program declared tools a provider cannot read: missing field `name` at `[0]`", status: 200 },
+      });
+      expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
+      expect(logs.some((line) => /cannot read: missing field `name`/.test(line))).toBe(true);
+    } finally {
+      program.closeAllConnections();
+      await new Promise<void>((resolve) => program.close(() => resolve()));
+    }
+  });
+
   it("answers an unreadable request with a bare finish, each kind of unreadable", async () => {
     const running = await proxy();
     const raw = await rawConnect(running.port);

@@ -168,7 +168,10 @@ async function proxyProcess(extra: readonly string[]): Promise<ProxyProcess> {
   const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate", "--quiet", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+    debug(`proxy ${child.pid}: ${chunk.toString().trimEnd()}`);
+  });
   const ready = await until(() => /program http:\/\/127\.0\.0\.1:\d+/.test(out) || child.exitCode !== null);
   if (!ready || child.exitCode !== null) {
     child.kill("SIGKILL");
@@ -820,8 +823,10 @@ async function fuseScenario(options: FamilySoakOptions, share: number): Promise<
         proxy = await proxyProcess(["--app-port", "9", "--root", root]);
         counts.proxyRestarts = (counts.proxyRestarts ?? 0) + 1;
       } else {
-        const probe = await run("stat", [join(at, "sub")]);
-        if (probe.status === 0 || !/Input\/output error|not connected|No such file/.test(probe.stderr)) failures.add(`fuse: round ${rounds}: stat in the paths mount whose provider left: ${probe.status} ${probe.stderr.trim()}`);
+        // A listing is always asked (a directory's open is never cached); a stat may be answered
+        // from the kernel's attribute cache for up to its 1 s (close-to-open), so it is no probe.
+        const probe = await run("ls", [join(at, "sub")]);
+        if (probe.status === 0 || !/Input\/output error|not connected|No such file/.test(probe.stderr)) failures.add(`fuse: round ${rounds}: ls in the paths mount whose provider left: ${probe.status} ${probe.stderr.trim()}`);
       }
     }
   } catch (error) {

@@ -14,10 +14,9 @@ const ROUNDS: Record<FamilyScenario, number> = { vault: 2, command: 3, write: 2,
 
 /** Failures of a bug of another family, reported to the lead (README, "Known bugs"). */
 const KNOWN_BUGS: readonly { readonly name: string; readonly pattern: RegExp }[] = [
-  // Since the FUSE mounts' rework (issue 25: paths whole-file sessions, new mount options), seen in
-  // some runs of seed 2026 on 2 busy cores, not in others: issue 24 is open for them.
-  { name: "a paths program outlives its provider (FUSE sessions)", pattern: /\(paths\): a program in the mount still runs \d+ ms after its provider left/ },
-  { name: "a mount where a provider left fails with 'fuse failed'", pattern: /a new mount at \S+ over \w+ failed after the last round's provider left: fuse::mount: mount: fuse failed|a mount at \S+ over \w+ failed on a restarted proxy: fuse::mount: mount: fuse failed/ },
+  // None at present. The two FUSE liveness bugs found after issue 25's rework were fixed at their
+  // cause (an ask made while /requests was closing waited for a next connection; libfuse 2.9
+  // refused a mount point a program had written into as the last mount went).
 ];
 
 describe(`families soak (seed ${SEED})`, () => {

@@ -11,7 +11,8 @@
 //   - the tree: the Snapshot of 10,000 files (time to the first frame, its encoded bytes) and the
 //     latency from a change on disk to its delta arriving here (p50 over several changes).
 // Only 127.0.0.1 is dialled; every wait is bounded in time.
-import { execFile } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -228,6 +229,18 @@ async function transfers(proxy: Child, root: string, connection: MultiplexedConn
       return bytes;
     }),
   );
+  // The floor a relay of a file's bytes reaches here: one plain TCP hop (socat, a process of its own)
+  // reading the file and sending it. Reported beside the proxy's rows, not judged.
+  if (socatAvailable()) {
+    reads.push(
+      await measured("socat: file → TCP (one plain relay)", undefined, async () => {
+        const hash = createHash("sha256");
+        const bytes = await socatFromFile(big, hash);
+        check("socat", hash);
+        return bytes;
+      }),
+    );
+  }
   await rm(big);
   log(`  filesystem: writing ${total / MiB} MiB three ways`);
   const written = async (name: string) => {
@@ -255,7 +268,74 @@ async function transfers(proxy: Child, root: string, connection: MultiplexedConn
       return written("paths.bin");
     }),
   );
+  // The floor a relay of bytes into a file reaches here: one plain TCP hop (socat, a process of its
+  // own) writing what it reads to the file. Reported beside the proxy's rows, not judged.
+  if (socatAvailable()) {
+    writes.push(
+      await measured("socat: TCP → file (one plain relay)", undefined, async () => {
+        await socatIntoFile(join(root, "socat.bin"), pieces(total));
+        return written("socat.bin");
+      }),
+    );
+  }
   return { reads, writes };
+}
+
+function socatAvailable(): boolean {
+  return spawnSync("socat", ["-V"], { stdio: "ignore" }).status === 0;
+}
+
+/** Sends the pieces over loopback TCP to a `socat -u TCP-LISTEN:… OPEN:<file>`, and waits for it to exit. */
+async function socatIntoFile(file: string, content: Iterable<Uint8Array>): Promise<void> {
+  const port = await freePort();
+  const relay = spawn("socat", ["-u", `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr`, `OPEN:${file},creat,trunc`], { stdio: "ignore" });
+  const exited = new Promise<void>((resolve) => relay.once("exit", () => resolve()));
+  const socket = await connectWhenListening(port);
+  for (const piece of content) if (!socket.write(piece)) await new Promise((resolve) => socket!.once("drain", resolve));
+  socket.end();
+  await exited;
+}
+
+/** Reads a file through a `socat -u OPEN:<file> TCP-LISTEN:…` over loopback TCP into `hash`; the bytes read. */
+async function socatFromFile(file: string, hash: ReturnType<typeof createHash>): Promise<number> {
+  const port = await freePort();
+  const relay = spawn("socat", ["-u", `OPEN:${file},rdonly`, `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr`], { stdio: "ignore" });
+  const exited = new Promise<void>((resolve) => relay.once("exit", () => resolve()));
+  const socket = await connectWhenListening(port);
+  let bytes = 0;
+  socket.on("data", (chunk: Buffer) => {
+    bytes += chunk.length;
+    hash.update(chunk);
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once("end", () => resolve());
+    socket.once("error", reject);
+  });
+  await exited;
+  return bytes;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A connection to a socat about to listen on `port`, tried until it listens (10 s at most). */
+async function connectWhenListening(port: number): Promise<Socket> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const socket = await new Promise<Socket | undefined>((resolve) => {
+      const probe = connect(port, "127.0.0.1");
+      probe.once("connect", () => resolve(probe));
+      probe.once("error", () => resolve(undefined));
+    });
+    if (socket) return socket;
+    if (Date.now() > deadline) throw new Error("socat did not listen within 10 s");
+    await sleep(20);
+  }
 }
 
 export interface FuseRun extends FsProgramResult {
@@ -428,7 +508,8 @@ function climbOf(m: Moved): string {
 
 function transferTargets(moved: readonly Moved[], verb: "read" | "write"): Target[] {
   const local = moved[0]!;
-  return moved.slice(1).map((m): Target => {
+  const floor = moved.find((m) => m.what.startsWith("socat"));
+  return moved.slice(1).filter((m) => m !== floor).map((m): Target => {
     const proxyRise = rise(m.proxyBefore, m.proxyPeak);
     if (m.what.endsWith("paced reader")) {
       // The provider's side: a reader slower than the wire should make the proxy wait, not the provider hold the file.
@@ -447,7 +528,8 @@ function transferTargets(moved: readonly Moved[], verb: "read" | "write"): Targe
       goal: `proxy RSS rise ≤ ${RSS_RISE_LIMIT / MiB} MB while moving ${(m.bytes / MiB).toFixed(0)} MiB`,
       value:
         `proxy ${signed(proxyRise)} (${mb(m.proxyBefore!)} → ${mb(m.proxyPeak!)}, ${m.samples} samples; ${climbOf(m)} from the first quarter's peak to the last's); the ${verb === "read" ? "reading" : "writing"} provider ${signed(m.selfPeak - m.selfBefore)}; ` +
-        `${mbps(m).toFixed(0)} MB/s = ${(mbps(m) / mbps(local)).toFixed(2)}× ${local.what.replace(/ \(local\)$/, "")}`,
+        `${mbps(m).toFixed(0)} MB/s = ${(mbps(m) / mbps(local)).toFixed(2)}× ${local.what.replace(/ \(local\)$/, "")}` +
+        (floor ? `, ${(mbps(m) / mbps(floor)).toFixed(2)}× one plain TCP relay ${verb === "read" ? "of the file" : "into the file"} (socat, ${mbps(floor).toFixed(0)} MB/s)` : ""),
       met: proxyRise <= RSS_RISE_LIMIT,
     };
   });

@@ -29,9 +29,13 @@ interface Sizes {
   readonly smallFiles: number;
   readonly gitFiles: number;
   readonly inserts: number;
+  /** The two file sizes written and read through each mount while the proxy's RSS is sampled: [small, large]. */
+  readonly rssFiles: Record<"multiplexed" | "paths", readonly [number, number]>;
 }
-const FULL: Sizes = { fioBytes: 12 * MiB, randBytes: 2 * MiB, smallFiles: 1000, gitFiles: 1000, inserts: 300 };
-const QUICK: Sizes = { fioBytes: 1 * MiB, randBytes: 256 * 1024, smallFiles: 50, gitFiles: 50, inserts: 20 };
+const FULL: Sizes = { fioBytes: 12 * MiB, randBytes: 2 * MiB, smallFiles: 1000, gitFiles: 1000, inserts: 300, rssFiles: { multiplexed: [16 * MiB, 256 * MiB], paths: [1 * MiB, 15 * MiB] } };
+const QUICK: Sizes = { fioBytes: 1 * MiB, randBytes: 256 * 1024, smallFiles: 50, gitFiles: 50, inserts: 20, rssFiles: { multiplexed: [1 * MiB, 8 * MiB], paths: [256 * 1024, 2 * MiB] } };
+/** "Flat": the large file may raise the proxy's RSS by at most this much more than the small one did. */
+const RSS_FLAT_MARGIN = 32 * MiB;
 
 type Where = "direct" | "sshfs" | "multiplexed" | "paths";
 const LABEL: Record<Where, string> = {
@@ -50,7 +54,13 @@ interface Measured {
 type Row = Record<string, Measured>;
 export interface FuseBenchResult {
   readonly sizes: Sizes;
-  readonly runs: Partial<Record<Where, { readonly rows?: Row; readonly skipped?: string; readonly proxyPeakRssMiB?: number }>>;
+  readonly runs: Partial<Record<Where, { readonly rows?: Row; readonly skipped?: string; readonly proxyPeakRssMiB?: number; readonly rssBySize?: readonly RssBySize[] }>>;
+}
+/** One file written (dd, fsync) and read back (cat) through a mount: the proxy's RSS rise meanwhile. */
+interface RssBySize {
+  readonly bytes: number;
+  readonly riseMiB?: number;
+  readonly failed?: string;
 }
 
 const WORKLOADS = ["fio seq write 1 MiB", "fio seq read 1 MiB", "fio rand read 4 KiB", "small files (create, find, tar c, rm -r)", "git init+add+commit", "sqlite3 WAL inserts"] as const;
@@ -125,6 +135,25 @@ async function workloads(dir: string, sizes: Sizes, gitSource: string, log: (lin
   await step("sqlite3 WAL inserts", () => timed(`sqlite3 db.sqlite 'PRAGMA journal_mode=WAL;' 'CREATE TABLE t(a INTEGER, b TEXT);' > /dev/null && sqlite3 db.sqlite < ${sql}`, dir));
   await sh("rm -f db.sqlite db.sqlite-wal db.sqlite-shm", dir);
   return row;
+}
+
+/** Writes a file of `bytes` (dd, fsync) through the mount at `dir` and reads it back (cat), sampling the proxy's RSS every 50 ms. */
+async function rssWhileMoving(proxy: Child, dir: string, bytes: number): Promise<RssBySize> {
+  const before = (await proxy.memory()).rss;
+  let peak = before;
+  let done = false;
+  const sampler = (async () => {
+    while (!done) {
+      peak = Math.max(peak, (await proxy.memory(false)).rss);
+      await sleep(50);
+    }
+  })();
+  const kib = Math.ceil(bytes / 1024);
+  const r = await sh(`dd if=/dev/zero of=rss.bin bs=1024 count=${kib} conv=fsync status=none && cat rss.bin > /dev/null && rm rss.bin`, dir);
+  done = true;
+  await sampler;
+  if (r.code !== 0) return { bytes, failed: r.stderr.trim().split("\n").slice(-1)[0] || `exit ${r.code}` };
+  return { bytes, riseMiB: Math.max(0, peak - before) / MiB };
 }
 
 /** A loopback sshd serving this machine's root over SFTP, and sshfs of `dir` at `at`; undefined with why when they are missing. */
@@ -226,7 +255,13 @@ export async function fuseSuite(quick: boolean, log: (line: string) => void): Pr
           peak = Math.max(peak, (await proxy!.memory(false)).rss);
         };
         const rows = await workloads(join(root, "m"), sizes, gitSource, log, sample);
-        runs[transport] = { rows, proxyPeakRssMiB: peak / MiB };
+        const rssBySize: RssBySize[] = [];
+        for (const bytes of sizes.rssFiles[transport]) {
+          const one = await rssWhileMoving(proxy, join(root, "m"), bytes);
+          rssBySize.push(one);
+          log(`    proxy RSS, a ${bytes / MiB} MiB file written and read: ${one.failed ? `failed: ${one.failed}` : `+${one.riseMiB!.toFixed(1)} MiB`}`);
+        }
+        runs[transport] = { rows, proxyPeakRssMiB: peak / MiB, rssBySize };
       } finally {
         await container?.close();
         await answering?.close();
@@ -289,6 +324,18 @@ function targetsOf(r: FuseBenchResult): Target[] {
   for (const transport of ["multiplexed", "paths"] as const) {
     const peak = r.runs[transport]?.proxyPeakRssMiB;
     if (peak !== undefined) targets.push({ case: 13, what: `${LABEL[transport]}: proxy peak RSS`, goal: "reported", value: `${peak.toFixed(0)} MiB`, met: null });
+    const [small, large] = r.runs[transport]?.rssBySize ?? [];
+    if (small && large) {
+      const fmt = (m: RssBySize) => `${(m.bytes / MiB).toFixed(m.bytes < MiB ? 2 : 0)} MiB file: ${m.failed ? `failed (${m.failed})` : `+${m.riseMiB!.toFixed(1)} MiB`}`;
+      const measured = small.riseMiB !== undefined && large.riseMiB !== undefined;
+      targets.push({
+        case: 13,
+        what: `${LABEL[transport]}: proxy RSS whatever the file size (a file written with dd and read back)`,
+        goal: `flat: the large file's rise ≤ the small one's + ${RSS_FLAT_MARGIN / MiB} MiB`,
+        value: `${fmt(small)}; ${fmt(large)}`,
+        met: measured ? large.riseMiB! <= small.riseMiB! + RSS_FLAT_MARGIN / MiB : false,
+      });
+    }
   }
   return targets;
 }

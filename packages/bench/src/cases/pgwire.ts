@@ -14,8 +14,9 @@
 import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import pg from "pg";
-import { socatChain, startChild, type Child } from "../processes.js";
+import { processCpuMicros, socatChain, startChild, type Child } from "../processes.js";
 import type { SuiteReport, Target } from "../run.js";
 import { postgresBin, startDatabase } from "./vault.js";
 
@@ -76,8 +77,23 @@ async function relay(transport: "multiplexed" | "paths", containerPort: number, 
   return { proxy, provider, pgPort: proxy.ready.pgPort! };
 }
 
+/** What one stretch of the slow-reader case cost: the other driver's latencies and each process's loop. */
+export interface SlowPhase {
+  /** Wall time of the stretch, in seconds. */
+  readonly seconds: number;
+  /** The other driver's queries in it, and their p50/p99/max in milliseconds. */
+  readonly queries: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  /** Event-loop delay (perf_hooks `monitorEventLoopDelay`, 1 ms resolution) p99 and max, and CPU used (ms of CPU per s of wall), of the proxy, the provider and this process (the other driver's and the reader's). */
+  readonly loop: Record<"proxy" | "provider" | "bench", { readonly p99: number; readonly max: number; readonly cpuPerSecond: number }>;
+}
+
 interface SlowReader {
   readonly transport: "multiplexed" | "paths";
+  /** The reader's pause in ms: 0 is the control (the same dump read at once, nothing spilled). */
+  readonly pauseMs: number;
   readonly completed: boolean;
   readonly bytes: number;
   readonly seconds: number;
@@ -92,6 +108,10 @@ interface SlowReader {
   readonly heldStart: number;
   readonly heldPeak: number;
   readonly spilled?: number;
+  /** Before the dump, while the reader pauses, while it drains (after the pause until the dump exits). */
+  readonly phases: { readonly before: SlowPhase; readonly pause?: SlowPhase; readonly drain: SlowPhase };
+  /** The proxy's spill counters over the run (multiplexed): disk writes, their ms together and at most, connection pauses for writes behind, and their ms. */
+  readonly disk?: { readonly writes: number; readonly writeMs: number; readonly maxWriteMs: number; readonly holds: number; readonly heldMs: number };
 }
 
 function p99(values: number[]): number {
@@ -99,11 +119,17 @@ function p99(values: number[]): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] ?? NaN;
 }
 
-/** One-row queries on a connection of their own until `stop()`: their latencies. */
-function otherChannel(port: number): { stop(): Promise<number[]> } {
+function percentile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN;
+}
+
+/** One-row queries on a connection of their own until `stop()`: their latencies, and when each began. */
+function otherChannel(port: number): { stop(): Promise<number[]>; readonly samples: { at: number; ms: number }[] } {
   const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "postgres" });
   client.on("error", () => {});
   const latencies: number[] = [];
+  const samples: { at: number; ms: number }[] = [];
   let running = true;
   const loop = (async () => {
     await client.connect();
@@ -111,13 +137,16 @@ function otherChannel(port: number): { stop(): Promise<number[]> } {
     while (running) {
       const start = performance.now();
       await client.query("select $1::int as n", [i++]);
-      latencies.push(performance.now() - start);
+      const ms = performance.now() - start;
+      latencies.push(ms);
+      samples.push({ at: start, ms });
       // A steady light load, not a flood: one query each 2 ms.
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
     await client.end();
   })();
   return {
+    samples,
     async stop() {
       running = false;
       await loop;
@@ -126,14 +155,44 @@ function otherChannel(port: number): { stop(): Promise<number[]> } {
   };
 }
 
+interface SpillCounters {
+  readonly spilledBytes?: number;
+  readonly spillWrites?: number;
+  readonly spillWriteMs?: number;
+  readonly maxSpillWriteMs?: number;
+  readonly spillHolds?: number;
+  readonly spillHeldMs?: number;
+}
+
 async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Relay, pauseMs: number, quick: boolean): Promise<SlowReader> {
   const first = await r.proxy.memory(false);
   const rssStart = first.rss;
   const heldStart = first.heapUsed + first.external;
   let heldPeak = heldStart;
+  const statsBefore = ((await r.proxy.stats()) as { postgres?: SpillCounters }).postgres ?? {};
+  // This process's own loop: the other driver and the dump's reader both run on it.
+  const benchDelay = monitorEventLoopDelay({ resolution: 1 });
+  benchDelay.enable();
+  let benchCpu = process.cpuUsage();
+  let phaseStart = performance.now();
+  const phase = async (latencies: { at: number; ms: number }[], from: number): Promise<SlowPhase> => {
+    const [proxy, provider] = await Promise.all([r.proxy.loop(), r.provider.loop()]);
+    const now = performance.now();
+    const cpu = process.cpuUsage(benchCpu);
+    const wall = now - phaseStart;
+    const bench = { p99: benchDelay.percentile(99) / 1e6, max: benchDelay.max / 1e6, cpuPerSecond: (cpu.user + cpu.system) / 1000 / (wall / 1000) };
+    benchDelay.reset();
+    benchCpu = process.cpuUsage();
+    phaseStart = now;
+    const ms = latencies.filter((l) => l.at >= from && l.at < now).map((l) => l.ms);
+    const of = (l: { p99: number; max: number; cpuMs: number; wallMs: number }) => ({ p99: l.p99, max: l.max, cpuPerSecond: l.cpuMs / (l.wallMs / 1000) });
+    return { seconds: wall / 1000, queries: ms.length, p50: percentile(ms, 0.5), p99: percentile(ms, 0.99), max: Math.max(...ms), loop: { proxy: of(proxy), provider: of(provider), bench } };
+  };
+  await Promise.all([r.proxy.loop(), r.provider.loop()]);
   const baseline = otherChannel(r.pgPort);
   await new Promise((resolve) => setTimeout(resolve, quick ? 200 : 2000));
   const before = await baseline.stop();
+  const beforePhase = await phase(baseline.samples, 0);
   const during = otherChannel(r.pgPort);
   let rssPeak = rssStart;
   const sampler = setInterval(() => {
@@ -144,22 +203,31 @@ async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Re
   }, 250);
   const start = performance.now();
   const dump = spawn(join(bin, "pg_dump"), ["-h", "127.0.0.1", "-p", String(r.pgPort), "-U", "postgres", "-t", "big", "postgres"], { stdio: ["ignore", "pipe", "pipe"] });
-  dump.stdout.pause();
+  if (pauseMs > 0) dump.stdout.pause();
   let stderr = "";
   dump.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   let bytes = 0;
   const exited = new Promise<number | null>((resolve) => dump.once("close", resolve));
-  await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  let pausePhase: SlowPhase | undefined;
+  if (pauseMs > 0) {
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    pausePhase = await phase(during.samples, start);
+  }
+  const drainFrom = performance.now();
   dump.stdout.on("data", (chunk: Buffer) => (bytes += chunk.length));
   dump.stdout.resume();
   const code = await exited;
   const seconds = (performance.now() - start) / 1000;
+  const drainPhase = await phase(during.samples, drainFrom);
+  benchDelay.disable();
   const duringLatencies = await during.stop();
   clearInterval(sampler);
   const rssEnd = (await r.proxy.memory(false)).rss;
-  const stats = (await r.proxy.stats()) as { postgres?: { spilledBytes?: number } };
+  const after = ((await r.proxy.stats()) as { postgres?: SpillCounters }).postgres ?? {};
+  const delta = (key: keyof SpillCounters) => (after[key] ?? 0) - (statsBefore[key] ?? 0);
   return {
     transport,
+    pauseMs,
     completed: code === 0,
     bytes,
     seconds,
@@ -172,8 +240,41 @@ async function slowReader(bin: string, transport: "multiplexed" | "paths", r: Re
     rssEnd,
     heldStart,
     heldPeak,
-    spilled: transport === "multiplexed" ? stats.postgres?.spilledBytes : undefined,
+    spilled: transport === "multiplexed" ? delta("spilledBytes") : undefined,
+    phases: { before: beforePhase, pause: pausePhase, drain: drainPhase },
+    disk:
+      transport === "multiplexed"
+        ? { writes: delta("spillWrites"), writeMs: delta("spillWriteMs"), maxWriteMs: Math.max(after.maxSpillWriteMs ?? 0), holds: delta("spillHolds"), heldMs: delta("spillHeldMs") }
+        : undefined,
   };
+}
+
+/**
+ * The slow reader: a 100 MB table dumped into a reader that reads nothing for 15 s, on both
+ * transports, each after a control (the same dump read at once) on the same relay.
+ */
+export async function slowReaderCase(bin: string, containerPort: number, databaseUrl: string, quick: boolean, log: (line: string) => void, profileDir?: string): Promise<SlowReader[]> {
+  const setup = new pg.Client({ connectionString: databaseUrl });
+  await setup.connect();
+  const rows = quick ? 16_000 : 160_000;
+  await setup.query(`DROP TABLE IF EXISTS big`);
+  await setup.query(`CREATE TABLE big AS SELECT g, repeat(md5(g::text), 20) AS t FROM generate_series(1, ${rows}) g`);
+  await setup.end();
+  const pauseMs = quick ? 1000 : 15_000;
+  const runs: SlowReader[] = [];
+  for (const transport of ["multiplexed", "paths"] as const) {
+    const r = await relay(transport, containerPort, databaseUrl, profileDir ? { dir: profileDir, name: `slow-reader-${transport}` } : undefined);
+    try {
+      log(`  pgwire slow reader (${transport}): the control, the dump read at once`);
+      runs.push(await slowReader(bin, transport, r, 0, quick));
+      log(`  pgwire slow reader (${transport}), a ${pauseMs / 1000} s pause`);
+      runs.push(await slowReader(bin, transport, r, pauseMs, quick));
+    } finally {
+      await r.provider.close();
+      await r.proxy.close();
+    }
+  }
+  return runs;
 }
 
 export async function pgwireSuite(quick: boolean, log: (line: string) => void): Promise<SuiteReport> {
@@ -204,12 +305,31 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
       relays[transport] = r;
       closers.unshift(() => r.provider.close(), () => r.proxy.close());
     }
+    // CPU per round trip of each relay process under pgbench -S -c 1: [proxy, provider] or [socat, socat].
+    const cpuPerTx: Partial<Record<Route, number[]>> = {};
+    const relayCpu = async (route: Route): Promise<number[]> => {
+      if (route === "direct") return [];
+      if (route === "socat") return chain.pids.map((pid) => processCpuMicros(pid) ?? NaN);
+      const r = relays[route]!;
+      return [(await r.proxy.memory(false)).cpu ?? NaN, (await r.provider.memory(false)).cpu ?? NaN];
+    };
     const portOf: Record<Route, number> = { direct: port, socat: chain.port, multiplexed: relays.multiplexed!.pgPort, paths: relays.paths!.pgPort };
     for (let round = 0; round < rounds; round++) {
       for (const workload of WORKLOADS) {
         for (const route of ROUTES) {
           log(`  pgwire ${workload.name} ${route} (round ${round + 1} of ${rounds})`);
-          tps[workload.key]![route].push(pgbench(bin, portOf[route], workload.args, seconds));
+          const cpuBefore = workload.key === "select-c1" ? await relayCpu(route) : undefined;
+          const rate = pgbench(bin, portOf[route], workload.args, seconds);
+          tps[workload.key]![route].push(rate);
+          if (cpuBefore) {
+            // The socats' forked connections are counted once their listener has waited for them.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            const after = await relayCpu(route);
+            const perTx = after.map((c, i) => (c - cpuBefore[i]!) / (rate * seconds));
+            const prev = cpuPerTx[route];
+            // The round with the least CPU per round trip (the least disturbed by the machine).
+            if (perTx.length && (!prev || perTx.reduce((a, b) => a + b, 0) < prev.reduce((a, b) => a + b, 0))) cpuPerTx[route] = perTx;
+          }
         }
       }
     }
@@ -219,21 +339,10 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
       await relays[transport]!.proxy.close();
     }
 
-    // The slow reader: a 100 MB table dumped into a reader that reads nothing for 15 s.
-    const setup = new pg.Client({ connectionString: database.url });
-    await setup.connect();
     const rows = quick ? 16_000 : 160_000;
-    await setup.query(`CREATE TABLE big AS SELECT g, repeat(md5(g::text), 20) AS t FROM generate_series(1, ${rows}) g`);
-    await setup.end();
     const pauseMs = quick ? 1000 : 15_000;
-    const slow: SlowReader[] = [];
-    for (const transport of ["multiplexed", "paths"] as const) {
-      const r = await relay(transport, container.ready.port, database.url, profileDir ? { dir: profileDir, name: `slow-reader-${transport}` } : undefined);
-      log(`  pgwire slow reader (${transport}), a ${pauseMs / 1000} s pause`);
-      slow.push(await slowReader(bin, transport, r, pauseMs, quick));
-      await r.provider.close();
-      await r.proxy.close();
-    }
+    const all = await slowReaderCase(bin, container.ready.port, database.url, quick, log, profileDir);
+    const slow = all.filter((s) => s.pauseMs > 0);
 
     const best = (key: string, route: Route) => Math.max(...tps[key]![route]);
     const targets: Target[] = [];
@@ -260,7 +369,7 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
       });
     }
     return {
-      result: { tps, slow },
+      result: { tps, cpuPerTx, slow, control: all.filter((s) => s.pauseMs === 0) },
       targets,
       tables: [
         {
@@ -272,6 +381,12 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
             ...WORKLOADS.map((w) => `${(best(w.key, route) / best(w.key, "socat")).toFixed(2)}×`),
           ]),
           notes: [
+            `CPU per round trip under pgbench -S -c 1 (user + system of each relay process over its run, the round with the least): ` +
+              (["socat", "multiplexed", "paths"] as const)
+                .filter((route) => cpuPerTx[route])
+                .map((route) => `${route} ${cpuPerTx[route]!.map((c) => `${c.toFixed(0)} µs`).join(" + ")}${route === "socat" ? " (the two socats)" : " (proxy + provider)"}`)
+                .join("; ") +
+              ".",
             `${database.what}; pgbench -i -s 1; ${seconds} s per run, ${rounds} rounds with every route in turn; each cell the best round. Proxy, provider, socat and pgbench are separate processes on the same 2 cores.`,
           ],
         },
@@ -293,6 +408,36 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
             s.spilled !== undefined ? `${(s.spilled / MB).toFixed(0)} MB` : "— (paths: pushed back per path)",
           ]),
           notes: [`The reader reads nothing for ${pauseMs / 1000} s, then everything; the other driver runs one-row queries (one each 2 ms) on its own connection through the same proxy.`],
+        },
+        {
+          title: "Case 12: pgwire: the slow reader's stretches, against a control (the same dump read at once)",
+          columns: ["transport", "run", "stretch", "s", "other driver queries", "p50", "p99", "max", "proxy loop delay p99 / max", "proxy CPU", "provider loop delay p99 / max", "provider CPU", "bench loop p99 / max", "bench CPU"],
+          rows: all.flatMap((s) =>
+            (["before", "pause", "drain"] as const).flatMap((name) => {
+              const p = s.phases[name];
+              if (!p) return [];
+              const loop = (l: SlowPhase["loop"]["proxy"]) => [`${l.p99.toFixed(1)} / ${l.max.toFixed(0)} ms`, `${(l.cpuPerSecond / 10).toFixed(0)}%`];
+              return [[
+                s.transport,
+                s.pauseMs > 0 ? `pause ${s.pauseMs / 1000} s` : "control",
+                name,
+                p.seconds.toFixed(1),
+                String(p.queries),
+                `${p.p50.toFixed(2)} ms`,
+                `${p.p99.toFixed(2)} ms`,
+                `${p.max.toFixed(1)} ms`,
+                ...loop(p.loop.proxy),
+                ...loop(p.loop.provider),
+                ...loop(p.loop.bench),
+              ]];
+            }),
+          ),
+          notes: [
+            "Loop delay: perf_hooks monitorEventLoopDelay (1 ms resolution) in each process, reset at each stretch; CPU: user + system per second of wall time (100% = one core). The bench process runs the other driver and the dump's reader.",
+            ...all
+              .filter((s) => s.disk)
+              .map((s) => `${s.transport} ${s.pauseMs > 0 ? "pause" : "control"}: ${((s.spilled ?? 0) / MB).toFixed(0)} MB spilled in ${s.disk!.writes} disk writes (${s.disk!.writeMs.toFixed(0)} ms in writev callbacks together, at most ${s.disk!.maxWriteMs.toFixed(1)} ms); the connection paused ${s.disk!.holds} times for writes behind (${s.disk!.heldMs.toFixed(0)} ms).`),
+          ],
         },
       ],
     };

@@ -9,7 +9,8 @@ export interface WebSocketLike {
   readonly readyState: number;
   /** Bytes queued by `send` not yet written out (WHATWG). */
   readonly bufferedAmount?: number;
-  send(data: Uint8Array): void;
+  /** WHATWG `send` takes a `BufferSource`, whose views are over an `ArrayBuffer` (never a `SharedArrayBuffer`). */
+  send(data: Uint8Array<ArrayBuffer>): void;
   close(code?: number, reason?: string): void;
   /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
   terminate?(): void;
@@ -95,7 +96,8 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
     socket.addEventListener("open", (() => {
       opened = true;
       resolve({
-        send: (bytes) => socket.send(bytes),
+        // A view over a SharedArrayBuffer is copied: a WHATWG WebSocket sends only ArrayBuffer views.
+        send: (bytes) => socket.send(bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes)),
         close: () => socket.close(),
         terminate: () => (socket.terminate ? socket.terminate() : socket.close()),
         onMessage: (listener) => {

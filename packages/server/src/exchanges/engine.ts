@@ -43,6 +43,12 @@ export interface AskOptions {
    * half of them; without it a reader that does not pull ends the stream at `maxBufferedMessages`.
    */
   readonly pauseAtBytes?: number;
+  /**
+   * The ask waits for no later `/requests` connection: made while none is open (or while the one
+   * open is closing), or still unsent when it ends, it is `lost` at once. Operations a program waits
+   * on in the kernel (FUSE) use it, so a provider gone fails them with EIO, never holds them.
+   */
+  readonly whileConnected?: boolean;
 }
 
 /** Every answer message of a stream, in order; `ended` says how it ended once iteration stops. */
@@ -115,6 +121,7 @@ export class RequestsEngine implements AskEngine {
         encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
         refused: (bytes, limit) => settle({ type: "askTooLarge", bytes, limit }),
         withdrawn: () => settled,
+        ...(options.whileConnected ? { unsent: () => settle({ type: "lost" }) } : {}),
         lostWithConnection: () => {
           if (settled) return false;
           if (exchange.unanswered === "askedAgain") return true;
@@ -200,6 +207,7 @@ export class RequestsEngine implements AskEngine {
       encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
       refused: (bytes, limit) => finish({ type: "askTooLarge", bytes, limit }),
       withdrawn: () => ending !== undefined,
+      ...(options.whileConnected ? { unsent: () => finish({ type: "lost" }) } : {}),
       lostWithConnection: () => {
         if (ending) return false;
         if (exchange.unanswered === "askedAgain") return true;

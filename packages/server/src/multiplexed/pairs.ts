@@ -97,6 +97,13 @@ export interface PairStats {
   maxSpilledBytes: number;
   /** Pairs ended at a disk cap (theirs or every pair's together) or because their file failed. */
   endedOverSpill: number;
+  /** Disk writes of spilled pairs (`writev` calls), and their milliseconds (call to callback) together and at most. */
+  spillWrites: number;
+  spillWriteMs: number;
+  maxSpillWriteMs: number;
+  /** Times a spilling pair's disk writes fell behind and it paused the connection, and the milliseconds it was paused so. */
+  spillHolds: number;
+  spillHeldMs: number;
 }
 
 export function emptyPairStats(): PairStats {
@@ -117,6 +124,11 @@ export function emptyPairStats(): PairStats {
     spilledBytes: 0,
     maxSpilledBytes: 0,
     endedOverSpill: 0,
+    spillWrites: 0,
+    spillWriteMs: 0,
+    maxSpillWriteMs: 0,
+    spillHolds: 0,
+    spillHeldMs: 0,
   };
 }
 
@@ -151,6 +163,7 @@ export class ProgramBacklog {
   private readonly spill: SpillStream | undefined;
   private stallTimer: NodeJS.Timeout | undefined;
   private writeHold: (() => void) | undefined;
+  private writeHeldSince = 0;
   private over = false;
 
   constructor(
@@ -163,7 +176,14 @@ export class ProgramBacklog {
     const budget = Math.max(1, Math.min(options.budgetBytes, Math.floor(options.maxBacklogBytes / 2)));
     if (options.spillBytes > 0) {
       this.spill = new SpillStream(
-        { get buffered() { return sink.buffered; }, write: (message, flushed) => this.write(message, flushed) },
+        {
+          get buffered() {
+            return sink.buffered;
+          },
+          write: (message, flushed) => this.write(message, flushed),
+          cork: sink.cork && (() => sink.cork!()),
+          uncork: sink.uncork && (() => sink.uncork!()),
+        },
         {
           budgetBytes: budget,
           maxBytes: options.spillBytes,
@@ -172,11 +192,17 @@ export class ProgramBacklog {
           failed: () => this.end("spill-failed"),
           // Disk writes fall behind the wire (rare): the connection waits for them, briefly.
           hold: (holding) => {
-            if (holding) this.writeHold ??= link.pauseIncoming();
-            else {
-              this.writeHold?.();
-              this.writeHold = undefined;
-            }
+            if (holding) {
+              if (this.writeHold) return;
+              stats.spillHolds++;
+              this.writeHeldSince = performance.now();
+              this.writeHold = link.pauseIncoming();
+            } else this.releaseWriteHold();
+          },
+          wrote: (_bytes, ms) => {
+            stats.spillWrites++;
+            stats.spillWriteMs += ms;
+            if (ms > stats.maxSpillWriteMs) stats.maxSpillWriteMs = ms;
           },
         },
       );
@@ -242,13 +268,19 @@ export class ProgramBacklog {
     this.cut(why);
   }
 
+  private releaseWriteHold(): void {
+    if (!this.writeHold) return;
+    this.stats.spillHeldMs += performance.now() - this.writeHeldSince;
+    this.writeHold();
+    this.writeHold = undefined;
+  }
+
   /** The pair is over: the connection is no longer held for it, its temporary files are gone. */
   dispose(): void {
     this.over = true;
     this.hold?.dispose();
     this.spill?.dispose();
-    this.writeHold?.();
-    this.writeHold = undefined;
+    this.releaseWriteHold();
     clearTimeout(this.stallTimer);
   }
 }

@@ -63,6 +63,12 @@ export interface AskOwner {
   lostWithConnection?(): boolean;
   /** True when the asker gave up while the ask waited for a connection: it is dropped unsent. */
   withdrawn?(): boolean;
+  /**
+   * Given, the ask never waits for a later `/requests` connection: made while none is open to send
+   * it on (none at all, or the one there closing), or still queued when the connection ends, it is
+   * dropped and this is called instead.
+   */
+  unsent?(): void;
   /** The provider opened the answer path. `message` is called per binary message, then `ended` once. */
   opened(path: AnswerPath): { message(bytes: Uint8Array): void; ended(ending: PathEnding): void };
 }
@@ -108,11 +114,22 @@ export class AskBoard implements UpgradeRoute {
     return () => this.listeners.delete(listener);
   }
 
-  /** Queues an ask; it is sent at once when `/requests` is open, else on the next connection. */
+  /** Queues an ask; it is sent at once when `/requests` is open, else on the next connection (or dropped: `unsent`). */
   ask(owner: AskOwner): void {
     if (this.closed) return;
+    if (owner.unsent && !this.sendable()) return owner.unsent();
     this.queue.push(owner);
     this.flush();
+  }
+
+  /**
+   * Whether an ask made now goes out at once: a `/requests` connection is open and not closing. A
+   * connection whose provider sent its Close stays held (CLOSING) until its TCP ends, which may take
+   * the ws library's close timeout; an ask made meanwhile would wait for the next connection.
+   */
+  private sendable(): boolean {
+    const socket = this.requests;
+    return socket !== undefined && socket.readyState === socket.OPEN;
   }
 
   decide(pathname: string, request: IncomingMessage): UpgradeDecision {
@@ -186,8 +203,12 @@ export class AskBoard implements UpgradeRoute {
         if (entry.owner.lostWithConnection?.() ?? true) lost.push(entry.owner);
       }
     }
+    // Asks still queued that wait for no later connection (made while this one was closing) go too.
+    const dropped = this.queue.filter((owner) => owner.unsent);
+    if (dropped.length > 0) this.queue.splice(0, this.queue.length, ...this.queue.filter((owner) => !owner.unsent));
     this.queue.unshift(...lost);
     this.emit({ type: "requestsClosed", connection, reasked: lost.length });
+    for (const owner of dropped) owner.unsent!();
   }
 
   private flush(): void {

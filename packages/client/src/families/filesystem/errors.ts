@@ -67,7 +67,7 @@ export class FilesystemError extends Error {
   constructor(detail: FilesystemErrorDetail) {
     super(describe(detail));
     const code = detail.variant === "Failed" && detail.code === undefined ? errnoOf(detail.error) : undefined;
-    this.detail = code && detail.variant === "Failed" ? { ...detail, code } : detail;
+    this.detail = detail.variant === "Failed" && code ? { ...detail, code } : detail;
   }
   get variant(): FilesystemErrorDetail["variant"] {
     return this.detail.variant;

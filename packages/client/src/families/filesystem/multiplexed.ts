@@ -271,11 +271,17 @@ export function writeOn(host: FilesystemHost, path: readonly string[], content: 
   });
 }
 
+/** A content Piece's bytes before the piece itself: the encoding of an empty piece. */
+const PIECE_HEAD = encodeWriteContent({ variant: "Piece", piece: new Uint8Array(0) });
+
 async function sendContent(host: FilesystemHost, responder: Responder, content: WriteSource, signal: AbortSignal | undefined): Promise<void> {
   try {
     for await (const piece of piecesOf(content)) {
       if (responder.finished || signal?.aborted) return;
-      responder.respond(encodeWriteContent({ variant: "Piece", piece }));
+      // The piece is the content frame's last field: its tag (the encoding of an empty piece) and the
+      // piece go into the connection's frame in one copy.
+      if (responder.respondParts) responder.respondParts(PIECE_HEAD, piece);
+      else responder.respond(encodeWriteContent({ variant: "Piece", piece }));
       await host.frames.drained(LOW_WATER);
     }
   } catch (problem) {

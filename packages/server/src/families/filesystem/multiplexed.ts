@@ -29,6 +29,9 @@ export interface FilesystemScopeOptions {
   readonly log: (line: string) => void;
 }
 
+/** A read Piece's bytes before the piece itself: the encoding of an empty piece. */
+const READ_PIECE_HEAD = encodeReadResponse({ variant: "Piece", piece: new Uint8Array(0) });
+
 /** What a failure sends: the FsError's `{"kind","error"}`, or the provider's own content error as it came. */
 function errorValue(problem: unknown): unknown {
   if (problem instanceof FsError) return problem.toJSON();
@@ -106,7 +109,9 @@ export class FilesystemScopes {
     try {
       for await (const piece of readPieces(await this.options.root(), members.path, { signal })) {
         if (responder.finished || stop.signal.aborted) break;
-        responder.respond(encodeReadResponse({ variant: "Piece", piece }));
+        // The piece is the answer's last field: its tag (an empty piece's encoding) and the piece go into the frame in one copy.
+        if (responder.respondParts) responder.respondParts(READ_PIECE_HEAD, piece);
+        else responder.respond(encodeReadResponse({ variant: "Piece", piece }));
         await this.options.frames.drained(LOW_WATER);
       }
     } catch (problem) {

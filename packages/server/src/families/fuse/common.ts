@@ -37,9 +37,10 @@ export interface FileSessions {
  * - `none`: nothing cached; every read, lookup and stat is asked (direct I/O: no page cache, so a
  *   shared `mmap` fails with ENODEV). For a provider whose files change under the mount all the time.
  * - `close-to-open` (the default): attributes and names cached for 1 s, file pages in the page
- *   cache; every open re-stats the file and drops its cached pages when its size or modification
- *   time changed (libfuse's `auto_cache`). A change the provider makes is seen by the next open,
- *   or after 1 s by a stat or a lookup; a file created by the provider is seen at once (no negative cache).
+ *   cache; an open re-stats the file once its attributes' 1 s has passed and drops its cached pages
+ *   when its size or modification time changed (libfuse's `auto_cache`; on paths, pages are dropped
+ *   at every open). A change the provider makes is seen by the next open and by a stat once that
+ *   second has passed; a file created by the provider is seen at once (no negative cache).
  * - `full`: attributes and names cached for 60 s, pages kept across opens (`kernel_cache`): for a
  *   provider whose directory changes only through this mount.
  */

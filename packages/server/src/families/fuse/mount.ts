@@ -55,14 +55,16 @@ const tooLong = (p: string) => p.split("/").some((c) => Buffer.byteLength(c) > 2
 /** The kernel's largest FUSE read and write without FUSE_MAX_PAGES (libfuse 2.9 does not negotiate it): 32 pages. */
 const MAX_TRANSFER = 128 * 1024;
 function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always"): string[] {
-  const large = ["big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
+  // `nonempty`: libfuse 2.9 alone refuses a mount point that holds anything (a directory with
+  // entries, a file with content: "fuse: mountpoint is not empty", the mount failing as "fuse
+  // failed"); mount(2), libfuse 3 and the reference proxy mount over it, what was there hidden
+  // until the mount goes. A program writing as the last mount at a path went leaves such a file.
+  const large = ["nonempty", "big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
   if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
   if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
-  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead,
-  // and caches no names or attributes: with names cached, a `find` into a paths mount whose provider
-  // is gone reaches an opendir whose EIO answer never reaches the kernel (it waits in
-  // request_wait_answer; cause in the binding not yet found), while asking each lookup fails at once.
-  if (revalidate === "always") return ["noatime", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
+  // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead
+  // (no auto_cache: libfuse then never keeps them), names and attributes cached as on multiplexed.
+  if (revalidate === "always") return ["noatime", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
   return ["noatime", "auto_cache", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
 }
 
@@ -533,8 +535,14 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       await closeFd(mountRoot);
       throw new MountError(`mount: ${shown} was not mounted`);
     }
-  } finally {
+  } catch (error) {
+    // Not mounted: what was made for it goes (the target first; the held descriptor let go before).
     await closeFd(placed.target).catch(() => undefined);
+    placed.target = -1;
+    removeMade(placed.made);
+    throw error;
+  } finally {
+    if (placed.target >= 0) await closeFd(placed.target).catch(() => undefined);
     await placed.parent.release();
   }
   // Known to the filesystem tree, which never enters a mount this process serves.
@@ -547,11 +555,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   // /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and one of them waiting on the
   // mount would otherwise hold the connection, and itself, forever. What the program still asks
   // then fails with ENOTCONN/ECONNABORTED.
-  const watcher = startWatcher(mountRoot, await fuseConnectionOf(mountIdOf(mountRoot)));
+  const watcher = startWatcher(mountRoot, await fuseConnectionOf(mountIdOf(mountRoot)), placed.made);
   // A process that exits without closing: unmount at once, not when the watcher gets to it.
   const onExit = () => {
     try {
       execFileSync("umount", ["-l", "-c", "/proc/self/fd/3"], { stdio: ["ignore", "ignore", "ignore", mountRoot] });
+      removeMade(placed.made);
     } catch {
       // the watcher still does it
     }
@@ -570,6 +579,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         await detachMount(mountRoot).catch(() => undefined);
         await watcher.stop();
         await closeFd(mountRoot).catch(() => undefined);
+        // The mount point and the parents made for it, when still what was made and empty.
+        removeMade(placed.made);
         // fuse-native's own close would unmount by name; only its thread's hold on the loop is let go here.
         (fuse as unknown as { _releaseThread(): void })._releaseThread();
       })();
@@ -628,14 +639,18 @@ async function fuseConnectionOf(mntId: number): Promise<number | undefined> {
   return Number.isInteger(minor) && existsSync(`${FUSECTL}/${minor}/abort`) ? minor : undefined;
 }
 
-function startWatcher(fd: number, connection: number | undefined): { stop(): Promise<void> } {
+function startWatcher(fd: number, connection: number | undefined, made: readonly Made[]): { stop(): Promise<void> } {
   const abort = connection === undefined ? "" : `echo 1 > ${FUSECTL}/${connection}/abort 2>/dev/null; `;
+  // The directories made for the mount, deepest first, each by its held parent (descriptors 4…):
+  // rmdir removes one only while empty. (A file made for a file mount is left: the watcher cannot
+  // tell it is still the one made.)
+  const dirs = made.map((m, i) => (m.kind === "directory" ? `rmdir /proc/self/fd/${4 + i}/${shellQuote(m.name)} 2>/dev/null; ` : "")).join("");
   let child: ChildProcess;
   try {
     // A line `closed`: the mount was closed here (every waiting operation answered, the mount
     // detached); anything else, the end of stdin included, means this process is gone.
-    const script = `read line; [ "$line" = closed ] && exit 0; ${abort}exec umount -l -c /proc/self/fd/3 2>/dev/null`;
-    child = spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore", fd], detached: true });
+    const script = `read line; [ "$line" = closed ] && exit 0; ${abort}umount -l -c /proc/self/fd/3 2>/dev/null; ${dirs}exit 0`;
+    child = spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore", fd, ...made.map((m) => m.parent)], detached: true });
   } catch {
     return { stop: async () => {} };
   }
@@ -657,11 +672,61 @@ function startWatcher(fd: number, connection: number | undefined): { stop(): Pro
 interface PlacedMountPoint {
   /** The held directory the mount point is in. */
   readonly parent: Place;
-  /** A descriptor (O_PATH) of the mount point itself: a directory or regular file, not a link. */
-  readonly target: number;
+  /** A descriptor (O_PATH) of the mount point itself: a directory or regular file, not a link (-1 once closed). */
+  target: number;
   /** Its real path on this machine when placed (for the log and the filesystem tree). */
   readonly real: string;
+  /** What the proxy made for this mount (the mount point, missing parents), deepest first. */
+  readonly made: Made[];
 }
+
+/**
+ * One directory or file the proxy made for a mount, named in its parent directory held by its own
+ * descriptor (O_PATH) for the mount's life, with the identity it was made with.
+ */
+interface Made {
+  readonly parent: number;
+  readonly name: string;
+  readonly kind: "file" | "directory";
+  readonly dev: number;
+  readonly ino: number;
+}
+
+/** Notes what was just made at `at` (still held), first in `made` (deepest first). */
+async function noteMade(made: Made[], at: Place, kind: "file" | "directory"): Promise<void> {
+  const stat = await fs.promises.lstat(at.path).catch(() => undefined);
+  if (!stat || (kind === "file" ? !stat.isFile() : !stat.isDirectory())) return;
+  const parent = await openFd(fdPath(at.dir), O_PATH | fsConstants.O_DIRECTORY);
+  made.unshift({ parent, name: at.name, kind, dev: stat.dev, ino: stat.ino });
+}
+
+/**
+ * Removes what the proxy made for a mount, deepest first, once the mount is gone (or was never
+ * made): each only while it is still the very object made (same device and inode) and empty (a
+ * directory without entries, a file of no bytes); what a program put there, or anything the proxy
+ * did not make, stays. Synchronous: it also runs in the exit handler. Lets go of the descriptors.
+ */
+function removeMade(made: Made[]): void {
+  for (const m of made.splice(0)) {
+    const at = fdPath(m.parent, m.name);
+    try {
+      const stat = fs.lstatSync(at);
+      if (stat.dev === m.dev && stat.ino === m.ino) {
+        if (m.kind === "directory" && stat.isDirectory()) fs.rmdirSync(at);
+        else if (m.kind === "file" && stat.isFile() && stat.size === 0) fs.unlinkSync(at);
+      }
+    } catch {
+      // Not empty, busy (mounted again), or gone already: left as it is.
+    }
+    try {
+      fs.closeSync(m.parent);
+    } catch {
+      // already closed
+    }
+  }
+}
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
  * Places the mount point beneath `rootPath` by descriptor (fs-fuse.md §3.2 step 2): missing parents
@@ -682,13 +747,19 @@ async function placeMountPoint(rootPath: string, components: readonly string[], 
   } catch (error) {
     return fail(error);
   }
+  const made: Made[] = [];
   try {
     for (let i = 1; i < components.length; i++) {
       const at = await root.resolve(components.slice(0, i), { follow: true });
       try {
-        await mkdirAt(at.path, 0o755).catch((error) => {
-          if (errno(error) !== "EEXIST") throw error;
-        });
+        const madeHere = await mkdirAt(at.path, 0o755).then(
+          () => true,
+          (error) => {
+            if (errno(error) !== "EEXIST") throw error;
+            return false;
+          },
+        );
+        if (madeHere) await noteMade(made, at, "directory");
       } finally {
         await at.release();
       }
@@ -701,8 +772,11 @@ async function placeMountPoint(rootPath: string, components: readonly string[], 
           target = await openFd(parent.path, O_PATH | O_NOFOLLOW);
         } catch (error) {
           if (errno(error) !== "ENOENT" || attempt > 3) throw error;
-          if (kind === "file") await closeFd(await openFd(parent.path, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | O_NOFOLLOW, 0o600)).catch(ignoreExists);
-          else await mkdirAt(parent.path, 0o700).catch(ignoreExists);
+          const madeHere =
+            kind === "file"
+              ? await openFd(parent.path, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | O_NOFOLLOW, 0o600).then(closeFd).then(() => true, notExists)
+              : await mkdirAt(parent.path, 0o700).then(() => true, notExists);
+          if (madeHere) await noteMade(made, parent, kind);
           await parent.release();
           continue;
         }
@@ -730,21 +804,25 @@ async function placeMountPoint(rootPath: string, components: readonly string[], 
           throw new MountError(`mount: ${shown} is not a ${kind === "file" ? "regular file" : "directory"}`);
         }
         const real = await fs.promises.readlink(fdPath(target));
-        return { parent, target, real };
+        return { parent, target, real, made };
       } catch (error) {
         await parent.release();
         throw error;
       }
     }
   } catch (error) {
+    // Refused: nothing made for it is left.
+    removeMade(made);
     return fail(error);
   } finally {
     await root.close();
   }
 }
 
-function ignoreExists(error: unknown): void {
+/** false when the error is EEXIST (someone else made it meanwhile), else the error again. */
+function notExists(error: unknown): false {
   if (errno(error) !== "EEXIST") throw error;
+  return false;
 }
 
 /** Whether something is mounted exactly at `path` (from /proc/self/mountinfo). */

@@ -54,6 +54,13 @@ function answered<A>(outcome: AskOutcome<A>): A {
 
 const READ_ONLY: FuseAckResult = { kind: "readOnly" };
 
+/**
+ * Every FUSE ask waits for no later `/requests` connection: one made while the provider's connection
+ * is closing (it sent its Close, its TCP not ended yet: `present()` still sees it) is lost at once
+ * (EIO), never queued for a provider that may never come back while the program waits in the kernel.
+ */
+const LIVE = { whileConnected: true } as const;
+
 /** Past this many bytes, a proxy copy of an open file lives in a temporary file, not in memory. */
 export const PATHS_COPY_MEMORY_BYTES = 4 * 1024 * 1024;
 
@@ -69,6 +76,8 @@ class Copy {
   removed = false;
   /** A write or truncate past what one message carries was refused: the copy is never sent (no cut file). */
   refused = false;
+  /** The write-back in flight (settles, never rejects), while one is. */
+  sending: Promise<void> | undefined;
   private mem: Buffer;
   private file: fs.promises.FileHandle | undefined;
   constructor(public size: number, bytes?: Uint8Array) {
@@ -175,23 +184,41 @@ export function wholeFileHandlers(
   /** The whole file: its bytes, empty when nothing is held yet; undefined with the error's message. */
   const whole = async (path: string): Promise<{ bytes: Uint8Array } | { message: string }> => {
     present();
-    const a = answered(await asks.fuseRead({ id, path }));
+    const a = answered(await asks.fuseRead({ id, path }, LIVE));
     if (a.variant === "Data") return { bytes: a.data };
     if (a.variant === "Missing") return { bytes: new Uint8Array(0) };
     return { message: a.message };
   };
-  const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }))));
+  const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }, LIVE))));
   const codeOf = (a: FuseAckResult) => (a.kind === "ok" ? 0 : a.kind === "readOnly" ? PATHS_EROFS : errnoOfMessage(a.message));
   const refuseLarge = (path: string, size: number | bigint) => {
     log(`/fuse/mount ${id}: /${path} (${size} bytes) is larger than one message carries (${maxFileBytes} bytes): open refused (EFBIG)`);
     return PATHS_EFBIG;
   };
-  /** Sends the copy back when it changed; 0 or a negative errno. */
+  /**
+   * Sends the copy back when it changed; 0 or a negative errno. One send at a time per copy: a flush
+   * or release meeting one in flight (another descriptor's close, the kernel's release after a
+   * flush) waits for it and then sends again if the copy is still not stored, so it never reports
+   * success for bytes whose send is failing meanwhile.
+   */
   const writeBack = async (path: string, copy: Copy): Promise<number> => {
+    while (copy.sending) await copy.sending;
     if (copy.refused) return PATHS_EFBIG;
     if (!copy.dirty || copy.removed) return 0;
     if (readonly) return PATHS_EROFS;
     if (copy.size > maxFileBytes) return refuseLarge(path, copy.size);
+    const run = send(path, copy);
+    copy.sending = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await run;
+    } finally {
+      copy.sending = undefined;
+    }
+  };
+  const send = async (path: string, copy: Copy): Promise<number> => {
     copy.dirty = false;
     const sent = await store(path, await copy.all()).catch((error) => {
       copy.dirty = true;
@@ -211,7 +238,7 @@ export function wholeFileHandlers(
       return 0;
     }
     present();
-    const s = answered(await asks.fuseStat({ id, path }));
+    const s = answered(await asks.fuseStat({ id, path }, LIVE));
     if (s.variant === "Failed") return errnoOfMessage(s.message);
     if (s.variant === "Stat" && s.size > BigInt(maxFileBytes)) return refuseLarge(path, s.size);
     if (s.variant === "Missing" && path !== "") return PATHS_ENOENT;
@@ -330,14 +357,14 @@ export function wholeFileHandlers(
     },
     async list(path) {
       present();
-      const a = answered(await asks.fuseList({ id, path }));
+      const a = answered(await asks.fuseList({ id, path }, LIVE));
       if (a.variant === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
       return a.variant === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
     async remove(path) {
       if (readonly) return READ_ONLY;
       present();
-      const done = ack(answered(await asks.fuseRemove({ id, path })));
+      const done = ack(answered(await asks.fuseRemove({ id, path }, LIVE)));
       if (done.kind === "ok") {
         times.delete(path);
         const copy = copies.get(path);
@@ -354,7 +381,7 @@ export function wholeFileHandlers(
         if (code !== 0) return { kind: "error", message: "EIO: the open file could not be sent before its rename" };
       }
       present();
-      const done = ack(answered(await asks.fuseRename({ id, from, to })));
+      const done = ack(answered(await asks.fuseRename({ id, from, to }, LIVE)));
       if (done.kind === "ok") {
         const prefix = from + "/";
         for (const [key, value] of [...times]) {
@@ -377,13 +404,13 @@ export function wholeFileHandlers(
     mkdir: async (path) => {
       if (readonly) return READ_ONLY;
       present();
-      const done = ack(answered(await asks.fuseMkdir({ id, path })));
+      const done = ack(answered(await asks.fuseMkdir({ id, path }, LIVE)));
       if (done.kind === "ok") touched(path);
       return done;
     },
     async stat(path) {
       present();
-      const a = answered(await asks.fuseStat({ id, path }));
+      const a = answered(await asks.fuseStat({ id, path }, LIVE));
       if (a.variant === "Failed") return { kind: "error", message: a.message };
       // On a file mount, nothing held yet is an empty file.
       if (a.variant === "Missing") return path === "" ? { kind: "stat", stat: stat(path, "file", 0n) } : { kind: "missing" };

@@ -59,6 +59,9 @@ export class PostgresPairs {
           return socket.writableLength;
         },
         write: (bytes, flushed) => void socket.write(bytes, flushed),
+        // What one read back from disk holds leaves in one writev.
+        cork: () => socket.cork(),
+        uncork: () => socket.uncork(),
       },
       (why) => {
         if (pair.socketClosed) return;

@@ -2,10 +2,12 @@
 // connection) and the routing of the channels the provider opens on the begun scope.
 import {
   ToolsBeginChannelRequestError,
+  checkToolDeclarations,
   decodeToolsBeginChannelRequest,
   encodeToolsBeginResponse,
   type ContainerProxyRequest,
   type ToolsBeginChannelRequest,
+  type ToolDeclarations,
 } from "@diverge/codec";
 import { checkMcp } from "@diverge/codec/mcp";
 import type { Responder } from "@diverge/multiplexer";
@@ -57,14 +59,18 @@ async function answerBegin({ options, signal }: ConnectionServices, responder: R
   if (responder.finished) return;
   if (answer.ok) {
     const tools = parseJson(answer.body);
-    if (Array.isArray(tools)) {
-      responder.respond(encodeToolsBeginResponse({ variant: "Begun", tools }));
+    // ToolDeclarations as the spec types them (agents.md §3.3: each an object with its `name`), relayed as the
+    // program wrote them: what the provider's decoder would refuse is refused here, with why.
+    const problem = Array.isArray(tools) ? checkToolDeclarations(tools) : undefined;
+    if (Array.isArray(tools) && problem === undefined) {
+      responder.respond(encodeToolsBeginResponse({ variant: "Begun", tools: tools as ToolDeclarations }));
       begun();
       options.log(`begun with ${tools.length} tool(s)`);
       return;
     }
-    options.log("the program declared no JSON array of tools; the connection is not begun");
-    responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error: "the program declared no JSON array of tools", status: answer.status } }));
+    const error = problem === undefined ? "the program declared no JSON array of tools" : `the program declared tools a provider cannot read: ${problem}`;
+    options.log(`${error}; the connection is not begun`);
+    responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error, status: answer.status } }));
     return responder.finish();
   }
   options.log(`the program refused the begin (HTTP ${answer.status ?? "unreachable"}); the connection is not begun`);
