@@ -2,24 +2,26 @@
 // consumer project (project/discriminant.ts) is compiled against the installed codec tarball with
 // TypeScript 5.9: it switches on `.variant` over unions the spec names by `type`, `kind`,
 // `endpoint`, `ask`, `ack` and `answer`, and a @ts-expect-error on each old name proves it is gone
-// (an unused directive fails the compile). The compiled program then runs on Node.
+// (an unused directive fails the compile). The compiled program then runs on Node. TypeScript 5.9
+// compiles and runs it; TypeScript 7 (what `npm i -D typescript` installs now) checks it too.
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, inject, it } from "vitest";
 import { cleanEnv } from "./global-setup.js";
 
-const { project } = inject("consumer");
+const { project, tsc } = inject("consumer");
 const run = promisify(execFile);
 
+const compile = (version: keyof typeof tsc, ...args: string[]): Promise<string> =>
+  run(process.execPath, [tsc[version], "-p", "tsconfig.discriminant.json", ...args], { cwd: project, env: cleanEnv() }).then(
+    (r) => `${r.stdout}${r.stderr}`,
+    (e: { stdout?: string; stderr?: string }) => `${e.stdout ?? ""}${e.stderr ?? ""}` || String(e),
+  );
+
 describe("one discriminant for every codec union", () => {
-  it("compiles a program switching on .variant, with every old member name refused, and runs it", { timeout: 120_000 }, async () => {
-    const tsc = join(project, "node_modules", "typescript", "bin", "tsc");
-    const compiled = await run(process.execPath, [tsc, "-p", "tsconfig.discriminant.json"], { cwd: project, env: cleanEnv() }).then(
-      (r) => `${r.stdout}${r.stderr}`,
-      (e: { stdout?: string; stderr?: string }) => `${e.stdout ?? ""}${e.stderr ?? ""}` || String(e),
-    );
-    expect(compiled).toBe("");
+  it("TypeScript 5.9 compiles a program switching on .variant, with every old member name refused, and it runs", { timeout: 120_000 }, async () => {
+    expect(await compile("5.9")).toBe("");
     const { stdout } = await run(process.execPath, [join(project, "discriminant-out", "discriminant.js")], { cwd: project, env: cleanEnv() });
     expect(JSON.parse(stdout)).toEqual([
       "frame Request scope 1 payload 1",
@@ -30,5 +32,9 @@ describe("one discriminant for every codec union", () => {
       "fuse read answer Data 2 bytes",
       "filetree Snapshot File a",
     ]);
+  });
+
+  it("TypeScript 7 checks the same program the same way", { timeout: 120_000 }, async () => {
+    expect(await compile("7", "--noEmit")).toBe("");
   });
 });
