@@ -312,6 +312,67 @@ describe("a departed waiter's release", () => {
   }
 });
 
+describe("a departed waiter's release, still in flight", () => {
+  // On the begin scope the proxy itself releases a grant whose program left. A lock of the same key
+  // asked before that release is answered would be granted at once (the container holds the key) and
+  // then ended by the release: the program told 204 would hold nothing, and another container could
+  // take the key (the families soak saw `unlock … 502 the lock on "k2" is not held by this container`).
+  it("is answered before the next lock of the key is asked — multiplexed", { timeout: 60_000 }, async () => {
+    const p = await proxy();
+    const namespace = `releasing-${process.pid}`;
+    const a = await store("container-a", namespace);
+    const b = await store("container-b", namespace);
+    const events: string[] = [];
+    let freeRelease = () => {};
+    const releaseHeld = new Promise<void>((resolve) => (freeRelease = resolve));
+    const handlers = a.handlers();
+    await provide(p, "multiplexed", {
+      ...handlers,
+      vaultLock: async (ask, context) => {
+        events.push("lock asked");
+        return handlers.vaultLock(ask, context);
+      },
+      // The release is held at the provider until the test lets it go.
+      vaultUnlock: async (ask, context) => {
+        events.push("unlock asked");
+        await releaseHeld;
+        const answer = await handlers.vaultUnlock(ask, context);
+        events.push("unlock answered");
+        return answer;
+      },
+    });
+    const waitUntil = async (done: () => boolean) => {
+      while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
+    };
+    expect(await b.lock("k", 3600)).toEqual({ variant: "Done" });
+    // A program of A waits behind B and leaves; B unlocks; A's grant comes for nobody and is released.
+    const program = new AbortController();
+    const first = fetch(`http://127.0.0.1:${p.programPort}/vault/k/lock?ttl=3600`, { method: "POST", signal: program.signal }).catch(() => undefined);
+    await waitUntil(() => a.lockAttempts >= 2);
+    program.abort();
+    await first;
+    expect(await b.unlock("k")).toEqual({ variant: "Done" });
+    await waitUntil(() => events.includes("unlock asked"));
+    // Another program of A asks while the release is held: its lock is not asked yet.
+    const second = raw(p.programPort, "POST", "/vault/k/lock?ttl=30");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(events).toEqual(["lock asked", "unlock asked"]);
+    freeRelease();
+    expect((await second).status).toBe(204);
+    expect(events).toEqual(["lock asked", "unlock asked", "unlock answered", "lock asked"]);
+    // It holds the key for real: B waits, and the program's unlock is its own.
+    const before = b.lockAttempts;
+    const next = b.lock("k", 30);
+    let nextSettled = false;
+    void next.then(() => (nextSettled = true));
+    await waitUntil(() => b.lockAttempts >= before + 2 || nextSettled);
+    expect(nextSettled).toBe(false);
+    expect(await raw(p.programPort, "POST", "/vault/k/unlock")).toEqual({ status: 204, text: "" });
+    expect(await next).toEqual({ variant: "Done" });
+    expect(await b.unlock("k")).toEqual({ variant: "Done" });
+  });
+});
+
 describe("the vault's ttl", () => {
   for (const transport of TRANSPORTS) {
     it(`of 0 is refused with 400, the text saying from 1, and not asked — ${transport}`, { timeout: 30_000 }, async () => {
