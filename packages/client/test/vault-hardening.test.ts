@@ -212,6 +212,23 @@ describe("a PUT whose ask is over the proxy's message limit", () => {
   }
 });
 
+async function waitUntil(done: () => boolean): Promise<void> {
+  while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** `k` is held by a program of the proxy `p`: the other container's lock waits (it looks, and looks again) until the program unlocks it. */
+async function expectHeldByProgram(p: RunningProxy, other: PostgresVault): Promise<void> {
+  const before = other.lockAttempts;
+  const next = other.lock("k", 30);
+  let nextSettled = false;
+  void next.then(() => (nextSettled = true));
+  await waitUntil(() => other.lockAttempts >= before + 2 || nextSettled);
+  expect(nextSettled).toBe(false);
+  expect(await raw(p.programPort, "POST", "/vault/k/unlock")).toEqual({ status: 204, text: "" });
+  expect(await next).toEqual({ variant: "Done" });
+  expect(await other.unlock("k")).toEqual({ variant: "Done" });
+}
+
 describe("a lock whose program left while waiting", () => {
   for (const transport of TRANSPORTS) {
     it(`is released as soon as it is granted, never held for its TTL — ${transport}`, { timeout: 60_000 }, async () => {
@@ -276,9 +293,6 @@ describe("a departed waiter's release", () => {
           }
         },
       });
-      const waitUntil = async (done: () => boolean) => {
-        while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
-      };
       expect(await b.lock("k", 3600)).toEqual({ variant: "Done" });
       // A1 waits behind B and leaves.
       const program = new AbortController();
@@ -297,17 +311,8 @@ describe("a departed waiter's release", () => {
       tellA1();
       // A release, were one made, is made now (a hang guard, not an assertion).
       await settledWithin(released, 2000);
-      // A2 holds k: B's next lock waits (it looks, and looks again)...
-      const before = b.lockAttempts;
-      const next = b.lock("k", 30);
-      let nextSettled = false;
-      void next.then(() => (nextSettled = true));
-      await waitUntil(() => b.lockAttempts >= before + 2 || nextSettled);
-      expect(nextSettled).toBe(false);
-      // ...until A2 unlocks it.
-      expect(await raw(p.programPort, "POST", "/vault/k/unlock")).toEqual({ status: 204, text: "" });
-      expect(await next).toEqual({ variant: "Done" });
-      expect(await b.unlock("k")).toEqual({ variant: "Done" });
+      // A2 holds k: B's next lock waits until A2 unlocks it.
+      await expectHeldByProgram(p, b);
     });
   }
 });
@@ -341,9 +346,6 @@ describe("a departed waiter's release, still in flight", () => {
         return answer;
       },
     });
-    const waitUntil = async (done: () => boolean) => {
-      while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
-    };
     expect(await b.lock("k", 3600)).toEqual({ variant: "Done" });
     // A program of A waits behind B and leaves; B unlocks; A's grant comes for nobody and is released.
     const program = new AbortController();
@@ -360,16 +362,8 @@ describe("a departed waiter's release, still in flight", () => {
     freeRelease();
     expect((await second).status).toBe(204);
     expect(events).toEqual(["lock asked", "unlock asked", "unlock answered", "lock asked"]);
-    // It holds the key for real: B waits, and the program's unlock is its own.
-    const before = b.lockAttempts;
-    const next = b.lock("k", 30);
-    let nextSettled = false;
-    void next.then(() => (nextSettled = true));
-    await waitUntil(() => b.lockAttempts >= before + 2 || nextSettled);
-    expect(nextSettled).toBe(false);
-    expect(await raw(p.programPort, "POST", "/vault/k/unlock")).toEqual({ status: 204, text: "" });
-    expect(await next).toEqual({ variant: "Done" });
-    expect(await b.unlock("k")).toEqual({ variant: "Done" });
+    // It holds the key for real: B waits until the program unlocks it.
+    await expectHeldByProgram(p, b);
   });
 });
 
