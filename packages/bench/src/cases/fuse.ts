@@ -148,8 +148,8 @@ async function rssWhileMoving(proxy: Child, dir: string, bytes: number): Promise
       await sleep(50);
     }
   })();
-  const kib = Math.ceil(bytes / 1024);
-  const r = await sh(`dd if=/dev/zero of=rss.bin bs=1024 count=${kib} conv=fsync status=none && cat rss.bin > /dev/null && rm rss.bin`, dir);
+  // 64 KiB writes (a program's usual buffer), the last one short: the file is `bytes` long.
+  const r = await sh(`head -c ${bytes} /dev/zero | dd of=rss.bin bs=65536 iflag=fullblock conv=fsync status=none && cat rss.bin > /dev/null && rm rss.bin`, dir);
   done = true;
   await sampler;
   if (r.code !== 0) return { bytes, failed: r.stderr.trim().split("\n").slice(-1)[0] || `exit ${r.code}` };

@@ -37,6 +37,12 @@ export class VaultApi {
    */
   private readonly live = new Map<string, LiveLocks>();
   private grants = 0;
+  /**
+   * By key, the release of a departed waiter's grant, until the provider answers it. A lock of that
+   * key is asked only after: asked before, it could be granted at once as the container's re-lock and
+   * then ended by the release, so a program would be told it holds a lock nobody holds.
+   */
+  private readonly releasing = new Map<string, Promise<void>>();
 
   private entry(key: string): LiveLocks {
     let entry = this.live.get(key);
@@ -53,7 +59,16 @@ export class VaultApi {
     if (asked) entry.release = true;
     if (entry.held.length > 0 || entry.waiting > 0) return;
     this.live.delete(key);
-    if (entry.release) void this.asks.vaultUnlock({ key });
+    if (!entry.release) return;
+    const released: Promise<void> = this.asks.vaultUnlock({ key }).then(
+      () => {
+        if (this.releasing.get(key) === released) this.releasing.delete(key);
+      },
+      () => {
+        if (this.releasing.get(key) === released) this.releasing.delete(key);
+      },
+    );
+    this.releasing.set(key, released);
   }
 
   constructor(
@@ -115,6 +130,8 @@ export class VaultApi {
         };
         // A program that leaves while waiting no longer awaits the key.
         controller.signal.addEventListener("abort", () => (stopWaiting(), this.releaseDeparted(key, false)), { once: true });
+        for (let release = this.releasing.get(key); release; release = this.releasing.get(key)) await release;
+        if (controller.signal.aborted) return; // Gone while a release was answered: nothing was asked.
         try {
           outcome = await this.asks.vaultLock(
             { key, ttl: Number(ttlText) },
