@@ -22,7 +22,7 @@ const CLIENT_TYPES = ["Authorization", "Request", undefined, undefined, "Channel
 const CLIENT_TAGS: Record<string, number> = { Authorization: 0, Request: 1, ChannelRequest: 4, ChannelResponse: 5, ChannelResponseFinish: 6 };
 
 export interface DvClientFrame {
-  type: string;
+  variant: string;
   scope: number;
   channel: number;
   payload?: Uint8Array;
@@ -32,7 +32,7 @@ export function dvEncodeClientFrame(value: DvClientFrame): Uint8Array {
   const payload = value.payload;
   const out = new Uint8Array(9 + (payload ? payload.length : 0));
   const view = new DataView(out.buffer);
-  view.setUint8(0, CLIENT_TAGS[value.type]!);
+  view.setUint8(0, CLIENT_TAGS[value.variant]!);
   view.setUint32(1, value.scope);
   view.setUint32(5, value.channel);
   if (payload) out.set(payload, 9);
@@ -46,8 +46,8 @@ export function dvDecodeClientFrame(bytes: Uint8Array): DvClientFrame {
   if (type === undefined) throw new RangeError("unknown frame type");
   const scope = view.getUint32(1);
   const channel = view.getUint32(5);
-  if (type === "ChannelResponseFinish") return { type, scope, channel };
-  return { type, scope, channel, payload: bytes.subarray(9) };
+  if (type === "ChannelResponseFinish") return { variant: type, scope, channel };
+  return { variant: type, scope, channel, payload: bytes.subarray(9) };
 }
 
 // ---- proxy/requests/ask, the fixed kind: [channel u32 BE][kind u8] (Postgres = 11, no payload)
@@ -60,12 +60,12 @@ export function dvEncodeAskPostgres(value: { channel: number }): Uint8Array {
   return out;
 }
 
-export function dvDecodeAskHeader(bytes: Uint8Array): { kind: string; channel: number } {
+export function dvDecodeAskHeader(bytes: Uint8Array): { variant: string; channel: number } {
   if (bytes.length < 5) throw new RangeError("ask is shorter than its header");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const channel = view.getUint32(0);
   if (view.getUint8(4) !== 11) throw new RangeError("not a postgres ask");
-  return { kind: "Postgres", channel };
+  return { variant: "Postgres", channel };
 }
 
 // ---- The same three frames with shifts on the bytes instead of a DataView: the other way a person
@@ -91,7 +91,7 @@ export function shEncodeClientFrame(value: DvClientFrame): Uint8Array {
   const out = new Uint8Array(9 + (payload ? payload.length : 0));
   const s = value.scope;
   const c = value.channel;
-  out[0] = CLIENT_TAGS[value.type]!;
+  out[0] = CLIENT_TAGS[value.variant]!;
   out[1] = s >>> 24;
   out[2] = s >>> 16;
   out[3] = s >>> 8;
@@ -110,8 +110,8 @@ export function shDecodeClientFrame(bytes: Uint8Array): DvClientFrame {
   if (type === undefined) throw new RangeError("unknown frame type");
   const scope = ((bytes[1]! << 24) | (bytes[2]! << 16) | (bytes[3]! << 8) | bytes[4]!) >>> 0;
   const channel = ((bytes[5]! << 24) | (bytes[6]! << 16) | (bytes[7]! << 8) | bytes[8]!) >>> 0;
-  if (type === "ChannelResponseFinish") return { type, scope, channel };
-  return { type, scope, channel, payload: bytes.subarray(9) };
+  if (type === "ChannelResponseFinish") return { variant: type, scope, channel };
+  return { variant: type, scope, channel, payload: bytes.subarray(9) };
 }
 
 export function shEncodeAskPostgres(value: { channel: number }): Uint8Array {
@@ -125,11 +125,11 @@ export function shEncodeAskPostgres(value: { channel: number }): Uint8Array {
   return out;
 }
 
-export function shDecodeAskHeader(bytes: Uint8Array): { kind: string; channel: number } {
+export function shDecodeAskHeader(bytes: Uint8Array): { variant: string; channel: number } {
   if (bytes.length < 5) throw new RangeError("ask is shorter than its header");
   const channel = ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
   if (bytes[4] !== 11) throw new RangeError("not a postgres ask");
-  return { kind: "Postgres", channel };
+  return { variant: "Postgres", channel };
 }
 
 // ---- JSON frames (case 2): the bare way, [tag u8][JSON …]

@@ -26,14 +26,14 @@ describe("the hand-written baselines", () => {
     expect(base.dvDecodePostgres(bytes)).toEqual(decodePostgresRequest(bytes));
     expect(base.shDecodePostgres(bytes)).toEqual(decodePostgresRequest(bytes));
 
-    const frame = { type: "ChannelResponse", scope: 7, channel: 0x01020304, payload: new Uint8Array(16).fill(0x61) } as const;
+    const frame = { variant: "ChannelResponse", scope: 7, channel: 0x01020304, payload: new Uint8Array(16).fill(0x61) } as const;
     const frameBytes = encodeClientFrame(frame);
     expect(base.dvEncodeClientFrame(frame)).toEqual(frameBytes);
     expect(base.shEncodeClientFrame(frame)).toEqual(frameBytes);
     expect(base.dvDecodeClientFrame(frameBytes)).toEqual(decodeClientFrame(frameBytes));
     expect(base.shDecodeClientFrame(frameBytes)).toEqual(decodeClientFrame(frameBytes));
 
-    const ask = { kind: "Postgres", channel: 0x0a0b0c0d } as const;
+    const ask = { variant: "Postgres", channel: 0x0a0b0c0d } as const;
     const askBytes = encodeRequestsAsk(ask);
     expect(base.dvEncodeAskPostgres(ask)).toEqual(askBytes);
     expect(base.shEncodeAskPostgres(ask)).toEqual(askBytes);

@@ -36,16 +36,16 @@ async function standIn(script: Script): Promise<{ connection: MultiplexedConnect
     socket.on("error", () => {});
     socket.on("message", (data: Buffer) => {
       const frame = decodeClientFrame(new Uint8Array(data));
-      if (frame.type === "Request") {
-        socket.send(encodeServerFrame({ type: "Response", scope: frame.scope, channel: 0, payload: encodeToolsBeginResponse({ variant: "Begun", tools: [] }) }));
+      if (frame.variant === "Request") {
+        socket.send(encodeServerFrame({ variant: "Response", scope: frame.scope, channel: 0, payload: encodeToolsBeginResponse({ variant: "Begun", tools: [] }) }));
         return;
       }
-      if (frame.type !== "ChannelRequest") return;
+      if (frame.variant !== "ChannelRequest") return;
       const request = decodeToolsBeginChannelRequest(frame.payload);
       requests.push(request);
       const plan = script(request);
-      for (const payload of plan.send) socket.send(encodeServerFrame({ type: "ChannelResponse", scope: frame.scope, channel: frame.channel, payload }));
-      if (plan.then === "finish") socket.send(encodeServerFrame({ type: "ChannelResponseFinish", scope: frame.scope, channel: frame.channel }));
+      for (const payload of plan.send) socket.send(encodeServerFrame({ variant: "ChannelResponse", scope: frame.scope, channel: frame.channel, payload }));
+      if (plan.then === "finish") socket.send(encodeServerFrame({ variant: "ChannelResponseFinish", scope: frame.scope, channel: frame.channel }));
       else if (plan.then === "drop") setTimeout(() => socket.terminate(), 20);
     });
   });

@@ -120,7 +120,7 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
       const running = connect([...flags(proxy), "--mount", `/work=${provider}`, "--mount", `data/shared=${shared}:ro`, "--watch-tree", "--ignore", "/skip"]);
       await running.waitFor("mounted /data/shared from");
       const snapshot = await running.waitForFrame(() => true);
-      expect(snapshot.kind).toBe("Snapshot");
+      expect(snapshot.variant).toBe("Snapshot");
       const names = snapshot.children.map((node: { name: string }) => node.name).sort();
       // --ignore'd paths and the command's own mounts are left out; the mount's parent is there.
       expect(names).toEqual(["DIVERGE.md", "data", "kept.txt"]);
@@ -148,8 +148,8 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
       // A change under an ignored path says nothing; one elsewhere is one delta.
       await writeFile(join(root, "skip", "quiet.txt"), "x");
       await writeFile(join(root, "added.txt"), "new");
-      const inserted = await running.waitForFrame((frame) => frame.kind !== "Snapshot" && frame.path?.[0] === "added.txt");
-      expect(inserted).toMatchObject({ kind: expect.stringMatching(/^(Inserted|Modified)$/), path: ["added.txt"], node: { kind: "File", name: "added.txt" } });
+      const inserted = await running.waitForFrame((frame) => frame.variant !== "Snapshot" && frame.path?.[0] === "added.txt");
+      expect(inserted).toMatchObject({ variant: expect.stringMatching(/^(Inserted|Modified)$/), path: ["added.txt"], node: { variant: "File", name: "added.txt" } });
       expect(running.frames().some((frame) => JSON.stringify(frame).includes("quiet.txt"))).toBe(false);
       // Nothing the program did inside the mounts is in the tree.
       expect(running.frames().some((frame) => JSON.stringify(frame).includes("made.txt"))).toBe(false);
@@ -178,13 +178,13 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
     await writeFile(join(root, "outside.txt"), "o");
     const running = connect(["--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--watch-tree", "/src", "--quiet"]);
     const snapshot = await running.waitForFrame(() => true);
-    expect(snapshot.kind).toBe("Snapshot");
+    expect(snapshot.variant).toBe("Snapshot");
     expect(snapshot.children.map((node: { name: string }) => node.name).sort()).toEqual(["a.ts", "lib"]);
     await writeFile(join(root, "elsewhere.txt"), "x");
     await writeFile(join(root, "src", "lib", "b.ts"), "bb");
-    expect(await running.waitForFrame((frame) => frame.path?.join("/") === "lib/b.ts")).toMatchObject({ node: { kind: "File", name: "b.ts" } });
+    expect(await running.waitForFrame((frame) => frame.path?.join("/") === "lib/b.ts")).toMatchObject({ node: { variant: "File", name: "b.ts" } });
     await rm(join(root, "src"), { recursive: true });
-    await running.waitForFrame((frame) => frame.kind === "Snapshot" && frame.children.length === 0);
+    await running.waitForFrame((frame) => frame.variant === "Snapshot" && frame.children.length === 0);
     expect(running.frames().some((frame) => JSON.stringify(frame).includes("elsewhere"))).toBe(false);
     running.child.kill("SIGTERM");
     expect(await running.exited).toBe(0);

@@ -83,9 +83,9 @@ async function scopeFinishingProxy(): Promise<{ url: string }> {
   server.on("connection", (socket) => {
     socket.on("message", (data: Buffer) => {
       const frame = decodeClientFrame(new Uint8Array(data));
-      if (frame.type !== "Request") return;
-      socket.send(encodeServerFrame({ type: "Response", scope: frame.scope, channel: 0, payload: encodeToolsBeginResponse({ variant: "Begun", tools: [] }) }));
-      socket.send(encodeServerFrame({ type: "ResponseFinish", scope: frame.scope, channel: 0 }));
+      if (frame.variant !== "Request") return;
+      socket.send(encodeServerFrame({ variant: "Response", scope: frame.scope, channel: 0, payload: encodeToolsBeginResponse({ variant: "Begun", tools: [] }) }));
+      socket.send(encodeServerFrame({ variant: "ResponseFinish", scope: frame.scope, channel: 0 }));
     });
   });
   closers.push(

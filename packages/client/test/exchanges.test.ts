@@ -129,7 +129,7 @@ describe("the generated exchange layer over real sockets", () => {
     const p = await proxy();
     const kinds: string[] = [];
     const first = await rawProvider(p, (ask) => {
-      kinds.push(ask.kind);
+      kinds.push(ask.variant);
       if (kinds.length === 2) first.terminate();
     });
     const vault = p.paths.asks.vaultDelete({ key: "gone" });
@@ -143,16 +143,16 @@ describe("the generated exchange layer over real sockets", () => {
     });
     expect(await mcp).toEqual({ type: "answered", answer: { variant: "Result", result: { tools: [] } } });
     // (The notification ask that follows the first MCP exchange is not the vault ask.)
-    expect(again.map((a) => a.kind).filter((k) => k !== "McpNotifications")).toEqual(["McpListTools"]);
+    expect(again.map((a) => a.variant).filter((k) => k !== "McpNotifications")).toEqual(["McpListTools"]);
   });
 
   it("an answer that does not decode is unreadable with the decoder's exact text; an abrupt end of a vault path is lost", async () => {
     const p = await proxy();
     await rawProvider(p, (ask) => {
-      if (ask.kind === "VaultGet") void answer(p, `/vault/get/${ask.channel}`, [new Uint8Array([3])]);
-      if (ask.kind === "VaultSet") void answer(p, `/vault/set/${ask.channel}`, [new Uint8Array([1, 0xff])]);
-      if (ask.kind === "VaultLock") void answer(p, `/vault/lock/${ask.channel}`, [], "abrupt");
-      if (ask.kind === "Command") void answer(p, `/command/${ask.channel}`, [new Uint8Array([0, 0x61]), new Uint8Array([])]);
+      if (ask.variant === "VaultGet") void answer(p, `/vault/get/${ask.channel}`, [new Uint8Array([3])]);
+      if (ask.variant === "VaultSet") void answer(p, `/vault/set/${ask.channel}`, [new Uint8Array([1, 0xff])]);
+      if (ask.variant === "VaultLock") void answer(p, `/vault/lock/${ask.channel}`, [], "abrupt");
+      if (ask.variant === "Command") void answer(p, `/command/${ask.channel}`, [new Uint8Array([0, 0x61]), new Uint8Array([])]);
     });
     const get = await p.paths.asks.vaultGet({ key: "k" });
     expect(get.type === "unreadable" ? get.error.message : get).toBe("unknown vault response kind 3");
@@ -174,7 +174,7 @@ describe("the generated exchange layer over real sockets", () => {
     giveUp.abort();
     expect(await pending).toEqual({ type: "aborted" });
     const kinds: string[] = [];
-    await rawProvider(p, (ask) => kinds.push(ask.kind));
+    await rawProvider(p, (ask) => kinds.push(ask.variant));
     const served = p.paths.asks.vaultDelete({ key: "now" });
     await delay(100);
     expect(kinds).toEqual(["VaultDelete"]);

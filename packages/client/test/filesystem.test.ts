@@ -93,10 +93,10 @@ describe.each(transports)("filesystem over %s", (_name, connect) => {
     expect(tree.paths()).toEqual(["src", "src/a.ts"]);
     await writeFile(join(root, "src", "b.ts"), "bb");
     await waitFor(frames, tree, (t) => t.get(["src", "b.ts"]) !== undefined);
-    expect(tree.get(["src", "b.ts"])).toMatchObject({ kind: "File", size: 2n });
+    expect(tree.get(["src", "b.ts"])).toMatchObject({ variant: "File", size: 2n });
     // One path type: each path paths() gives is one get() takes as it is (issue 26 §3).
     for (const path of tree.paths()) expect(tree.get(path), path).toEqual(tree.get(path.split("/")));
-    expect(tree.get("src/b.ts")).toMatchObject({ kind: "File", size: 2n });
+    expect(tree.get("src/b.ts")).toMatchObject({ variant: "File", size: 2n });
     await rm(join(root, "src", "a.ts"));
     await waitFor(frames, tree, (t) => t.get(["src", "a.ts"]) === undefined);
     stream.stop();
@@ -225,7 +225,7 @@ describe("diverge fs (paths transport)", () => {
     const tree = await run(process.execPath, [cli, "fs", "tree", "--count", "1", "--ignore", "notes", "--proxy", url]);
     const frames = tree.stdout.trim().split("\n").map((line) => JSON.parse(line));
     expect(frames).toHaveLength(1);
-    expect(frames[0]).toMatchObject({ kind: "Snapshot", children: [{ kind: "File", name: "data.bin", size: content.length }] });
+    expect(frames[0]).toMatchObject({ variant: "Snapshot", children: [{ variant: "File", name: "data.bin", size: content.length }] });
     // An error is one line on stderr and exit 7 (the exchange failed; 1 is kept for the unexpected).
     const failed = await run(process.execPath, [cli, "fs", "read", "/missing", "--proxy", url]).catch((error: { code: number; stderr: string }) => error);
     expect(failed).toMatchObject({ code: 7, stderr: "/filesystem/read: open: No such file or directory (os error 2)\n" });

@@ -148,9 +148,9 @@ describe("the daemon pair", () => {
             record.frames.push(Buffer.from(frame).toString("hex"));
             // A daemon client frame is a Frames-layer client frame.
             const request = decodeClientFrame(frame);
-            if (request.type === "Request") {
-              half.send(encodeServerFrame({ type: "Response", scope: request.scope, channel: 0, payload: new Uint8Array([0]) }));
-              half.send(encodeServerFrame({ type: "ResponseFinish", scope: request.scope, channel: 0 }));
+            if (request.variant === "Request") {
+              half.send(encodeServerFrame({ variant: "Response", scope: request.scope, channel: 0, payload: new Uint8Array([0]) }));
+              half.send(encodeServerFrame({ variant: "ResponseFinish", scope: request.scope, channel: 0 }));
             }
           },
           end: (served) => record.ended.push(served),
@@ -163,14 +163,14 @@ describe("the daemon pair", () => {
     const closed = new Promise<number>((resolve) => program.on("close", (code) => resolve(code)));
     program.on("message", (data: Buffer) => received.push(data.toString("hex")));
     await new Promise((resolve) => program.once("open", resolve));
-    const request = encodeClientFrame({ type: "Request", scope: 9, channel: 0, payload: new Uint8Array([0x0b]) });
+    const request = encodeClientFrame({ variant: "Request", scope: 9, channel: 0, payload: new Uint8Array([0x0b]) });
     program.send(request);
-    program.send(encodeClientFrame({ type: "ChannelRequest", scope: 9, channel: 3, payload: new Uint8Array([1, 2]) }));
+    program.send(encodeClientFrame({ variant: "ChannelRequest", scope: 9, channel: 3, payload: new Uint8Array([1, 2]) }));
     await waitFor(() => received.length === 2);
     expect(received).toEqual(["02000000090000000000", "030000000900000000"]);
     expect(accepted[0]!.frames).toEqual(["010000000900000000" + "0b", "04000000090000000301" + "02"]);
     // An auth frame never passes: the proxy closes the program's socket and finishes the provider's half.
-    program.send(encodeClientFrame({ type: "Authorization", scope: 0, channel: 0, payload: new Uint8Array([0]) }));
+    program.send(encodeClientFrame({ variant: "Authorization", scope: 0, channel: 0, payload: new Uint8Array([0]) }));
     expect(await closed).toBe(1008);
     await waitFor(() => accepted[0]!.ended.length === 1);
     expect(accepted[0]!.frames).toHaveLength(2);

@@ -37,7 +37,7 @@ async function program(proxy: RunningProxy): Promise<Client> {
 /** A provider holding /requests, recording the kinds asked there. */
 function requestsProvider(proxy: RunningProxy, handlers: ProxyHandlers): string[] {
   const kinds: string[] = [];
-  const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers, { onEvent: (event) => event.type === "ask" && kinds.push(event.ask.kind) });
+  const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, handlers, { onEvent: (event) => event.type === "ask" && kinds.push(event.ask.variant) });
   cleanups.push(() => connection.close());
   return kinds;
 }

@@ -85,27 +85,27 @@ export async function rawMultiplexedProvider(port: number): Promise<RawMultiplex
   socket.on("message", (data: Buffer, isBinary: boolean) => {
     if (!isBinary) return;
     const frame = decodeServerFrame(new Uint8Array(data));
-    if (frame.type === "Response" && frame.scope === 1) return begun?.(frame);
-    if (frame.type === "ChannelResponse" && frame.scope === 1) return void mine.get(frame.channel)?.responses.push(frame.payload);
-    if (frame.type === "ChannelResponseFinish" && frame.scope === 1) {
+    if (frame.variant === "Response" && frame.scope === 1) return begun?.(frame);
+    if (frame.variant === "ChannelResponse" && frame.scope === 1) return void mine.get(frame.channel)?.responses.push(frame.payload);
+    if (frame.variant === "ChannelResponseFinish" && frame.scope === 1) {
       const channel = mine.get(frame.channel);
       mine.delete(frame.channel);
       return channel?.finished(channel.responses);
     }
-    if (frame.type !== "ChannelRequest" || frame.scope !== 1) return;
+    if (frame.variant !== "ChannelRequest" || frame.scope !== 1) return;
     const channel = frame.channel;
     asks.push({
       tag: frame.payload[0]!,
       async answer(messages, ending = "clean") {
-        for (const payload of messages) socket.send(encodeClientFrame({ type: "ChannelResponse", scope: 1, channel, payload }));
-        if (ending === "clean") socket.send(encodeClientFrame({ type: "ChannelResponseFinish", scope: 1, channel }));
+        for (const payload of messages) socket.send(encodeClientFrame({ variant: "ChannelResponse", scope: 1, channel, payload }));
+        if (ending === "clean") socket.send(encodeClientFrame({ variant: "ChannelResponseFinish", scope: 1, channel }));
         else socket.terminate();
       },
     });
   });
   await opened(socket);
   const response = new Promise<ServerFrame>((resolve) => (begun = resolve));
-  socket.send(encodeClientFrame({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Hello" } } }) }));
+  socket.send(encodeClientFrame({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: { greeting: "Hello" } } }) }));
   const answer = (await response) as { payload: Uint8Array };
   const decoded = decodeToolsBeginResponse(answer.payload);
   if (decoded.variant !== "Begun") throw new Error(`the begin was not answered Begun: ${JSON.stringify(decoded)}`);
@@ -116,7 +116,7 @@ export async function rawMultiplexedProvider(port: number): Promise<RawMultiplex
       const channel = nextChannel++;
       return new Promise((resolve) => {
         mine.set(channel, { responses: [], finished: resolve });
-        socket.send(encodeClientFrame({ type: "ChannelRequest", scope: 1, channel, payload }));
+        socket.send(encodeClientFrame({ variant: "ChannelRequest", scope: 1, channel, payload }));
       });
     },
     get open() {

@@ -527,7 +527,7 @@ describe("postgres: the program's database connection, carried by the provider o
       expect(await query).toMatch(/Connection terminated/);
       // A new provider (on /requests: / is once per proxy life) is not asked for the lost connection.
       const asked: string[] = [];
-      const next = connectProxy(`ws://127.0.0.1:${proxy.port}`, {}, { onEvent: (event) => event.type === "ask" && asked.push(event.ask.kind) });
+      const next = connectProxy(`ws://127.0.0.1:${proxy.port}`, {}, { onEvent: (event) => event.type === "ask" && asked.push(event.ask.variant) });
       cleanups.push(() => next.close());
       await next.whenConnected({ timeoutMs: 10_000 });
       await new Promise((resolve) => setTimeout(resolve, 300));

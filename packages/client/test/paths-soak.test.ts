@@ -79,7 +79,7 @@ const PATHS: Record<string, string> = {
 };
 
 function idOf(ask: RequestsAsk): string | undefined {
-  switch (ask.kind) {
+  switch (ask.variant) {
     case "McpListTools":
     case "McpListResources":
       return ask.params?.cursor;
@@ -97,7 +97,7 @@ function errorCodeOf(id: string): number {
 }
 
 function resultFrame(ask: RequestsAsk, id: string): Uint8Array {
-  switch (ask.kind) {
+  switch (ask.variant) {
     case "McpListTools":
       return encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [{ name: id, inputSchema: { type: "object" } }] } });
     case "McpListResources":
@@ -188,8 +188,8 @@ class FaultyProvider {
   }
 
   private async onAsk(ask: RequestsAsk, connection: number): Promise<void> {
-    const path = `${PATHS[ask.kind]}/${ask.channel}`;
-    if (ask.kind === "McpNotifications") return this.stream(ask, connection, path);
+    const path = `${PATHS[ask.variant]}/${ask.channel}`;
+    if (ask.variant === "McpNotifications") return this.stream(ask, connection, path);
     const record: Handled = { ask, id: idOf(ask), connection, outcome: "pending" };
     this.handled.push(record);
     const fault = this.pick();
@@ -373,7 +373,7 @@ describe(`soak (seed ${SEED}, ${CALLS} calls)`, () => {
       expect(asks[asks.length - 1]).toBe(terminal[0]);
       for (let k = 1; k < asks.length; k++) {
         expect(asks[k]!.ask.channel).toBeGreaterThan(asks[k - 1]!.ask.channel);
-        expect(asks[k]!.ask).toMatchObject({ kind: asks[0]!.ask.kind });
+        expect(asks[k]!.ask).toMatchObject({ variant: asks[0]!.ask.variant });
       }
       reasked += asks.length - 1;
       expect(outcome, id).toEqual(expectedOf(terminal[0]!.outcome as Fault, id));

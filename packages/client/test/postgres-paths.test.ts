@@ -34,7 +34,7 @@ async function proxy(): Promise<RunningProxy> {
 
 function provider(running: RunningProxy, target: string): { connection: PathsConnection; kinds: string[] } {
   const kinds: string[] = [];
-  const connection = connectProxy(`ws://127.0.0.1:${running.port}`, { raw: postgresOverPaths(target) }, { onEvent: (event) => event.type === "ask" && kinds.push(event.ask.kind) });
+  const connection = connectProxy(`ws://127.0.0.1:${running.port}`, { raw: postgresOverPaths(target) }, { onEvent: (event) => event.type === "ask" && kinds.push(event.ask.variant) });
   cleanups.push(() => connection.close());
   return { connection, kinds };
 }

@@ -110,11 +110,11 @@ describe("the vault API on the program port", () => {
     running.push({ close: async () => void requests.terminate() });
     requests.on("message", (data) => {
       const ask = decodeRequestsAsk(new Uint8Array(data as Buffer));
-      kinds.push(ask.kind);
-      const path = new WebSocket(`ws://127.0.0.1:${p.port}/vault/${ask.kind === "VaultGet" ? "get" : "delete"}/${ask.channel}`);
+      kinds.push(ask.variant);
+      const path = new WebSocket(`ws://127.0.0.1:${p.port}/vault/${ask.variant === "VaultGet" ? "get" : "delete"}/${ask.channel}`);
       path.on("error", () => {});
       path.once("open", () => {
-        if (ask.kind === "VaultGet") {
+        if (ask.variant === "VaultGet") {
           path.send(new Uint8Array([7]));
           path.close();
         } else path.terminate();
@@ -142,12 +142,12 @@ async function rawProvider(p: RunningProxy, answer: (kind: string) => Uint8Array
   running.push({ close: async () => void requests.terminate() });
   requests.on("message", (data) => {
     const ask = decodeRequestsAsk(new Uint8Array(data as Buffer));
-    kinds.push(ask.kind);
-    const segment = ask.kind.replace(/^Vault/, "vault/").replace(/^Command$/, "command").toLowerCase();
+    kinds.push(ask.variant);
+    const segment = ask.variant.replace(/^Vault/, "vault/").replace(/^Command$/, "command").toLowerCase();
     const path = new WebSocket(`ws://127.0.0.1:${p.port}/${segment}/${ask.channel}`);
     path.on("error", () => {});
     path.once("open", () => {
-      const messages = answer(ask.kind);
+      const messages = answer(ask.variant);
       if (messages === "abrupt") return path.terminate();
       for (const message of messages) path.send(message);
       path.close();

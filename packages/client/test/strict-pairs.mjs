@@ -50,7 +50,7 @@ async function driver(proxy) {
 async function daemon(proxy) {
   const socket = new WebSocket(`ws://127.0.0.1:${proxy.programPort}/daemon`);
   socket.on("error", () => {});
-  socket.on("open", () => socket.send(encodeClientFrame({ type: "Request", scope: 1, channel: 0, payload: new Uint8Array([0]) })));
+  socket.on("open", () => socket.send(encodeClientFrame({ variant: "Request", scope: 1, channel: 0, payload: new Uint8Array([0]) })));
   await new Promise((resolve) => socket.once("close", resolve));
 }
 

@@ -29,7 +29,7 @@ describe("postcard filetree", () => {
     const frame = decodeFiletreeFrame(nested(POSTCARD_MAX_DEPTH - 1));
     let node = (frame as { children: FiletreeNode[] }).children[0]!;
     let depth = 1;
-    while (node.kind === "Directory" && node.children.length > 0) {
+    while (node.variant === "Directory" && node.children.length > 0) {
       node = node.children[0]!;
       depth++;
     }
@@ -62,22 +62,22 @@ describe("postcard filetree", () => {
 
   it("writes the shortest varints and round-trips u64 extremes exactly", () => {
     for (const size of [0n, 127n, 128n, 300n, (1n << 53n) + 1n, (1n << 64n) - 1n]) {
-      const value = { kind: "Snapshot" as const, children: [{ kind: "File" as const, name: "a", size, created_at: null, modified_at: null }] };
+      const value = { variant: "Snapshot" as const, children: [{ variant: "File" as const, name: "a", size, created_at: null, modified_at: null }] };
       const bytes = encodeFiletreeFrame(value);
       expect(decodeFiletreeFrame(bytes)).toEqual(value);
     }
-    expect(toHex(encodeFiletreeFrame({ kind: "Snapshot", children: [{ kind: "File", name: "a", size: 300n, created_at: null, modified_at: null }] }))).toBe("000100016101ac020000");
+    expect(toHex(encodeFiletreeFrame({ variant: "Snapshot", children: [{ variant: "File", name: "a", size: 300n, created_at: null, modified_at: null }] }))).toBe("000100016101ac020000");
   });
 
   it("refuses to write what is not its type", () => {
-    const bad = (node: unknown) => () => encodeFiletreeFrame({ kind: "Snapshot", children: [node as FiletreeNode] });
-    expect(bad({ kind: "File", name: "a", size: 1 << 20, created_at: null, modified_at: null })).toThrow(EncodeError);
-    expect(bad({ kind: "File", name: "a", size: -1n, created_at: null, modified_at: null })).toThrow(/u64/);
-    expect(bad({ kind: "File", name: "a", size: 1n << 64n, created_at: null, modified_at: null })).toThrow(/u64/);
-    expect(bad({ kind: "Pipe", name: "a" })).toThrow(/unknown kind Pipe/);
+    const bad = (node: unknown) => () => encodeFiletreeFrame({ variant: "Snapshot", children: [node as FiletreeNode] });
+    expect(bad({ variant: "File", name: "a", size: 1 << 20, created_at: null, modified_at: null })).toThrow(EncodeError);
+    expect(bad({ variant: "File", name: "a", size: -1n, created_at: null, modified_at: null })).toThrow(/u64/);
+    expect(bad({ variant: "File", name: "a", size: 1n << 64n, created_at: null, modified_at: null })).toThrow(/u64/);
+    expect(bad({ variant: "Pipe", name: "a" })).toThrow(/unknown variant Pipe/);
     expect(bad(null)).toThrow(/must be an object/);
-    expect(bad({ kind: "Directory", name: "a", created_at: null, modified_at: null, changes: 1, children: [] })).toThrow(/boolean/);
-    expect(bad({ kind: "Symlink", name: "a", path: "etc", created_at: null, modified_at: null })).toThrow(/array/);
+    expect(bad({ variant: "Directory", name: "a", created_at: null, modified_at: null, changes: 1, children: [] })).toThrow(/boolean/);
+    expect(bad({ variant: "Symlink", name: "a", path: "etc", created_at: null, modified_at: null })).toThrow(/array/);
   });
 });
 

@@ -6,7 +6,7 @@ export interface FrameEntry {
   readonly encode: (value: unknown) => Uint8Array;
   /** The frame's own error class: anything else thrown by `decode` is a bug. */
   readonly error: abstract new (...args: never[]) => Error & { readonly variant: string };
-  /** The property naming the variant (`variant`, `type`, `kind`), or undefined for a plain frame. */
+  /** The member a view names the variant in, as the spec does (`variant`, `type`, `kind`, `endpoint`, `ask`, `ack`, `answer`); the codec's values name it `variant`. Undefined for a plain frame. */
   readonly discriminant: string | undefined;
   /** The value fields that hold bytes, per variant name ("" for a plain frame); hex in a view. */
   readonly bytesFields: Readonly<Record<string, readonly string[]>>;

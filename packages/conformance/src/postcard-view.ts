@@ -16,21 +16,34 @@ export interface PostcardView {
 
 type Shape = { fields?: [string, ViewType][]; property?: string; variants?: Record<string, [string, ViewType][]> };
 
-function walk(shapes: PostcardView["shapes"], type: ViewType, value: unknown, leaf: (scalar: string, value: unknown) => unknown): unknown {
+/** The member every codec value names an enum's variant in; a view names it as the spec does (`property`). */
+const VARIANT = "variant";
+
+/**
+ * Walks a value along a view type, applying `leaf` to each scalar. `toView`: a codec value (enums
+ * under `variant`) becomes a view (enums under the spec's `property`), else the other way; the
+ * member stays in its place.
+ */
+function walk(shapes: PostcardView["shapes"], type: ViewType, value: unknown, leaf: (scalar: string, value: unknown) => unknown, toView: boolean): unknown {
   if (typeof type === "string") return leaf(type, value);
-  if ("option" in type) return value === null || value === undefined ? null : walk(shapes, type.option, value, leaf);
+  if ("option" in type) return value === null || value === undefined ? null : walk(shapes, type.option, value, leaf, toView);
   if ("vec" in type) {
     if (!Array.isArray(value)) throw new Error("a sequence must be an array");
-    return value.map((v) => walk(shapes, type.vec, v, leaf));
+    return value.map((v) => walk(shapes, type.vec, v, leaf, toView));
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`${type.ref} must be an object`);
   const shape = shapes[type.ref] as Shape;
   const object = value as Record<string, unknown>;
-  const fields = shape.fields ?? shape.variants?.[String(object[shape.property!])] ?? [];
+  const [from, to] = toView ? [VARIANT, shape.property!] : [shape.property!, VARIANT];
+  const fields = shape.fields ?? shape.variants?.[String(object[from])] ?? [];
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(object)) {
+    if (shape.variants && key === from) {
+      out[to] = v;
+      continue;
+    }
     const field = fields.find(([name]) => name === key);
-    out[key] = field ? walk(shapes, field[1], v, leaf) : v;
+    out[key] = field ? walk(shapes, field[1], v, leaf, toView) : v;
   }
   return out;
 }
@@ -51,13 +64,15 @@ const fromViewLeaf = (scalar: string, value: unknown): unknown => {
   return value;
 };
 
-function apply(view: PostcardView, variant: string, value: unknown, leaf: (scalar: string, value: unknown) => unknown): unknown {
-  if (view.root) return walk(view.shapes, view.root, value, leaf);
+function apply(view: PostcardView, variant: string, value: unknown, leaf: (scalar: string, value: unknown) => unknown, toView: boolean): unknown {
+  if (view.root) return walk(view.shapes, view.root, value, leaf, toView);
   const fields = view.fields?.[variant];
   if (!fields) return value;
   const object = value as Record<string, unknown>;
-  return Object.fromEntries(Object.entries(object).map(([k, v]) => [k, fields[k] ? walk(view.shapes, fields[k], v, leaf) : v]));
+  return Object.fromEntries(Object.entries(object).map(([k, v]) => [k, fields[k] ? walk(view.shapes, fields[k], v, leaf, toView) : v]));
 }
 
-export const postcardToView = (view: PostcardView, variant: string, value: unknown) => apply(view, variant, value, toViewLeaf);
-export const postcardFromView = (view: PostcardView, variant: string, value: unknown) => apply(view, variant, value, fromViewLeaf);
+/** A codec value's postcard parts as a view; the frame's own variant is already the view's. */
+export const postcardToView = (view: PostcardView, variant: string, value: unknown) => apply(view, variant, value, toViewLeaf, true);
+/** A view's postcard parts as the codec's value. */
+export const postcardFromView = (view: PostcardView, variant: string, value: unknown) => apply(view, variant, value, fromViewLeaf, false);

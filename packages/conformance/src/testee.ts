@@ -58,26 +58,28 @@ export function answer(line: string): Reply {
   return fail("BadInput", "the line has neither decode nor encode");
 }
 
-function variantOf(entry: FrameEntry, value: Record<string, unknown>): string {
-  return entry.discriminant ? String(value[entry.discriminant]) : "";
+/** The member every codec value names its variant in; a view names it as the spec does (`entry.discriminant`). */
+export const VARIANT = "variant";
+
+/** The variant a view names, in the spec's member. */
+function variantOf(entry: FrameEntry, view: Record<string, unknown>): string {
+  return entry.discriminant ? String(view[entry.discriminant]) : "";
 }
 
-/** A decoded value as its language-neutral view: bytes become lowercase hex. */
+/** A decoded value as its language-neutral view: the variant in the spec's member, bytes as lowercase hex. */
 export function toView(entry: FrameEntry, value: unknown): unknown {
-  const view = bytesToView(entry, value);
-  return entry.postcard ? postcardToView(entry.postcard, variantOf(entry, value as Record<string, unknown>), view) : view;
-}
-
-function bytesToView(entry: FrameEntry, value: unknown): unknown {
   const object = value as Record<string, unknown>;
-  const bytes = entry.bytesFields[variantOf(entry, object)] ?? [];
-  if (bytes.length === 0) return value;
+  const variant = entry.discriminant ? String(object[VARIANT]) : "";
+  const bytes = entry.bytesFields[variant] ?? [];
   const view: Record<string, unknown> = {};
-  for (const [key, field] of Object.entries(object)) view[key] = bytes.includes(key) ? toHex(field as Uint8Array) : field;
-  return view;
+  for (const [key, field] of Object.entries(object)) {
+    if (entry.discriminant && key === VARIANT) view[entry.discriminant] = field;
+    else view[key] = bytes.includes(key) ? toHex(field as Uint8Array) : field;
+  }
+  return entry.postcard ? postcardToView(entry.postcard, variant, view) : view;
 }
 
-/** A view as the value the encoder takes: hex becomes bytes. Keys keep their order. */
+/** A view as the value the encoder takes: the variant under `variant`, hex becomes bytes. Keys keep their order. */
 export function fromView(entry: FrameEntry, view: unknown): unknown {
   if (typeof view !== "object" || view === null || Array.isArray(view)) throw new Error("encode must be a JSON object");
   const object = view as Record<string, unknown>;
@@ -87,7 +89,8 @@ export function fromView(entry: FrameEntry, view: unknown): unknown {
   const bytes = entry.bytesFields[variantOf(entry, object)] ?? [];
   const value: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(object)) {
-    if (bytes.includes(key)) {
+    if (entry.discriminant && key === entry.discriminant) value[VARIANT] = field;
+    else if (bytes.includes(key)) {
       if (typeof field !== "string") throw new Error(`${key} must be a hex string`);
       value[key] = fromHex(field);
     } else value[key] = field;

@@ -31,14 +31,14 @@ const bytes: Uint8Array = encodePostgresRequest({ connection_id: id });
 // @ts-expect-error connection_id is a number, not a string
 encodePostgresRequest({ connection_id: "258" });
 
-const frame: ClientFrame = { type: "Request", scope: 1, channel: 0, payload: new Uint8Array() };
+const frame: ClientFrame = { variant: "Request", scope: 1, channel: 0, payload: new Uint8Array() };
 const roundTrip: ClientFrame = decodeClientFrame(encodeClientFrame(frame));
-if (roundTrip.type === "Request") {
+if (roundTrip.variant === "Request") {
   const payload: Uint8Array = roundTrip.payload;
   void payload;
 }
 // @ts-expect-error "NoSuchKind" is not a variant of ClientFrame
-const wrong: ClientFrame = { type: "NoSuchKind", scope: 1, channel: 0, payload: new Uint8Array() };
+const wrong: ClientFrame = { variant: "NoSuchKind", scope: 1, channel: 0, payload: new Uint8Array() };
 
 const check: TypeCheck = checkMcp;
 const options: DecodeOptions = { check };

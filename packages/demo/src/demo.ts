@@ -96,7 +96,7 @@ export async function runPathsDemo(): Promise<void> {
   const relay = relayToMcp({ url: mcpServer.url });
   const provider = connectProxy(`ws://127.0.0.1:${proxy.port}`, relay, {
     onEvent: (event) => {
-      if (event.type === "ask") show(`  /requests ask ${event.ask.channel}`, event.ask.kind);
+      if (event.type === "ask") show(`  /requests ask ${event.ask.channel}`, event.ask.variant);
       else if (event.type === "pathEnded" && event.outcome !== "streamEnded") show(`  ${event.path}`, `${event.outcome}, closed ${event.ending.clean ? "cleanly" : "abruptly"}`);
       else if (event.type === "error") show("  provider error", event.error.message);
     },

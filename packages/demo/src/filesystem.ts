@@ -16,11 +16,11 @@ function show(label: string, value: unknown): void {
 
 /** One frame, briefly: `Inserted notes/today.txt (file, 18 bytes)`. */
 function describe(frame: FiletreeFrame): string {
-  if (frame.kind === "Snapshot") return `Snapshot (${frame.children.length} entries at the root)`;
+  if (frame.variant === "Snapshot") return `Snapshot (${frame.children.length} entries at the root)`;
   const path = frame.path.join("/");
-  if (frame.kind === "Removed") return `Removed ${path}`;
+  if (frame.variant === "Removed") return `Removed ${path}`;
   const node = frame.node;
-  return `${frame.kind} ${path} (${node.kind === "File" ? `file, ${node.size ?? "?"} bytes` : node.kind.toLowerCase()})`;
+  return `${frame.variant} ${path} (${node.variant === "File" ? `file, ${node.size ?? "?"} bytes` : node.variant.toLowerCase()})`;
 }
 
 /** The next frame of a tree, within 10 s. */
@@ -84,7 +84,7 @@ async function walkThrough(side: Side, root: string, provider: string): Promise<
   await rename(draft, join(root, note));
   let delta: FiletreeFrame;
   do delta = await nextFrame(frames);
-  while (delta.kind !== "Snapshot" && delta.path.join("/") !== note);
+  while (delta.variant !== "Snapshot" && delta.path.join("/") !== note);
   live.apply(delta);
   show("  → delta", `${describe(delta)}; the live tree now has ${live.paths().length} paths`);
   stream.stop();

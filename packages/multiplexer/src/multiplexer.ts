@@ -178,7 +178,7 @@ export class Multiplexer {
       if (error instanceof FrameError) return this.disregard({ reason: "malformed", error });
       throw error;
     }
-    switch (frame.type) {
+    switch (frame.variant) {
       case "Authorization":
         this.events.authorization?.(frame.payload);
         return;
@@ -205,7 +205,7 @@ export class Multiplexer {
     if (this.scopes.has(number)) throw new MultiplexerError("scope-open", `scope ${number} is open`);
     const state: ScopeState = { mine: new Map(), theirs: new Map(), answer: handlers, nextChannel: 0, answered: false, finished: false };
     this.scopes.set(number, state);
-    this.send({ type: "Request", scope: number, channel: 0, payload });
+    this.send({ variant: "Request", scope: number, channel: 0, payload });
     return {
       scope: number,
       get finished() {
@@ -222,7 +222,7 @@ export class Multiplexer {
     const channel = this.freeChannelNumber(state);
     const own: OwnChannelState = { scope, channel, handlers, answered: false, finished: false };
     state.mine.set(channel, own);
-    this.send({ type: "ChannelRequest", scope, channel, payload });
+    this.send({ variant: "ChannelRequest", scope, channel, payload });
     return own;
   }
 
@@ -249,7 +249,7 @@ export class Multiplexer {
     if (this.scopes.has(scope)) return this.disregard({ reason: "scope-open", scope });
     if (this.scopes.size >= this.maxOpenScopes) {
       // Over the cap: "received and could not be served", and nothing is kept for it.
-      this.send({ type: "ResponseFinish", scope, channel: 0 });
+      this.send({ variant: "ResponseFinish", scope, channel: 0 });
       this.events.overCap?.({ kind: "scope", scope });
       return;
     }
@@ -281,7 +281,7 @@ export class Multiplexer {
     if (!state) return this.disregard({ reason: "unknown-scope", scope, type: "ChannelRequest" });
     if (state.theirs.has(channel)) return this.disregard({ reason: "channel-open", scope, channel });
     if (this.theirChannels >= this.maxOpenChannels) {
-      this.send({ type: "ChannelResponseFinish", scope, channel });
+      this.send({ variant: "ChannelResponseFinish", scope, channel });
       this.events.overCap?.({ kind: "channel", scope, channel });
       return;
     }
@@ -318,26 +318,26 @@ export class Multiplexer {
       respond(payload: Uint8Array) {
         if (state.finished || mux.over) return;
         state.responded = true;
-        mux.send(isScope ? { type: "Response", scope, channel: 0, payload } : { type: "ChannelResponse", scope, channel: channel!, payload });
+        mux.send(isScope ? { variant: "Response", scope, channel: 0, payload } : { variant: "ChannelResponse", scope, channel: channel!, payload });
       },
       respondParts(head: Uint8Array, body: Uint8Array) {
         if (state.finished || mux.over) return;
         state.responded = true;
-        mux.sendParts(isScope ? { type: "Response", scope, channel: 0, payload: NO_BYTES } : { type: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, head, body);
+        mux.sendParts(isScope ? { variant: "Response", scope, channel: 0, payload: NO_BYTES } : { variant: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, head, body);
       },
       finish() {
         if (state.finished || mux.over) return;
         state.finished = true;
         const scopeState = mux.scopes.get(scope);
         if (isScope) {
-          mux.send({ type: "ResponseFinish", scope, channel: 0 });
+          mux.send({ variant: "ResponseFinish", scope, channel: 0 });
           if (scopeState?.responder === state) {
             mux.scopes.delete(scope);
             mux.dropChannels(scopeState);
             mux.events.scopeEnded?.(scope);
           }
         } else {
-          mux.send({ type: "ChannelResponseFinish", scope, channel: channel! });
+          mux.send({ variant: "ChannelResponseFinish", scope, channel: channel! });
           if (scopeState?.theirs.get(channel!) === state) {
             scopeState.theirs.delete(channel!);
             mux.theirChannels--;

@@ -66,14 +66,14 @@ const payloadOf = (frame: ServerFrame): Uint8Array => (frame as { payload: Uint8
 
 /** Sends agents::begin on `scope` and reads its first answer. */
 export async function begin(raw: RawConnection, args: unknown = {}, scope = 1): Promise<AgentsBeginResponse> {
-  raw.send({ type: "Request", scope, channel: 0, payload: encodeAgentsBeginRequest({ variant: "Begin", begin: { arguments: args } }) });
+  raw.send({ variant: "Request", scope, channel: 0, payload: encodeAgentsBeginRequest({ variant: "Begin", begin: { arguments: args } }) });
   const first = await raw.next(onScope(scope));
-  if (first.type === "ResponseFinish") throw new Error("a bare finish answered the begin");
+  if (first.variant === "ResponseFinish") throw new Error("a bare finish answered the begin");
   return decodeAgentsBeginResponse(payloadOf(first));
 }
 
 export function ask(raw: RawConnection, channel: number, request: AgentsBeginChannelRequest, scope = 1): void {
-  raw.send({ type: "ChannelRequest", scope, channel, payload: encodeAgentsBeginChannelRequest(request) });
+  raw.send({ variant: "ChannelRequest", scope, channel, payload: encodeAgentsBeginChannelRequest(request) });
 }
 
 /** A text message under `key` (each line a step of the example agent's script). */
@@ -84,23 +84,23 @@ export function enqueue(raw: RawConnection, channel: number, key: string, text: 
 /** The one answer on an enqueue channel, and its finish. */
 export async function fate(raw: RawConnection, channel: number, scope = 1): Promise<EnqueueAnswer> {
   const answer = await raw.next(onChannel(scope, channel), 20_000);
-  expect(answer.type).toBe("ChannelResponse");
-  expect((await raw.next(onChannel(scope, channel), 20_000)).type).toBe("ChannelResponseFinish");
+  expect(answer.variant).toBe("ChannelResponse");
+  expect((await raw.next(onChannel(scope, channel), 20_000)).variant).toBe("ChannelResponseFinish");
   return decodeEnqueueAnswer(payloadOf(answer));
 }
 
 export async function dequeue(raw: RawConnection, channel: number, key: string, scope = 1): Promise<DequeueAnswer> {
   ask(raw, channel, { variant: "Dequeue", request: { key } }, scope);
   const answer = await raw.next(onChannel(scope, channel), 20_000);
-  expect(answer.type).toBe("ChannelResponse");
-  expect((await raw.next(onChannel(scope, channel), 20_000)).type).toBe("ChannelResponseFinish");
+  expect(answer.variant).toBe("ChannelResponse");
+  expect((await raw.next(onChannel(scope, channel), 20_000)).variant).toBe("ChannelResponseFinish");
   return decodeDequeueAnswer(payloadOf(answer));
 }
 
 /** The next chunk on the begin scope, decoded by the provider's typed reader (it throws on a chunk that is none of the fourteen). */
 export async function nextChunk(raw: RawConnection, scope = 1): Promise<Record<string, unknown>> {
   const frame = await raw.next(onScope(scope), 20_000);
-  expect(frame.type).toBe("Response");
+  expect(frame.variant).toBe("Response");
   const response = decodeAgentsBeginResponse(payloadOf(frame));
   if (response.variant !== "Chunk") throw new Error(`expected a chunk, got ${response.variant}`);
   return response.chunk as unknown as Record<string, unknown>;
@@ -124,7 +124,7 @@ export const framesOn = (raw: RawConnection, channel: number, scope = 1) => raw.
 /** Each channel got exactly one answer and one finish. */
 export function answeredOnce(raw: RawConnection, channels: readonly number[]): void {
   for (const channel of channels) {
-    expect(framesOn(raw, channel).map((frame) => frame.type), `channel ${channel}`).toEqual(["ChannelResponse", "ChannelResponseFinish"]);
+    expect(framesOn(raw, channel).map((frame) => frame.variant), `channel ${channel}`).toEqual(["ChannelResponse", "ChannelResponseFinish"]);
   }
 }
 

@@ -25,7 +25,7 @@ describe("agents::begin", () => {
     const refused = await begin(raw, { misbehave: ["register-5xx"] });
     expect(refused.variant).toBe("NotBegun");
     expect((refused as { error: { kind: string; status: number } }).error).toMatchObject({ kind: "program", status: 500 });
-    expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+    expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
     expect(container.proxy.multiplexed.connection!.begin.begun).toBe(false);
     expect((await begin(raw, {}, 3)).variant).toBe("Begun");
   });
@@ -37,7 +37,7 @@ describe("agents::begin", () => {
       const refused = await begin(raw, {});
       expect(refused).toMatchObject({ variant: "NotBegun", error: { kind: "agent" } });
       expect(String((refused as { error: { error: string } }).error.error)).toMatch(/^the register answer did not parse: /);
-      expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+      expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
     }
   });
 
@@ -46,10 +46,10 @@ describe("agents::begin", () => {
     const raw = await connect(container);
     expect((await begin(raw, {})).variant).toBe("Begun");
     expect(await begin(raw, {}, 2)).toEqual({ variant: "NotBegun", error: { kind: "begun", error: "this connection has begun" } });
-    expect((await raw.next(onScope(2))).type).toBe("ResponseFinish");
-    raw.send({ type: "Request", scope: 3, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: {} } }) });
+    expect((await raw.next(onScope(2))).variant).toBe("ResponseFinish");
+    raw.send({ variant: "Request", scope: 3, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: {} } }) });
     expect(decodeToolsBeginResponse((await raw.next(onScope(3)) as { payload: Uint8Array }).payload).variant).toBe("NotBegun");
-    expect((await raw.next(onScope(3))).type).toBe("ResponseFinish");
+    expect((await raw.next(onScope(3))).variant).toBe("ResponseFinish");
     expect(container.agent.calls.filter((call) => call === "POST /register")).toHaveLength(1);
   });
 
@@ -58,7 +58,7 @@ describe("agents::begin", () => {
     const program = await stubProgram((_request, _body, response) => response.writeHead(200, { "content-type": "application/json" }).end("[]"));
     const container = await agentContainer({ proxy: { appPort: program.port } });
     const raw = await connect(container);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: {} } }) });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: {} } }) });
     expect(decodeToolsBeginResponse((await raw.next(onScope(1)) as { payload: Uint8Array }).payload).variant).toBe("Begun");
     expect(await begin(raw, {}, 2)).toEqual({ variant: "NotBegun", error: { kind: "begun", error: "this connection has begun" } });
   });
@@ -67,10 +67,10 @@ describe("agents::begin", () => {
     const container = await agentContainer();
     const raw = await connect(container);
     const unreadable = [fromHex("00"), concat(fromHex("00"), text("[]")), concat(fromHex("00"), json({ agent: {} })), concat(fromHex("00"), json({ arguments: null, image: { name: "a" } })), concat(fromHex("00"), text("{"))];
-    unreadable.forEach((payload, i) => raw.send({ type: "Request", scope: 10 + i, channel: 0, payload }));
+    unreadable.forEach((payload, i) => raw.send({ variant: "Request", scope: 10 + i, channel: 0, payload }));
     for (let i = 0; i < unreadable.length; i++) {
-      expect((await raw.next(onScope(10 + i))).type).toBe("ResponseFinish");
-      expect(raw.frames.filter(onScope(10 + i)).map((f) => f.type)).toEqual(["ResponseFinish"]);
+      expect((await raw.next(onScope(10 + i))).variant).toBe("ResponseFinish");
+      expect(raw.frames.filter(onScope(10 + i)).map((f) => f.variant)).toEqual(["ResponseFinish"]);
     }
     expect(container.agent.calls).not.toContain("POST /register");
     expect((await begin(raw, {}, 1)).variant).toBe("Begun");
@@ -79,8 +79,8 @@ describe("agents::begin", () => {
   it("accepts an A4d begin with an image (informative only; nothing is stamped)", async () => {
     const container = await agentContainer();
     const raw = await connect(container);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: { name: "bot" }, image: { name: "acme/agent", digest: "sha256:ab" } })) });
-    expect((await raw.next(onScope(1))).type).toBe("Response");
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: { name: "bot" }, image: { name: "acme/agent", digest: "sha256:ab" } })) });
+    expect((await raw.next(onScope(1))).variant).toBe("Response");
     enqueue(raw, 0, "k1", "hello");
     expect(await fate(raw, 0)).toEqual({ variant: "Delivered" });
     const first = await nextChunk(raw);
@@ -95,10 +95,10 @@ describe("the provider channels of the agents scope", () => {
     const raw = await connect(container);
     await begin(raw, {});
     const bad = [new Uint8Array(), fromHex("06"), fromHex("09"), fromHex("03"), concat(fromHex("03"), json({ key: "k1" })), concat(fromHex("03"), json({ key: "k", content: [{ type: "video" }] })), concat(fromHex("04"), text("{}")), fromHex("02 000007"), fromHex("00 0001"), concat(fromHex("05"), text('{"API_KEY":1}'))];
-    bad.forEach((payload, channel) => raw.send({ type: "ChannelRequest", scope: 1, channel, payload }));
+    bad.forEach((payload, channel) => raw.send({ variant: "ChannelRequest", scope: 1, channel, payload }));
     for (let channel = 0; channel < bad.length; channel++) {
-      expect((await raw.next(onChannel(1, channel))).type).toBe("ChannelResponseFinish");
-      expect(framesOn(raw, channel).map((f) => f.type)).toEqual(["ChannelResponseFinish"]);
+      expect((await raw.next(onChannel(1, channel))).variant).toBe("ChannelResponseFinish");
+      expect(framesOn(raw, channel).map((f) => f.variant)).toEqual(["ChannelResponseFinish"]);
     }
     expect(container.agent.calls.filter((call) => call !== "POST /register")).toEqual([]);
   });
@@ -111,16 +111,16 @@ describe("the provider channels of the agents scope", () => {
     const answer = decodeInfoAnswer((await raw.next(onChannel(1, 7)) as { payload: Uint8Array }).payload);
     expect(answer.variant).toBe("Info");
     expect((answer as { info: { frontMatter: { title: string } } }).info.frontMatter.title).toBe("Example agent");
-    expect((await raw.next(onChannel(1, 7))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 7))).variant).toBe("ChannelResponseFinish");
   });
 
   it("answers a channel opened before Begun with a bare finish", async () => {
     const container = await agentContainer({ misbehave: ["register-hang"] });
     const raw = await connect(container);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: {} })) });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: {} })) });
     await container.agent.until((agent) => agent.hanging === 1);
     enqueue(raw, 0, "k1", "hello");
-    expect((await raw.next(onChannel(1, 0))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 0))).variant).toBe("ChannelResponseFinish");
   });
 });
 
@@ -345,7 +345,7 @@ describe("the run loop (agents.md §6)", () => {
   it("ending the connection while /register hangs aborts it", async () => {
     const container = await agentContainer({ misbehave: ["register-hang"] });
     const raw = await connect(container);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: {} })) });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: concat(fromHex("00"), json({ arguments: {} })) });
     await container.agent.until((agent) => agent.hanging === 1);
     raw.socket.terminate();
     await container.agent.until((agent) => agent.hanging === 0);
@@ -369,11 +369,11 @@ describe("the agent's outward asks (proxy-opened channels)", () => {
     await begin(raw, {});
     enqueue(raw, 0, "k1", 'tool:greet {"name":"Ada"}');
     expect(await fate(raw, 0)).toEqual({ variant: "Delivered" });
-    const asked = await raw.next((frame) => frame.type === "ChannelRequest" && frame.scope === 1 && (frame as { payload: Uint8Array }).payload[0] === 9, 20_000);
+    const asked = await raw.next((frame) => frame.variant === "ChannelRequest" && frame.scope === 1 && (frame as { payload: Uint8Array }).payload[0] === 9, 20_000);
     const request = decodeAgentsBeginServerChannelRequest((asked as { payload: Uint8Array }).payload);
     expect(request).toEqual({ variant: "McpCallTool", params: expect.objectContaining({ name: "greet", arguments: { name: "Ada" } }) });
-    raw.send({ type: "ChannelResponse", scope: 1, channel: asked.channel, payload: encodeMcpCallToolAnswer({ variant: "Result", result: { content: [{ type: "text", text: "Hello, Ada" }] } as never }) });
-    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: asked.channel });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: asked.channel, payload: encodeMcpCallToolAnswer({ variant: "Result", result: { content: [{ type: "text", text: "Hello, Ada" }] } as never }) });
+    raw.send({ variant: "ChannelResponseFinish", scope: 1, channel: asked.channel });
     const chunks = await chunksUntil(raw, (chunk) => chunk.type === "tool_response");
     expect(chunks.at(-1)).toMatchObject({ type: "tool_response", content: [{ type: "text", text: "Hello, Ada" }] });
     // Nothing went on /requests: the scope carried it.

@@ -28,7 +28,7 @@ afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
 
-const names = (nodes: readonly FiletreeNode[]): string[] => nodes.flatMap((n) => [n.name, ...(n.kind === "Directory" ? names(n.children) : [])]);
+const names = (nodes: readonly FiletreeNode[]): string[] => nodes.flatMap((n) => [n.name, ...(n.variant === "Directory" ? names(n.children) : [])]);
 /** `work`, or a failure once a generous deadline passes (a hang must fail the test, not the suite). */
 const guarded = <T>(work: Promise<T>) =>
   Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the walk hung")), 20_000).unref())]);

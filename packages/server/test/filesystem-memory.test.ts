@@ -38,7 +38,7 @@ it(`a Snapshot of ${FILES} files peaks the heap within 10 times its message size
   try {
     const watch = watchTree(base, { ignore: [] });
     const first = await watch.next();
-    if (first.done || first.value.kind !== "Snapshot") throw new Error("no snapshot");
+    if (first.done || first.value.variant !== "Snapshot") throw new Error("no snapshot");
     children = first.value.children.length;
     bytes = encodeTreeResponse({ variant: "Frame", frame: first.value }).length;
     await watch.return?.();

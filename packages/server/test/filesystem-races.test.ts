@@ -48,14 +48,14 @@ async function snapshot(): Promise<FiletreeNode[]> {
   const watch = watchTree(root, { ignore: [] });
   try {
     const first = await watch.next();
-    if (first.done || first.value.kind !== "Snapshot") throw new Error("no snapshot");
+    if (first.done || first.value.variant !== "Snapshot") throw new Error("no snapshot");
     return first.value.children;
   } finally {
     await watch.return?.();
   }
 }
 
-const everyName = (nodes: readonly FiletreeNode[]): string[] => nodes.flatMap((n) => [n.name, ...(n.kind === "Directory" ? everyName(n.children) : [])]);
+const everyName = (nodes: readonly FiletreeNode[]): string[] => nodes.flatMap((n) => [n.name, ...(n.variant === "Directory" ? everyName(n.children) : [])]);
 const ATTEMPTS = 3000;
 /** Attempts stop at ATTEMPTS or after 20 s, whichever comes first (a loaded CI machine is slow, not wrong). */
 const inTime = (started: number) => Date.now() - started < 20_000;
@@ -158,7 +158,7 @@ describe("a tree whose root is replaced", () => {
     for (const replace of [() => rm(root, { recursive: true }), () => rename(root, `${root}.old`)]) {
       await mkdir(root, { recursive: true });
       const watch = watchTree(root, { ignore: [] });
-      expect((await watch.next()).value?.kind).toBe("Snapshot");
+      expect((await watch.next()).value?.variant).toBe("Snapshot");
       await replace();
       await mkdir(root);
       await put(join(root, "fresh"), "");

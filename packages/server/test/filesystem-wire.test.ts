@@ -52,14 +52,14 @@ afterEach(async () => {
 
 const payloadOf = (frame: ServerFrame) => (frame as { payload: Uint8Array }).payload;
 const open = (raw: RawConnection, scope: number, endpoint: "FilesystemTree" | "FilesystemRead" | "FilesystemWrite", request: Record<string, unknown>) =>
-  raw.send({ type: "Request", scope, channel: 0, payload: encodeContainerProxyRequest({ endpoint, request } as never) });
+  raw.send({ variant: "Request", scope, channel: 0, payload: encodeContainerProxyRequest({ variant: endpoint, request }) });
 
 /** Every response of a scope up to its finish. */
 async function untilFinish(raw: RawConnection, scope: number, ms = 10_000): Promise<Uint8Array[]> {
   const out: Uint8Array[] = [];
   for (;;) {
     const frame = await raw.next(onScope(scope), ms);
-    if (frame.type === "ResponseFinish") return out;
+    if (frame.variant === "ResponseFinish") return out;
     out.push(payloadOf(frame));
   }
 }
@@ -175,16 +175,16 @@ describe("multiplexed filesystem::read abandoned", () => {
     };
     const raw = await rawConnect(proxy.port);
     open(raw, 2, "FilesystemRead", { path: ["sparse"] });
-    expect((await raw.next(onScope(2))).type).toBe("Response");
+    expect((await raw.next(onScope(2))).variant).toBe("Response");
     expect(await holding()).toBe(1);
     // The stop: a channel of the provider's on the read scope, empty.
-    raw.send({ type: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
+    raw.send({ variant: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
     const pieces = await untilFinish(raw, 2, 30_000);
     expect(pieces.length + 1).toBeLessThan(256);
     for (let i = 0; i < 100 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await holding()).toBe(0);
     // No answer on the stop channel, and the connection still serves.
-    expect(raw.frames.filter((frame) => (frame.type === "ChannelResponse" || frame.type === "ChannelResponseFinish") && frame.scope === 2)).toEqual([]);
+    expect(raw.frames.filter((frame) => (frame.variant === "ChannelResponse" || frame.variant === "ChannelResponseFinish") && frame.scope === 2)).toEqual([]);
     await writeFile(join(root, "small"), "box\n");
     open(raw, 2, "FilesystemRead", { path: ["small"] });
     expect((await untilFinish(raw, 2)).map((p) => decodeReadResponse(p))).toEqual([{ variant: "Piece", piece: new Uint8Array(Buffer.from("box\n")) }]);
@@ -195,7 +195,7 @@ describe("multiplexed filesystem::write", () => {
   /** Opens a write, waits for the content channel, and returns its channel number. */
   async function content(raw: RawConnection, scope: number, path: string[]): Promise<number> {
     open(raw, scope, "FilesystemWrite", { path });
-    const request = await raw.next((f) => f.type === "ChannelRequest" && f.scope === scope);
+    const request = await raw.next((f) => f.variant === "ChannelRequest" && f.scope === scope);
     expect(payloadOf(request).length).toBe(0);
     return request.channel;
   }
@@ -205,17 +205,17 @@ describe("multiplexed filesystem::write", () => {
     const raw = await rawConnect(proxy.port);
     const channel = await content(raw, 2, ["out.bin"]);
     const parts = [randomBytes(3 * 1024 * 1024), randomBytes(10), new Uint8Array(0), randomBytes(2 * 1024 * 1024)];
-    for (const piece of parts) raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece }) });
+    for (const piece of parts) raw.send({ variant: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece }) });
     // Nothing is published before the content ends.
     expect(await raw.none(onScope(2), 200)).toBe(true);
     await expect(readFile(join(root, "out.bin"))).rejects.toThrow(/ENOENT/);
-    raw.send({ type: "ChannelResponseFinish", scope: 2, channel });
+    raw.send({ variant: "ChannelResponseFinish", scope: 2, channel });
     expect((await untilFinish(raw, 2)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
     expect((await readFile(join(root, "out.bin"))).equals(concat(parts))).toBe(true);
 
     await writeFile(join(root, "was-full"), "old content");
     const bare = await content(raw, 3, ["was-full"]);
-    raw.send({ type: "ChannelResponseFinish", scope: 3, channel: bare });
+    raw.send({ variant: "ChannelResponseFinish", scope: 3, channel: bare });
     expect((await untilFinish(raw, 3)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
     expect((await readFile(join(root, "was-full"))).length).toBe(0);
     expect(await leftovers(root)).toEqual([]);
@@ -227,8 +227,8 @@ describe("multiplexed filesystem::write", () => {
     const raw = await rawConnect(proxy.port);
     const channel = await content(raw, 2, ["fast.bin"]);
     const parts = Array.from({ length: 48 }, () => randomBytes(1024 * 1024));
-    for (const piece of parts) raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece }) });
-    raw.send({ type: "ChannelResponseFinish", scope: 2, channel });
+    for (const piece of parts) raw.send({ variant: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece }) });
+    raw.send({ variant: "ChannelResponseFinish", scope: 2, channel });
     expect((await untilFinish(raw, 2, 30_000)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
     expect((await readFile(join(root, "fast.bin"))).equals(concat(parts))).toBe(true);
     raw.socket.close();
@@ -239,9 +239,9 @@ describe("multiplexed filesystem::write", () => {
     await writeFile(join(root, "keep"), "original");
     const raw = await rawConnect(proxy.port);
     const channel = await content(raw, 2, ["keep"]);
-    raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece: new TextEncoder().encode("partial") }) });
-    raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Failure", error: { why: "source vanished" } }) });
-    raw.send({ type: "ChannelResponseFinish", scope: 2, channel });
+    raw.send({ variant: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece: new TextEncoder().encode("partial") }) });
+    raw.send({ variant: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Failure", error: { why: "source vanished" } }) });
+    raw.send({ variant: "ChannelResponseFinish", scope: 2, channel });
     expect((await untilFinish(raw, 2)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Failure", error: { why: "source vanished" } }]);
     expect(await readFile(join(root, "keep"), "utf8")).toBe("original");
     expect(await leftovers(root)).toEqual([]);
@@ -252,7 +252,7 @@ describe("multiplexed filesystem::write", () => {
     const proxy = await fresh();
     const raw = await rawConnect(proxy.port);
     const channel = await content(raw, 2, ["never"]);
-    raw.send({ type: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece: randomBytes(1024 * 1024) }) });
+    raw.send({ variant: "ChannelResponse", scope: 2, channel, payload: encodeWriteContent({ variant: "Piece", piece: randomBytes(1024 * 1024) }) });
     await new Promise((resolve) => setTimeout(resolve, 100));
     raw.socket.terminate();
     await raw.closed;
@@ -278,11 +278,11 @@ describe("multiplexed filesystem::write", () => {
       expect((await untilFinish(raw, scope)).map((p) => decodeWriteResponse(p)), JSON.stringify(path)).toEqual([{ variant: "Failure", error }]);
       scope++;
     }
-    expect(raw.frames.some((f) => f.type === "ChannelRequest")).toBe(false);
+    expect(raw.frames.some((f) => f.variant === "ChannelRequest")).toBe(false);
     // A link at the destination is replaced, never written through.
     const channel = await content(raw, scope, ["file-link"]);
-    raw.send({ type: "ChannelResponse", scope, channel, payload: encodeWriteContent({ variant: "Piece", piece: new TextEncoder().encode("new") }) });
-    raw.send({ type: "ChannelResponseFinish", scope, channel });
+    raw.send({ variant: "ChannelResponse", scope, channel, payload: encodeWriteContent({ variant: "Piece", piece: new TextEncoder().encode("new") }) });
+    raw.send({ variant: "ChannelResponseFinish", scope, channel });
     expect((await untilFinish(raw, scope)).map((p) => decodeWriteResponse(p))).toEqual([{ variant: "Written" }]);
     expect(await readFile(join(outside, "target"), "utf8")).toBe("untouched");
     expect(await readFile(join(root, "file-link"), "utf8")).toBe("new");
@@ -306,23 +306,23 @@ describe("multiplexed filesystem::tree", () => {
       return (f as { frame: FiletreeFrame }).frame;
     };
     const snapshot = await frame();
-    expect(snapshot.kind).toBe("Snapshot");
-    const children = (snapshot as { children: { name: string; kind: string }[] }).children;
+    expect(snapshot.variant).toBe("Snapshot");
+    const children = (snapshot as { children: { name: string; variant: string }[] }).children;
     expect(children.map((c) => c.name)).toEqual(["src"]);
     await writeFile(join(root, "new.txt"), "hello");
     const inserted = await frame();
-    expect(inserted).toMatchObject({ kind: "Inserted", path: ["new.txt"], node: { kind: "File", name: "new.txt" } });
+    expect(inserted).toMatchObject({ variant: "Inserted", path: ["new.txt"], node: { variant: "File", name: "new.txt" } });
     // The watch can stat the file between its creation and its write: then 0 bytes, and a Modified.
     if ((inserted as { node: { size: bigint } }).node.size !== 5n) {
       expect(inserted).toMatchObject({ node: { size: 0n } });
-      expect(await frame()).toMatchObject({ kind: "Modified", path: ["new.txt"], node: { size: 5n } });
+      expect(await frame()).toMatchObject({ variant: "Modified", path: ["new.txt"], node: { size: 5n } });
     }
     await rm(join(root, "src", "main.rs"));
-    expect(await frame()).toEqual({ kind: "Removed", path: ["src", "main.rs"] });
+    expect(await frame()).toEqual({ variant: "Removed", path: ["src", "main.rs"] });
     // The stop: a provider channel with an empty payload; the answer is the scope's finish alone.
-    raw.send({ type: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
+    raw.send({ variant: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
     await untilFinish(raw, 2);
-    expect(raw.frames.some((f) => (f.type === "ChannelResponse" || f.type === "ChannelResponseFinish") && f.scope === 2)).toBe(false);
+    expect(raw.frames.some((f) => (f.variant === "ChannelResponse" || f.variant === "ChannelResponseFinish") && f.scope === 2)).toBe(false);
     raw.socket.close();
   });
 
@@ -490,9 +490,9 @@ describe("paths /filesystem/*", () => {
     await writeFile(join(root, "a"), "12345");
     const tree = await openPath(proxy.port, "/filesystem/tree", { ignore: [] });
     const first = decodeTreeMessage(await tree.next());
-    expect(first).toMatchObject({ variant: "Frame", frame: { kind: "Snapshot", children: [{ kind: "File", name: "a", size: 5n }] } });
+    expect(first).toMatchObject({ variant: "Frame", frame: { variant: "Snapshot", children: [{ variant: "File", name: "a", size: 5n }] } });
     await mkdir(join(root, "d"));
-    expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { kind: "Inserted", path: ["d"], node: { kind: "Directory", name: "d" } } });
+    expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { variant: "Inserted", path: ["d"], node: { variant: "Directory", name: "d" } } });
     tree.socket.close();
     await tree.closed;
   });
@@ -550,7 +550,7 @@ describe("a program swapping a directory for a link to outside, over real socket
         const scope = 2 + i;
         open(raw, scope, "FilesystemTree", { ignore: [] });
         const first = decodeTreeResponse(payloadOf(await raw.next(onScope(scope), 20_000)));
-        raw.send({ type: "ChannelRequest", scope, channel: 0, payload: new Uint8Array(0) });
+        raw.send({ variant: "ChannelRequest", scope, channel: 0, payload: new Uint8Array(0) });
         const rest = await untilFinish(raw, scope, 20_000);
         for (const payload of [encodeJson(first), ...rest]) expect(Buffer.from(payload).toString("latin1")).not.toContain("outside-only");
       }
@@ -586,7 +586,7 @@ describe("a tree whose root is removed and made again", () => {
     await writeFile(join(root, "a"), "");
     const raw = await rawConnect(proxy.port);
     open(raw, 2, "FilesystemTree", { ignore: [] });
-    expect(decodeTreeResponse(payloadOf(await raw.next(onScope(2))))).toMatchObject({ variant: "Frame", frame: { kind: "Snapshot" } });
+    expect(decodeTreeResponse(payloadOf(await raw.next(onScope(2))))).toMatchObject({ variant: "Frame", frame: { variant: "Snapshot" } });
     await rm(root, { recursive: true });
     await mkdir(root);
     await writeFile(join(root, "b"), "");
@@ -599,7 +599,7 @@ describe("a tree whose root is removed and made again", () => {
     const proxy = await fresh();
     await writeFile(join(root, "a"), "");
     const tree = await openPath(proxy.port, "/filesystem/tree", { ignore: [] });
-    expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { kind: "Snapshot" } });
+    expect(decodeTreeMessage(await tree.next())).toMatchObject({ variant: "Frame", frame: { variant: "Snapshot" } });
     await rename(root, `${root}.old`);
     await mkdir(root);
     await tree.closed;
@@ -615,15 +615,15 @@ describe("a watched subdirectory removed and made again under an open tree", () 
   const filesUnderSub = (frames: FiletreeFrame[]): Set<string> => {
     const seen = new Set<string>();
     for (const frame of frames) {
-      const f = frame as { kind: string; path?: string[]; children?: { name: string; kind: string; children?: { name: string }[] }[]; node?: { kind: string; name: string; children?: { name: string }[] } };
-      if (f.kind === "Snapshot") {
+      const f = frame as { variant: string; path?: string[]; children?: { name: string; variant: string; children?: { name: string }[] }[]; node?: { variant: string; name: string; children?: { name: string }[] } };
+      if (f.variant === "Snapshot") {
         seen.clear();
         for (const child of f.children?.find((c) => c.name === "sub")?.children ?? []) seen.add(child.name);
       } else if (f.path?.[0] === "sub") {
         if (f.path.length === 1) {
           seen.clear();
-          for (const child of f.node?.children ?? []) if (f.kind !== "Removed") seen.add(child.name);
-        } else if (f.kind === "Removed") seen.delete(f.path[1]!);
+          for (const child of f.node?.children ?? []) if (f.variant !== "Removed") seen.add(child.name);
+        } else if (f.variant === "Removed") seen.delete(f.path[1]!);
         else seen.add(f.path[1]!);
       }
     }

@@ -286,7 +286,7 @@ async function until(frames: AsyncIterator<FiletreeFrame>, match: (f: FiletreeFr
   }
 }
 
-const names = (nodes: readonly FiletreeNode[]) => nodes.map((n) => `${n.kind}:${n.name}`).sort();
+const names = (nodes: readonly FiletreeNode[]) => nodes.map((n) => `${n.variant}:${n.name}`).sort();
 const at = (f: FiletreeFrame) => ("path" in f ? f.path.join("/") : "");
 
 describe("tree", () => {
@@ -300,47 +300,47 @@ describe("tree", () => {
     const frames = watchTree(root, { ignore: [["workspace"], [], ["bad/name"], [".."], "nope"] });
     const snapshot = await next(frames);
     await frames.return!();
-    expect(snapshot.kind).toBe("Snapshot");
+    expect(snapshot.variant).toBe("Snapshot");
     const children = (snapshot as { children: FiletreeNode[] }).children;
     expect(names(children)).toEqual(["Directory:etc", "Directory:keep", "Symlink:dangling"]);
-    const etc = children.find((n) => n.name === "etc") as Extract<FiletreeNode, { kind: "Directory" }>;
+    const etc = children.find((n) => n.name === "etc") as Extract<FiletreeNode, { variant: "Directory" }>;
     expect(etc.changes).toBe(true);
     const hostname = etc.children.find((n) => n.name === "hostname")!;
-    expect(hostname).toMatchObject({ kind: "File", size: 4n });
+    expect(hostname).toMatchObject({ variant: "File", size: 4n });
     expect(typeof (hostname as { modified_at: unknown }).modified_at).toBe("bigint");
-    expect(etc.children.find((n) => n.name === "name")).toMatchObject({ kind: "Symlink", path: ["etc", "hostname"] });
-    expect(children.find((n) => n.name === "dangling")).toMatchObject({ kind: "Symlink", path: ["nowhere", "at", "all"] });
+    expect(etc.children.find((n) => n.name === "name")).toMatchObject({ variant: "Symlink", path: ["etc", "hostname"] });
+    expect(children.find((n) => n.name === "dangling")).toMatchObject({ variant: "Symlink", path: ["nowhere", "at", "all"] });
   });
 
   it("sends one delta per change with complete values; a rename is Removed then Inserted", async () => {
     await mkdir(join(root, "src"));
     const frames = watchTree(root, { ignore: [] });
-    expect((await next(frames)).kind).toBe("Snapshot");
+    expect((await next(frames)).variant).toBe("Snapshot");
 
     await put(join(root, "src", "main.rs"), "fn main() {}");
     const created = await until(frames, (f) => at(f) === "src/main.rs");
-    expect(created).toMatchObject({ kind: "Inserted", node: { kind: "File", name: "main.rs" } });
+    expect(created).toMatchObject({ variant: "Inserted", node: { variant: "File", name: "main.rs" } });
     // writeFile creates the file, then writes it: a busy machine can let the watch stat it in
     // between, which is an Inserted of 0 bytes and then a Modified of 12, each a complete value.
     if ((created as { node: { size: bigint } }).node.size !== 12n) {
       expect(created).toMatchObject({ node: { size: 0n } });
-      expect(await until(frames, (f) => at(f) === "src/main.rs")).toMatchObject({ kind: "Modified", node: { kind: "File", name: "main.rs", size: 12n } });
+      expect(await until(frames, (f) => at(f) === "src/main.rs")).toMatchObject({ variant: "Modified", node: { variant: "File", name: "main.rs", size: 12n } });
     }
 
     await truncate(join(root, "src", "main.rs"), 2);
-    expect(await until(frames, (f) => at(f) === "src/main.rs" && f.kind === "Modified" && (f.node as { size: bigint }).size === 2n)).toMatchObject({ kind: "Modified" });
+    expect(await until(frames, (f) => at(f) === "src/main.rs" && f.variant === "Modified" && (f.node as { size: bigint }).size === 2n)).toMatchObject({ variant: "Modified" });
 
     await rename(join(root, "src", "main.rs"), join(root, "src", "lib.rs"));
     const renamed = [await until(frames, (f) => at(f) === "src/main.rs" || at(f) === "src/lib.rs"), await until(frames, (f) => at(f) === "src/main.rs" || at(f) === "src/lib.rs")];
-    expect(renamed.map((f) => `${f.kind} ${at(f)}`).sort()).toEqual(["Inserted src/lib.rs", "Removed src/main.rs"]);
+    expect(renamed.map((f) => `${f.variant} ${at(f)}`).sort()).toEqual(["Inserted src/lib.rs", "Removed src/main.rs"]);
 
     await mkdir(join(root, "a", "b", "c"), { recursive: true });
     await put(join(root, "a", "b", "c", "deep"), "x");
     const inserted = await until(frames, (f) => at(f) === "a");
-    expect(inserted.kind).toBe("Inserted");
+    expect(inserted.variant).toBe("Inserted");
 
     await rm(join(root, "a"), { recursive: true });
-    expect(await until(frames, (f) => at(f) === "a" && f.kind === "Removed")).toEqual({ kind: "Removed", path: ["a"] });
+    expect(await until(frames, (f) => at(f) === "a" && f.variant === "Removed")).toEqual({ variant: "Removed", path: ["a"] });
     await frames.return!();
   });
 
@@ -348,7 +348,7 @@ describe("tree", () => {
     const outside = await realpath(await mkdtemp(join(tmpdir(), "diverge-fs-outside-")));
     try {
       const frames = watchTree(root, { ignore: [] });
-      expect((await next(frames)).kind).toBe("Snapshot");
+      expect((await next(frames)).variant).toBe("Snapshot");
       const before = fastWatchStats.events;
       const seen: string[] = [];
       // Frames up to the one `until` names. A whole `Modified d1` may come between: the watcher's own
@@ -357,7 +357,7 @@ describe("tree", () => {
       const take = async (until: string) => {
         for (;;) {
           const frame = await next(frames, 20_000);
-          const line = `${frame.kind} ${at(frame)}`;
+          const line = `${frame.variant} ${at(frame)}`;
           seen.push(line);
           if (line === until) return;
           if (line === "Modified d1" && until === "Inserted d1/f") return;
@@ -398,7 +398,7 @@ describe("tree", () => {
 
   it("sends a fresh snapshot when a slow reader lost frames", async () => {
     const frames = watchTree(root, { ignore: [], maxQueued: 3 });
-    expect((await next(frames)).kind).toBe("Snapshot");
+    expect((await next(frames)).variant).toBe("Snapshot");
     for (let i = 0; i < 20; i++) await put(join(root, `f${i}`), "x");
     await new Promise((r) => setTimeout(r, 500));
     // A fresh Snapshot comes, and it and the deltas after it (changes seen after the resync) make the 20 files.
@@ -406,12 +406,12 @@ describe("tree", () => {
     let snapshots = 0;
     while (snapshots === 0 || known.size < 20) {
       const frame = await next(frames);
-      if (frame.kind === "Snapshot") {
+      if (frame.variant === "Snapshot") {
         snapshots++;
         known.clear();
         for (const node of frame.children) known.add(node.name);
-      } else if (frame.kind === "Inserted") known.add(at(frame));
-      else if (frame.kind === "Removed") known.delete(at(frame));
+      } else if (frame.variant === "Inserted") known.add(at(frame));
+      else if (frame.variant === "Removed") known.delete(at(frame));
     }
     expect(snapshots).toBeGreaterThan(0);
     expect(known.size).toBe(20);
@@ -436,7 +436,7 @@ describe("tree", () => {
     const frames = watchTree(root, { ignore: [] });
     const snapshot = (await next(frames)) as { children: FiletreeNode[] };
     await frames.return!();
-    expect(snapshot.children).toEqual([{ kind: "Symlink", name: "out", path: outside.split("/").filter(Boolean), created_at: expect.anything(), modified_at: expect.anything() }]);
+    expect(snapshot.children).toEqual([{ variant: "Symlink", name: "out", path: outside.split("/").filter(Boolean), created_at: expect.anything(), modified_at: expect.anything() }]);
     expect(await readlink(join(root, "out"))).toBe(outside);
   });
 });

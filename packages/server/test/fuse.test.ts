@@ -225,7 +225,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     await frames.return!();
     const byName = Object.fromEntries(snapshot.children.map((n) => [n.name, n]));
     expect(byName.broken).toBeUndefined();
-    expect(byName.ok).toMatchObject({ kind: "Directory", changes: true, children: [{ kind: "File", name: "f" }] });
+    expect(byName.ok).toMatchObject({ variant: "Directory", changes: true, children: [{ variant: "File", name: "f" }] });
   });
 
   it("leaves no mount behind when the process serving it exits without closing", async () => {

@@ -37,19 +37,19 @@ async function proxyWith(options: ProxyOptions = {}): Promise<{ proxy: RunningPr
   return { proxy, program };
 }
 
-const BEGIN = encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: {} } });
+const BEGIN = encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: {} } });
 
 async function begin(proxy: RunningProxy): Promise<RawConnection> {
   const raw = await rawConnect(proxy.port);
   sockets.push(raw.socket);
-  raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+  raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
   const answer = await raw.next(onScope(1));
   expect(decodeToolsBeginResponse((answer as { payload: Uint8Array }).payload).variant).toBe("Begun");
   return raw;
 }
 
 function channel(raw: RawConnection, number: number, request: ToolsBeginChannelRequest): void {
-  raw.send({ type: "ChannelRequest", scope: 1, channel: number, payload: encodeToolsBeginChannelRequest(request) });
+  raw.send({ variant: "ChannelRequest", scope: 1, channel: number, payload: encodeToolsBeginChannelRequest(request) });
 }
 
 /** One exchange through /requests and its answer path, to show the proxy still serves. */
@@ -100,7 +100,7 @@ describe("the message limit, on every path kind", () => {
     await answerPath(proxy.port, pathOf(ask), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
     await first;
     const stream = await requests.next();
-    expect(stream.kind).toBe("McpNotifications");
+    expect(stream.variant).toBe("McpNotifications");
     const socket = await openWs(proxy.port, pathOf(stream));
     socket.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification: { method: "notifications/message", params: { level: "info", data: "small" } } }));
     socket.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification: { method: "notifications/message", params: { level: "info", data: "z".repeat(LIMIT) } } }));
@@ -110,7 +110,7 @@ describe("the message limit, on every path kind", () => {
     expect(heard).toHaveLength(1);
     await requests.close();
     const again = await RequestsLine.open(proxy.port);
-    expect((await again.next()).kind).toBe("McpNotifications");
+    expect((await again.next()).variant).toBe("McpNotifications");
     await again.close();
   });
 
@@ -131,7 +131,7 @@ describe("the message limit, on every path kind", () => {
   it("/: a frame over the limit closes the connection with 1009; the proxy goes on serving /requests", async () => {
     const { proxy } = await proxyWith({ maxMessageBytes: LIMIT });
     const raw = await begin(proxy);
-    raw.send({ type: "ChannelRequest", scope: 1, channel: 3, payload: new Uint8Array(LIMIT) });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: 3, payload: new Uint8Array(LIMIT) });
     expect(await raw.closed).toBe(1009);
     await stillServes(proxy);
   });
@@ -143,7 +143,7 @@ describe("the message limit, on every path kind", () => {
     const response = await raw.next(onChannel(1, 1), 10_000);
     const decoded = decodeMcpCallToolAnswer((response as { payload: Uint8Array }).payload, { check: checkMcp });
     expect(decoded).toMatchObject({ variant: "Error", error: { code: -32603 } });
-    expect((await raw.next(onChannel(1, 1))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 1))).variant).toBe("ChannelResponseFinish");
     expect(proxy.stats().oversizedAnswers).toBe(1);
     channel(raw, 2, { variant: "McpCallTool", params: { name: "big", arguments: { bytes: 10 } } });
     const small = await raw.next(onChannel(1, 2), 10_000);
@@ -155,11 +155,11 @@ describe("the message limit, on every path kind", () => {
     const raw = await begin(proxy);
     const daemon = await openWs(proxy.programPort, "/daemon");
     sockets.push(daemon);
-    await raw.next((frame) => frame.type === "ChannelRequest");
+    await raw.next((frame) => frame.variant === "ChannelRequest");
     daemon.send(new Uint8Array(LIMIT + 1));
     expect(await closed(daemon)).toBe(1009);
     channel(raw, 9, { variant: "McpCallTool", params: { name: "echo", arguments: { value: 1 } } });
-    expect((await raw.next(onChannel(1, 9), 10_000)).type).toBe("ChannelResponse");
+    expect((await raw.next(onChannel(1, 9), 10_000)).variant).toBe("ChannelResponse");
   });
 });
 
@@ -209,7 +209,7 @@ describe("bounded queues and caps", () => {
     for (let c = 0; c < 3; c++) channel(raw, c, { variant: "McpNotifications" });
     await waitUntil(() => proxy.stats().openChannels === 3);
     channel(raw, 3, { variant: "McpListTools", params: null });
-    expect((await raw.next(onChannel(1, 3))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 3))).variant).toBe("ChannelResponseFinish");
     expect(proxy.stats()).toMatchObject({ openChannels: 3, refusedChannels: 1 });
     expect(await raw.none(onChannel(1, 0), 200)).toBe(true);
   });
@@ -220,8 +220,8 @@ describe("bounded queues and caps", () => {
     channel(raw, 100, { variant: "McpNotifications" });
     for (let c = 0; c < 5; c++) {
       channel(raw, c, { variant: "McpCallTool", params: { name: "echo", arguments: { value: c } } });
-      expect((await raw.next(onChannel(1, c), 10_000)).type).toBe("ChannelResponse");
-      expect((await raw.next(onChannel(1, c))).type).toBe("ChannelResponseFinish");
+      expect((await raw.next(onChannel(1, c), 10_000)).variant).toBe("ChannelResponse");
+      expect((await raw.next(onChannel(1, c))).variant).toBe("ChannelResponseFinish");
     }
     expect(proxy.stats().refusedChannels).toBe(0);
   });
@@ -229,8 +229,8 @@ describe("bounded queues and caps", () => {
   it("open scopes on /: a request beyond maxOpenScopes gets a bare finish, counted", async () => {
     const { proxy } = await proxyWith({ maxOpenScopes: 1 });
     const raw = await begin(proxy);
-    raw.send({ type: "Request", scope: 2, channel: 0, payload: BEGIN });
-    expect((await raw.next(onScope(2))).type).toBe("ResponseFinish");
+    raw.send({ variant: "Request", scope: 2, channel: 0, payload: BEGIN });
+    expect((await raw.next(onScope(2))).variant).toBe("ResponseFinish");
     expect(proxy.stats().refusedScopes).toBe(1);
   });
 
@@ -252,8 +252,8 @@ describe("bounded queues and caps", () => {
     raw.socket.resume();
     const answer = await raw.next(onChannel(1, 8), 20_000);
     expect(decodeMcpCallToolAnswer((answer as { payload: Uint8Array }).payload, { check: checkMcp }).variant).toBe("Result");
-    const delivered = raw.frames.filter((frame) => frame.type === "ChannelResponse" && frame.channel === 7).length;
-    await waitUntil(() => raw.frames.filter((frame) => frame.type === "ChannelResponse" && frame.channel === 7).length + proxy.stats().droppedNotifications.total >= 400, 10_000, "every notification delivered or counted");
+    const delivered = raw.frames.filter((frame) => frame.variant === "ChannelResponse" && frame.channel === 7).length;
+    await waitUntil(() => raw.frames.filter((frame) => frame.variant === "ChannelResponse" && frame.channel === 7).length + proxy.stats().droppedNotifications.total >= 400, 10_000, "every notification delivered or counted");
     expect(delivered + proxy.stats().droppedNotifications.total).toBeLessThanOrEqual(400);
   }, 40_000);
 
@@ -282,10 +282,10 @@ describe("bounded queues and caps", () => {
     const driver = connect({ host: "127.0.0.1", port: proxy.multiplexed.pgPort });
     sockets.push({ terminate: () => driver.destroy() });
     await new Promise((resolve) => driver.once("connect", resolve));
-    const announce = await raw.next((frame) => frame.type === "ChannelRequest");
+    const announce = await raw.next((frame) => frame.variant === "ChannelRequest");
     raw.socket.pause();
-    raw.send({ type: "ChannelRequest", scope: 1, channel: 50, payload: encodeToolsBeginChannelRequest({ variant: "Postgres", connection_id: 1 }) });
-    expect(announce.type).toBe("ChannelRequest");
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: 50, payload: encodeToolsBeginChannelRequest({ variant: "Postgres", connection_id: 1 }) });
+    expect(announce.variant).toBe("ChannelRequest");
     const chunk = Buffer.alloc(64 * 1024, 7);
     let written = 0;
     let refusedWrites = 0;

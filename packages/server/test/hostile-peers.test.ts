@@ -32,7 +32,7 @@ let baseline = 0;
 let uncaught: unknown[] = [];
 const onUncaught = (error: unknown) => uncaught.push(error);
 
-const BEGIN = encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: {} } });
+const BEGIN = encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: {} } });
 const text = (value: string) => new TextEncoder().encode(value);
 const concat = (...parts: Uint8Array[]) => Buffer.concat(parts.map((part) => Buffer.from(part)));
 const payloadOf = (frame: ServerFrame) => (frame as { payload: Uint8Array }).payload;
@@ -45,7 +45,7 @@ beforeAll(async () => {
   proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port, pairStallMs: 1000, maxPairSpillBytes: 0 });
   pathsProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, appPort: program.port });
   raw = await rawConnect(proxy.port);
-  raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+  raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
   expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
   requests = await RequestsLine.open(pathsProxy.port);
   // Warm both transports up before the baseline, so lazily made sessions and caches are in it.
@@ -68,10 +68,10 @@ let nextChannel = 10;
 
 /** One MCP exchange on the begin scope; resolves with its answer payload. */
 async function exchangeOnBegin(channel: number, request: ToolsBeginChannelRequest): Promise<Uint8Array> {
-  raw.send({ type: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
+  raw.send({ variant: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
   const response = await raw.next(onChannel(1, channel), 15_000);
-  expect(response.type).toBe("ChannelResponse");
-  expect((await raw.next(onChannel(1, channel), 15_000)).type).toBe("ChannelResponseFinish");
+  expect(response.variant).toBe("ChannelResponse");
+  expect((await raw.next(onChannel(1, channel), 15_000)).variant).toBe("ChannelResponseFinish");
   return payloadOf(response);
 }
 
@@ -186,18 +186,18 @@ describe("bad peers", () => {
       [21, { variant: "Postgres", connection_id: 0xffffffff }],
       [22, { variant: "Daemon", connection_id: 12345 }],
     ] as const) {
-      raw.send({ type: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
-      expect((await raw.next(onChannel(1, channel))).type).toBe("ChannelResponseFinish");
+      raw.send({ variant: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
+      expect((await raw.next(onChannel(1, channel))).variant).toBe("ChannelResponseFinish");
     }
     // Responses and finishes naming proxy channels that do not exist (or ended), and a scope never opened.
     const before = connection.disregardedCount;
-    raw.send({ type: "ChannelResponse", scope: 1, channel: 0xffffffff, payload: text("foreign") });
-    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: 0 });
-    raw.send({ type: "ChannelRequest", scope: 0xffffffff, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "Info" }) });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: 0xffffffff, payload: text("foreign") });
+    raw.send({ variant: "ChannelResponseFinish", scope: 1, channel: 0 });
+    raw.send({ variant: "ChannelRequest", scope: 0xffffffff, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "Info" }) });
     await waitUntil(() => connection.disregardedCount - before === 3, 5000, "three disregards");
     // A channel request on a number the provider still has open is disregarded; the open one goes on.
-    raw.send({ type: "ChannelRequest", scope: 1, channel: 30, payload: encodeToolsBeginChannelRequest({ variant: "McpNotifications" }) });
-    raw.send({ type: "ChannelRequest", scope: 1, channel: 30, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: 30, payload: encodeToolsBeginChannelRequest({ variant: "McpNotifications" }) });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: 30, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
     await waitUntil(() => connection.disregarded.at(-1)?.reason === "channel-open", 5000, "the second request disregarded");
     expect(await raw.none(onChannel(1, 30), 200)).toBe(true);
     await othersStillServed();
@@ -208,7 +208,7 @@ describe("bad peers", () => {
     // Provider -> program on the begin scope: arguments with the keys, echoed back by the program.
     const channel = nextChannel++;
     const payload = concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${hostile}}}`));
-    raw.send({ type: "ChannelRequest", scope: 1, channel, payload });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel, payload });
     const response = await raw.next(onChannel(1, channel), 15_000);
     const body = new TextDecoder().decode(payloadOf(response).subarray(1));
     expect(body).toContain('"__proto__":{"polluted":"yes"}');
@@ -232,15 +232,15 @@ describe("bad peers", () => {
     const deep = "[".repeat(100_000) + "]".repeat(100_000);
     // Params on the begin scope (tag 5): unreadable -> bare finish.
     const channel = nextChannel++;
-    raw.send({ type: "ChannelRequest", scope: 1, channel, payload: concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${deep}}}`)) });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel, payload: concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${deep}}}`)) });
     const first = await raw.next(onChannel(1, channel), 15_000);
     // Unreadable (a bare finish), or read and then not relayable (one [1] MCP error, then the finish).
-    if (first.type === "ChannelResponse") {
+    if (first.variant === "ChannelResponse") {
       expect(decodeMcpCallToolAnswer(payloadOf(first), { check: checkMcp }).variant).toBe("Error");
-      expect((await raw.next(onChannel(1, channel), 15_000)).type).toBe("ChannelResponseFinish");
-    } else expect(first.type).toBe("ChannelResponseFinish");
+      expect((await raw.next(onChannel(1, channel), 15_000)).variant).toBe("ChannelResponseFinish");
+    } else expect(first.variant).toBe("ChannelResponseFinish");
     // The begin's own arguments on a second scope: unreadable -> bare finish (or the one error of a second begin).
-    raw.send({ type: "Request", scope: 2, channel: 0, payload: concat(new Uint8Array([1]), text(`{"arguments":${deep}}`)) });
+    raw.send({ variant: "Request", scope: 2, channel: 0, payload: concat(new Uint8Array([1]), text(`{"arguments":${deep}}`)) });
     await raw.next(onScope(2), 15_000);
     // An answer on an answer path: UnreadableAnswer, not a crash.
     // An answer on an answer path: a value, or UnreadableAnswer when checking it overflows the stack.
@@ -292,32 +292,32 @@ describe("bad peers", () => {
       const programPort = Number(/http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(line)![1]);
       const deep = "[".repeat(1_000_000) + "]".repeat(1_000_000);
       const conn = await rawConnect(port);
-      conn.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+      conn.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
       expect(decodeToolsBeginResponse(payloadOf(await conn.next(onScope(1)))).variant).toBe("Begun");
-      conn.send({ type: "ChannelRequest", scope: 1, channel: 1, payload: concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${deep}}}`)) });
+      conn.send({ variant: "ChannelRequest", scope: 1, channel: 1, payload: concat(new Uint8Array([5]), text(`{"name":"echo","arguments":{"value":${deep}}}`)) });
       // Unreadable (a bare finish), or read and then not relayable to the program (one [1] -32603, then the finish).
       const first = await conn.next(onChannel(1, 1), 15_000);
-      if (first.type === "ChannelResponse") {
+      if (first.variant === "ChannelResponse") {
         expect(decodeMcpCallToolAnswer(payloadOf(first), { check: checkMcp })).toMatchObject({ variant: "Error", error: { code: -32603 } });
-        expect((await conn.next(onChannel(1, 1), 15_000)).type).toBe("ChannelResponseFinish");
-      } else expect(first.type).toBe("ChannelResponseFinish");
-      conn.send({ type: "Request", scope: 2, channel: 0, payload: concat(new Uint8Array([1]), text(`{"arguments":${deep}}`)) });
+        expect((await conn.next(onChannel(1, 1), 15_000)).variant).toBe("ChannelResponseFinish");
+      } else expect(first.variant).toBe("ChannelResponseFinish");
+      conn.send({ variant: "Request", scope: 2, channel: 0, payload: concat(new Uint8Array([1]), text(`{"arguments":${deep}}`)) });
       // A second begin: one error and the finish (or a bare finish when it cannot be read).
       const scope2 = await conn.next(onScope(2), 15_000);
-      if (scope2.type === "Response") expect((await conn.next(onScope(2), 15_000)).type).toBe("ResponseFinish");
+      if (scope2.variant === "Response") expect((await conn.next(onScope(2), 15_000)).variant).toBe("ResponseFinish");
       // The outward side: the program asks (on the begin scope, begun), the provider answers 100k deep; the program gets an error.
       const line2 = await RequestsLine.open(port);
       const client = new Client({ name: "program", version: "1" });
       await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${programPort}/mcp`)));
       const call = client.callTool({ name: "deep" }).catch((error: unknown) => error);
-      const asked = await conn.next((frame) => frame.type === "ChannelRequest" && payloadOf(frame)[0] === 9, 15_000);
+      const asked = await conn.next((frame) => frame.variant === "ChannelRequest" && payloadOf(frame)[0] === 9, 15_000);
       const proxyChannel = (asked as { channel: number }).channel;
-      conn.send({ type: "ChannelResponse", scope: 1, channel: proxyChannel, payload: concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)) });
-      conn.send({ type: "ChannelResponseFinish", scope: 1, channel: proxyChannel });
+      conn.send({ variant: "ChannelResponse", scope: 1, channel: proxyChannel, payload: concat(new Uint8Array([0]), text(`{"content":[],"structuredContent":{"a":${deep}}}`)) });
+      conn.send({ variant: "ChannelResponseFinish", scope: 1, channel: proxyChannel });
       expect(await call).toMatchObject({ code: -32603, data: { diverge: expect.stringMatching(/^(UnreadableAnswer|Unwritable)$/) } });
       // Still alive: the begin scope answers an ordinary exchange.
-      conn.send({ type: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
-      expect((await conn.next(onChannel(1, 2), 15_000)).type).toBe("ChannelResponse");
+      conn.send({ variant: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
+      expect((await conn.next(onChannel(1, 2), 15_000)).variant).toBe("ChannelResponse");
       expect(child.exitCode).toBeNull();
       await client.close();
       await line2.close();
@@ -332,11 +332,11 @@ describe("bad peers", () => {
   it("invalid UTF-8: in JSON on the begin scope, on answer paths and in text messages on every path", async () => {
     const bad = Buffer.from([0xc3, 0x28, 0xff, 0xfe, 0xed, 0xa0, 0x80]);
     const channel = nextChannel++;
-    raw.send({ type: "ChannelRequest", scope: 1, channel, payload: concat(new Uint8Array([5]), text('{"name":"'), bad, text('"}')) });
-    expect((await raw.next(onChannel(1, channel))).type).toBe("ChannelResponseFinish");
+    raw.send({ variant: "ChannelRequest", scope: 1, channel, payload: concat(new Uint8Array([5]), text('{"name":"'), bad, text('"}')) });
+    expect((await raw.next(onChannel(1, channel))).variant).toBe("ChannelResponseFinish");
     const secrets = nextChannel++;
-    raw.send({ type: "ChannelRequest", scope: 1, channel: secrets, payload: concat(new Uint8Array([8]), text('{"K":"'), bad, text('"}')) });
-    expect((await raw.next(onChannel(1, secrets))).type).toBe("ChannelResponseFinish");
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: secrets, payload: concat(new Uint8Array([8]), text('{"K":"'), bad, text('"}')) });
+    expect((await raw.next(onChannel(1, secrets))).variant).toBe("ChannelResponseFinish");
     const result = rejection(pathsProxy.mcp.callTool({ name: "utf8" }));
     const ask = await requests.nextExchange();
     const socket = await openWs(pathsProxy.port, pathOf(ask));
@@ -406,13 +406,13 @@ describe("bad peers", () => {
       }
       await waitUntil(() => early.multiplexed.held === 1, 5000, "only the kept driver held");
       const line = await rawConnect(early.port);
-      line.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+      line.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
       expect(decodeToolsBeginResponse(payloadOf(await line.next(onScope(1)))).variant).toBe("Begun");
-      const announce = await line.next((frame) => frame.type === "ChannelRequest");
-      line.send({ type: "ChannelRequest", scope: 1, channel: 9, payload: encodeToolsBeginChannelRequest({ variant: "Postgres", connection_id: 1 }) });
+      const announce = await line.next((frame) => frame.variant === "ChannelRequest");
+      line.send({ variant: "ChannelRequest", scope: 1, channel: 9, payload: encodeToolsBeginChannelRequest({ variant: "Postgres", connection_id: 1 }) });
       expect(new TextDecoder().decode(payloadOf(await line.next(onChannel(1, 9))))).toBe("startup");
       expect(announce.channel).toBe(0);
-      expect(await line.none((frame) => frame.type === "ChannelRequest", 200)).toBe(true);
+      expect(await line.none((frame) => frame.variant === "ChannelRequest", 200)).toBe(true);
       line.socket.terminate();
       kept.destroy();
     } finally {
@@ -442,7 +442,7 @@ describe("bad peers", () => {
       }
       await waitUntil(() => fresh.multiplexed.connection === undefined, 5000, "no connection kept");
       const line = await rawConnect(fresh.port);
-      line.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+      line.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
       expect(decodeToolsBeginResponse(payloadOf(await line.next(onScope(1)))).variant).toBe("Begun");
       expect(await rawUpgradeStatus(fresh.port, "/")).toBe(409);
       line.socket.terminate();
@@ -457,19 +457,19 @@ describe("bad peers", () => {
     daemon.on("error", () => {});
     await new Promise((resolve) => daemon.once("open", resolve));
     daemon.pause();
-    const announce = await raw.next((frame) => frame.type === "ChannelRequest");
+    const announce = await raw.next((frame) => frame.variant === "ChannelRequest");
     const half = nextChannel++;
-    raw.send({ type: "ChannelRequest", scope: 1, channel: half, payload: encodeToolsBeginChannelRequest({ variant: "Daemon", connection_id: Number(new DataView(payloadOf(announce).buffer, payloadOf(announce).byteOffset + 1, 4).getUint32(0)) }) });
+    raw.send({ variant: "ChannelRequest", scope: 1, channel: half, payload: encodeToolsBeginChannelRequest({ variant: "Daemon", connection_id: Number(new DataView(payloadOf(announce).buffer, payloadOf(announce).byteOffset + 1, 4).getUint32(0)) }) });
     const before = await settledMemory();
     const frame = new Uint8Array(MiB);
     frame[0] = 2;
     for (let i = 0; i < 128; i++) {
-      raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: frame });
+      raw.send({ variant: "ChannelResponse", scope: 1, channel: announce.channel, payload: frame });
       if (raw.socket.bufferedAmount > 4 * MiB) await waitUntil(() => raw.socket.bufferedAmount <= 2 * MiB, 20_000, "the provider's socket to drain");
       if (i % 32 === 0) await othersStillServed();
     }
     await waitUntil(() => raw.socket.bufferedAmount === 0, 20_000, "everything sent");
-    expect((await raw.next(onChannel(1, half), 10_000)).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, half), 10_000)).variant).toBe("ChannelResponseFinish");
     const stats = proxy.stats().daemon;
     // Paused at its budget (never near the hard cap), then ended for reading nothing while it held the connection.
     expect(stats.pausedConnection).toBe(1);
@@ -481,7 +481,7 @@ describe("bad peers", () => {
     const grown = ((await settledMemory()) - before) / MiB;
     expect(grown).toBeLessThan(16);
     // The proxy's channel ends with the provider's finish, as a provider does when its half is finished.
-    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: announce.channel });
+    raw.send({ variant: "ChannelResponseFinish", scope: 1, channel: announce.channel });
     daemon.terminate();
     await othersStillServed();
   }, 60_000);

@@ -26,7 +26,7 @@ describe("proxy.mcp's calls that wait on the provider", () => {
     const error = (await rejection(proxy.mcp.callTool({ name: "slow" }, { timeoutMs: 300 }))) as McpExchangeError;
     expect(error.detail).toEqual({ variant: "TimedOut", what: "tools/call", timeoutMs: 300, heldBySecretsGate: false });
     expect(error.message).toContain("did not answer within 300 ms");
-    expect((await requests.nextExchange()).kind).toBe("McpCallTool");
+    expect((await requests.nextExchange()).variant).toBe("McpCallTool");
     expect(proxy.stats().pendingAsks).toBe(0);
   });
 
@@ -40,7 +40,7 @@ describe("proxy.mcp's calls that wait on the provider", () => {
     // Given up before the gate opened: never asked, even once it opens.
     proxy.gate.open();
     const next = proxy.mcp.listResources(null, { timeoutMs: 5000 }).catch(() => undefined);
-    expect((await requests.nextExchange()).kind).toBe("McpListResources");
+    expect((await requests.nextExchange()).variant).toBe("McpListResources");
     void next;
   });
 

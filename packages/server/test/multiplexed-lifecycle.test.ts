@@ -55,9 +55,9 @@ async function proxy(options: ProxyOptions = {}): Promise<RunningProxy> {
   return running;
 }
 
-const BEGIN = encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: {} } });
+const BEGIN = encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: {} } });
 const payloadOf = (frame: ServerFrame) => (frame as { payload: Uint8Array }).payload;
-const isAnnounce = (frame: ServerFrame) => frame.type === "ChannelRequest";
+const isAnnounce = (frame: ServerFrame) => frame.variant === "ChannelRequest";
 
 async function connectRaw(running: RunningProxy): Promise<RawConnection> {
   const raw = await rawConnect(running.port);
@@ -68,13 +68,13 @@ async function connectRaw(running: RunningProxy): Promise<RawConnection> {
 async function begun(options: ProxyOptions = {}): Promise<{ running: RunningProxy; raw: RawConnection }> {
   const running = await proxy(options);
   const raw = await connectRaw(running);
-  raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+  raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
   expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
   return { running, raw };
 }
 
 function ask(raw: RawConnection, channel: number, request: ToolsBeginChannelRequest): void {
-  raw.send({ type: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
+  raw.send({ variant: "ChannelRequest", scope: 1, channel, payload: encodeToolsBeginChannelRequest(request) });
 }
 
 async function driver(running: RunningProxy): Promise<Socket> {
@@ -98,7 +98,7 @@ async function pairUp(raw: RawConnection, channel: number, variant: "Postgres" |
 async function listTools(raw: RawConnection, channel: number, ms = 5000): Promise<void> {
   ask(raw, channel, { variant: "McpListTools", params: null });
   const answer = await raw.next(onChannel(1, channel), ms);
-  expect(answer.type).toBe("ChannelResponse");
+  expect(answer.variant).toBe("ChannelResponse");
   expect(decodeMcpListToolsAnswer(payloadOf(answer), { check: checkMcp }).variant).toBe("Result");
 }
 
@@ -113,7 +113,7 @@ describe("program connections before the provider, and after its connection", ()
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(uncaught).toEqual([]);
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
     const later = await driver(running);
     later.write("hello");
@@ -144,8 +144,8 @@ describe("program connections before the provider, and after its connection", ()
     daemon.send(Buffer.from("010000000900000000" + "0b", "hex"));
     await new Promise((resolve) => setTimeout(resolve, 100));
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
-    expect((await raw.next()).type).toBe("Response");
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect((await raw.next()).variant).toBe("Response");
     await pairUp(raw, 3, "Daemon");
     expect(Buffer.from(payloadOf(await raw.next(onChannel(1, 3)))).toString("hex")).toBe("010000000900000000" + "0b");
   });
@@ -166,7 +166,7 @@ describe("program connections before the provider, and after its connection", ()
     expect(logs.some((line) => line.includes("held"))).toBe(true);
     // The held ones are still served once the provider comes.
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     await raw.next(onScope(1));
     await raw.next(isAnnounce);
     await raw.next(isAnnounce);
@@ -185,7 +185,7 @@ describe("the one connection on /", () => {
     expect(answer.startsWith("HTTP/1.1 400")).toBe(true);
     bad.destroy();
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
     expect(await upgradeStatus(running.port)).toBe(409);
   });
@@ -206,7 +206,7 @@ describe("the one connection on /", () => {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("Begun");
     // A connection that did speak is the one: it ended, and the next is refused.
     raw.socket.terminate();
@@ -225,21 +225,21 @@ describe("a refused begin", () => {
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const running = await proxy({ appPort });
     const raw = await connectRaw(running);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(1)))).variant).toBe("NotBegun");
-    expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+    expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
     expect(running.multiplexed.connection!.begin.begun).toBe(false);
     const app = await startExampleContainer({ port: appPort });
     try {
-      raw.send({ type: "Request", scope: 2, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Hi" } } }) });
+      raw.send({ variant: "Request", scope: 2, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: { greeting: "Hi" } } }) });
       const answer = decodeToolsBeginResponse(payloadOf(await raw.next(onScope(2))));
       expect(answer.variant).toBe("Begun");
-      raw.send({ type: "ChannelRequest", scope: 2, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "McpCallTool", params: { name: "greet", arguments: { name: "Ada" } } }) });
+      raw.send({ variant: "ChannelRequest", scope: 2, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "McpCallTool", params: { name: "greet", arguments: { name: "Ada" } } }) });
       const call = await raw.next(onChannel(2, 1));
-      expect(call.type).toBe("ChannelResponse");
+      expect(call.variant).toBe("ChannelResponse");
       expect(new TextDecoder().decode(payloadOf(call))).toContain("Hi, Ada!");
       // A third begin is answered as a second one: the connection has begun.
-      raw.send({ type: "Request", scope: 3, channel: 0, payload: BEGIN });
+      raw.send({ variant: "Request", scope: 3, channel: 0, payload: BEGIN });
       expect(decodeToolsBeginResponse(payloadOf(await raw.next(onScope(3)))).variant).toBe("NotBegun");
     } finally {
       await app.close();
@@ -259,8 +259,8 @@ describe("per-channel backpressure", () => {
     b.on("data", (chunk: Buffer) => fromB.push(chunk));
     // 2 MiB toward A, which reads nothing: within its budget.
     const chunk = new Uint8Array(64 * 1024).fill(1);
-    for (let i = 0; i < 32; i++) raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
-    raw.send({ type: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode("for B") });
+    for (let i = 0; i < 32; i++) raw.send({ variant: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode("for B") });
     await waitUntil(() => Buffer.concat(fromB).toString() === "for B", 5000, "B's bytes");
     await listTools(raw, 200);
     expect(running.stats().postgres.pausedConnection).toBe(0);
@@ -268,18 +268,18 @@ describe("per-channel backpressure", () => {
     // (The kernel's socket buffers take some megabytes first, unseen by the proxy.)
     const stats = () => running.stats().postgres;
     for (let i = 0; i < 1024 && stats().pausedConnection === 0; i++) {
-      raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
+      raw.send({ variant: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: chunk });
       if (i % 16 === 15) await new Promise((resolve) => setTimeout(resolve, 5));
     }
     expect(stats().pausedConnection).toBe(1);
     expect(stats().endedOverBacklog).toBe(0);
-    expect(raw.frames.some((f) => f.type === "ChannelResponseFinish" && f.channel === 100)).toBe(false);
+    expect(raw.frames.some((f) => f.variant === "ChannelResponseFinish" && f.channel === 100)).toBe(false);
     // A reads nothing: after pairStallMs its pair ends, and only it; the connection reads again.
-    expect((await raw.next(onChannel(1, 100), 10_000)).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 100), 10_000)).variant).toBe("ChannelResponseFinish");
     expect(stats().endedStalled).toBe(1);
     expect(stats().holdingNow).toBe(0);
     expect(logs.some((line) => line.includes(`postgres connection ${halfA.id}`) && line.includes("read nothing"))).toBe(true);
-    raw.send({ type: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode(", again") });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: halfB.proxyChannel, payload: new TextEncoder().encode(", again") });
     await waitUntil(() => Buffer.concat(fromB).toString() === "for B, again", 5000, "B's bytes again");
     b.write("from B");
     expect(new TextDecoder().decode(payloadOf(await raw.next(onChannel(1, 101))))).toBe("from B");
@@ -294,8 +294,8 @@ describe("per-channel backpressure", () => {
     const halfA = await pairUp(raw, 100, "Postgres");
     a.pause();
     // 6 MiB in one frame toward a driver that reads nothing: no pause can come between its bytes.
-    raw.send({ type: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: new Uint8Array(6 * MiB).fill(7) });
-    expect((await raw.next(onChannel(1, 100), 10_000)).type).toBe("ChannelResponseFinish");
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: halfA.proxyChannel, payload: new Uint8Array(6 * MiB).fill(7) });
+    expect((await raw.next(onChannel(1, 100), 10_000)).variant).toBe("ChannelResponseFinish");
     const stats = running.stats().postgres;
     expect(stats.endedOverBacklog).toBe(1);
     expect(stats.holdingNow).toBe(0);
@@ -330,7 +330,7 @@ describe("per-channel backpressure", () => {
       try {
         for (let i = 0; i < total; i++) {
           chunk.fill(i % 251);
-          raw.send({ type: "ChannelResponse", scope: 1, channel: half.proxyChannel, payload: chunk.slice() });
+          raw.send({ variant: "ChannelResponse", scope: 1, channel: half.proxyChannel, payload: chunk.slice() });
           // A provider that keeps within the bound (8 MiB): at most 6 MiB ahead of what the driver read.
           if ((i + 1) * chunk.length - received > 6 * MiB) await waitUntil(() => (i + 1) * chunk.length - received <= 4 * MiB, 10_000, "the driver to read");
         }
@@ -373,7 +373,7 @@ describe("daemon pairs", () => {
     const body = frame(2, new Uint8Array(MiB - 9).fill(5));
     try {
       for (let i = 0; i < 400; i++) {
-        raw.send({ type: "ChannelResponse", scope: 1, channel: half.proxyChannel, payload: body });
+        raw.send({ variant: "ChannelResponse", scope: 1, channel: half.proxyChannel, payload: body });
         // The test's own side stays small: it sends as its socket drains.
         if (raw.socket.bufferedAmount > 4 * MiB) await waitUntil(() => raw.socket.bufferedAmount <= 2 * MiB, 20_000, "the provider's socket to drain");
       }
@@ -399,7 +399,7 @@ describe("daemon pairs", () => {
     expect(daemonStats.pausedConnection).toBe(0);
     expect(running.options.spillPool.used).toBe(0);
     // The pair ended: the provider's half is finished, and the log says why.
-    expect(raw.frames.some((f) => f.type === "ChannelResponseFinish" && f.channel === 100)).toBe(true);
+    expect(raw.frames.some((f) => f.variant === "ChannelResponseFinish" && f.channel === 100)).toBe(true);
     expect(logs.some((line) => line.includes(`daemon connection ${half.id}`) && line.includes("on disk"))).toBe(true);
     await listTools(raw, 200);
   }, 90_000);
@@ -429,7 +429,7 @@ describe("daemon pairs", () => {
     let inOrder = true;
     await waitUntil(() => {
       for (const f of raw.frames.splice(0)) {
-        if (f.type !== "ChannelResponse" || f.channel !== 100) continue;
+        if (f.variant !== "ChannelResponse" || f.channel !== 100) continue;
         if (f.payload[9] !== got % 251) inOrder = false;
         got++;
       }
@@ -448,7 +448,7 @@ describe("daemon pairs", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const started = Date.now();
     const closedAt = new Promise<number>((resolve) => daemon.once("close", () => resolve(Date.now())));
-    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: announce.channel });
+    raw.send({ variant: "ChannelResponseFinish", scope: 1, channel: announce.channel });
     const took = (await closedAt) - started;
     expect(took).toBeLessThan(2000);
   }, 40_000);
@@ -468,7 +468,7 @@ describe("Info always describes the file", () => {
     const { raw } = await begun({ root, ...options });
     ask(raw, 5, { variant: "Info" });
     const first = await raw.next(onChannel(1, 5), 20_000);
-    if (first.type === "ChannelResponseFinish") return [first];
+    if (first.variant === "ChannelResponseFinish") return [first];
     return [first, await raw.next(onChannel(1, 5), 20_000)];
   }
 
@@ -497,8 +497,8 @@ describe("Info always describes the file", () => {
     }) as typeof process.stderr.write;
     try {
       const [answer, finish] = await infoOf(content);
-      expect(answer!.type).toBe("ChannelResponse");
-      expect(finish!.type).toBe("ChannelResponseFinish");
+      expect(answer!.variant).toBe("ChannelResponse");
+      expect(finish!.variant).toBe("ChannelResponseFinish");
       expect(decodeInfoAnswer(payloadOf(answer!))).toEqual({ variant: "Info", info: { frontMatter: {}, body: content } });
       expect(logs.some((line) => line.includes("DIVERGE.md") && line.includes("front matter"))).toBe(true);
       expect(logs.join("\n")).not.toMatch(/MARKER|aGVsbG8|just words|custom/);
@@ -536,7 +536,7 @@ describe("Info always describes the file", () => {
     const { running, raw } = await begun({ root });
     ask(raw, 5, { variant: "Info" });
     const first = await raw.next(onChannel(1, 5), 20_000);
-    expect(first.type).toBe("ChannelResponseFinish");
+    expect(first.variant).toBe("ChannelResponseFinish");
     expect(logs.some((line) => line.includes("DIVERGE.md") && line.includes("message limit"))).toBe(true);
     expect(logs.join("\n")).not.toContain("MARKER");
     expect(raw.socket.readyState).toBe(WebSocket.OPEN);

@@ -45,7 +45,7 @@ export async function rawConnect(port: number): Promise<RawConnection> {
           return found;
         }
         const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`no matching frame within ${ms} ms; got ${JSON.stringify(frames.map((f) => [f.type, f.scope, f.channel]))}`);
+        if (left <= 0) throw new Error(`no matching frame within ${ms} ms; got ${JSON.stringify(frames.map((f) => [f.variant, f.scope, f.channel]))}`);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, left);
           waiters.push(() => {
@@ -64,9 +64,9 @@ export async function rawConnect(port: number): Promise<RawConnection> {
 
 /** Matches the frames the proxy sends on a provider channel. */
 export const onChannel = (scope: number, channel: number) => (frame: ServerFrame) =>
-  (frame.type === "ChannelResponse" || frame.type === "ChannelResponseFinish") && frame.scope === scope && frame.channel === channel;
+  (frame.variant === "ChannelResponse" || frame.variant === "ChannelResponseFinish") && frame.scope === scope && frame.channel === channel;
 
-export const onScope = (scope: number) => (frame: ServerFrame) => (frame.type === "Response" || frame.type === "ResponseFinish") && frame.scope === scope;
+export const onScope = (scope: number) => (frame: ServerFrame) => (frame.variant === "Response" || frame.variant === "ResponseFinish") && frame.scope === scope;
 
 export const text = (value: string) => new TextEncoder().encode(value);
 export const json = (value: unknown) => text(JSON.stringify(value));

@@ -51,37 +51,37 @@ async function proxy(options: ProxyOptions = {}): Promise<RunningProxy> {
   return running;
 }
 
-const BEGIN = encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Hi" } } });
+const BEGIN = encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: { greeting: "Hi" } } });
 
 async function begun(options: ProxyOptions = {}): Promise<{ proxy: RunningProxy; raw: RawConnection }> {
   const running = await proxy(options);
   const raw = await rawConnect(running.port);
-  raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+  raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
   const answer = await raw.next(onScope(1));
-  expect(answer.type).toBe("Response");
+  expect(answer.variant).toBe("Response");
   expect(decodeToolsBeginResponse((answer as { payload: Uint8Array }).payload).variant).toBe("Begun");
   return { proxy: running, raw };
 }
 
 function ask(raw: RawConnection, channel: number, request: ToolsBeginChannelRequest | Uint8Array, scope = 1): void {
-  raw.send({ type: "ChannelRequest", scope, channel, payload: request instanceof Uint8Array ? request : encodeToolsBeginChannelRequest(request) });
+  raw.send({ variant: "ChannelRequest", scope, channel, payload: request instanceof Uint8Array ? request : encodeToolsBeginChannelRequest(request) });
 }
 
 /** The one response and the finish of a provider channel. */
 async function answerOn(raw: RawConnection, channel: number): Promise<Uint8Array> {
   const response = await raw.next(onChannel(1, channel));
-  expect(response.type).toBe("ChannelResponse");
+  expect(response.variant).toBe("ChannelResponse");
   const finish = await raw.next(onChannel(1, channel));
-  expect(finish.type).toBe("ChannelResponseFinish");
+  expect(finish.variant).toBe("ChannelResponseFinish");
   return (response as { payload: Uint8Array }).payload;
 }
 
 async function bareFinishOn(raw: RawConnection, channel: number, scope = 1): Promise<void> {
-  const frame = await raw.next((f) => (f.type === "ChannelResponse" || f.type === "ChannelResponseFinish") && f.scope === scope && f.channel === channel);
-  expect(frame.type).toBe("ChannelResponseFinish");
+  const frame = await raw.next((f) => (f.variant === "ChannelResponse" || f.variant === "ChannelResponseFinish") && f.scope === scope && f.channel === channel);
+  expect(frame.variant).toBe("ChannelResponseFinish");
 }
 
-const isFinish = (frame: ServerFrame) => frame.type === "ChannelResponseFinish";
+const isFinish = (frame: ServerFrame) => frame.variant === "ChannelResponseFinish";
 
 describe("the connection on /", () => {
   it("is exactly one in the proxy's life: later upgrades get 409, even after the first ended", async () => {
@@ -99,15 +99,15 @@ describe("the connection on /", () => {
     raw.socket.send("hello");
     raw.socket.send(JSON.stringify({ type: 1 }));
     expect(await raw.none(() => true, 200)).toBe(true);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
-    expect((await raw.next(onScope(1))).type).toBe("Response");
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect((await raw.next(onScope(1))).variant).toBe("Response");
   });
 
   it("closes the connection when a type-0 frame arrives, and sends nothing further", async () => {
     const { raw } = await begun();
     raw.send("00 00000000 00000000 00746f6b");
     expect(await raw.closed).toBeGreaterThan(0);
-    expect(raw.frames.filter((f) => f.scope !== 1 || f.type !== "Response")).toEqual([]);
+    expect(raw.frames.filter((f) => f.scope !== 1 || f.variant !== "Response")).toEqual([]);
   });
 
   it("disregards malformed frames and frames naming no open scope or channel, and goes on", async () => {
@@ -138,7 +138,7 @@ describe("the connection on /", () => {
 
   it("disregards a request naming the open begin scope", async () => {
     const { proxy: running, raw } = await begun();
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     expect(await raw.none(onScope(1), 300)).toBe(true);
     expect(running.multiplexed.connection!.disregarded).toEqual([{ reason: "scope-open", scope: 1 }]);
   });
@@ -160,7 +160,7 @@ describe("the connection on /", () => {
     const { connect } = await import("node:net");
     const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
     driver.on("error", () => {});
-    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const announce = await raw.next((f) => f.variant === "ChannelRequest");
     expect(announce.channel).toBe(0);
     expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Postgres", connection_id: 1 });
     ask(raw, 0, { variant: "Info" });
@@ -173,32 +173,32 @@ describe("tools::begin", () => {
   it("hands the arguments to the program and answers with the tools it declared, then holds the scope open", async () => {
     const { proxy: running, raw } = await begun();
     expect(app.registered).toEqual({ greeting: "Hi" });
-    const response = raw.frames.find((f) => f.type === "Response") as { payload: Uint8Array };
+    const response = raw.frames.find((f) => f.variant === "Response") as { payload: Uint8Array };
     const answer = decodeToolsBeginResponse(response.payload);
     expect(answer.variant === "Begun" && (answer.tools as { name: string }[]).map((tool) => tool.name)).toEqual(["greeter"]);
-    expect(await raw.none((f) => f.type === "ResponseFinish", 200)).toBe(true);
+    expect(await raw.none((f) => f.variant === "ResponseFinish", 200)).toBe(true);
     // The scope's finish comes when the proxy ends.
     await running.close();
-    const finish = await raw.next((f) => f.type === "ResponseFinish");
+    const finish = await raw.next((f) => f.variant === "ResponseFinish");
     expect(finish.scope).toBe(1);
   });
 
   it("carries an image when one is given", async () => {
     const running = await proxy();
     const raw = await rawConnect(running.port);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { greeting: "Yo" }, image: { name: "a/b", digest: "sha256:ab" } } }) });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: { greeting: "Yo" }, image: { name: "a/b", digest: "sha256:ab" } } }) });
     const answer = await raw.next(onScope(1));
     expect(decodeToolsBeginResponse((answer as { payload: Uint8Array }).payload).variant).toBe("Begun");
   });
 
   it("answers a second begin with exactly one error and the finish; the first goes on", async () => {
     const { raw } = await begun();
-    raw.send({ type: "Request", scope: 2, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 2, channel: 0, payload: BEGIN });
     const error = await raw.next(onScope(2));
-    expect(error.type).toBe("Response");
+    expect(error.variant).toBe("Response");
     const decoded = decodeToolsBeginResponse((error as { payload: Uint8Array }).payload);
     expect(decoded.variant).toBe("NotBegun");
-    expect((await raw.next(onScope(2))).type).toBe("ResponseFinish");
+    expect((await raw.next(onScope(2))).variant).toBe("ResponseFinish");
     expect(await raw.none(onScope(2), 200)).toBe(true);
     ask(raw, 0, { variant: "Info" });
     await answerOn(raw, 0);
@@ -207,10 +207,10 @@ describe("tools::begin", () => {
   it("answers the program's refusal with [1] and its words, then the finish", async () => {
     const running = await proxy();
     const raw = await rawConnect(running.port);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: { nope: true } } }) });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: { nope: true } } }) });
     const error = await raw.next(onScope(1));
     expect(decodeToolsBeginResponse((error as { payload: Uint8Array }).payload)).toEqual({ variant: "NotBegun", error: { error: "arguments must be an object with a string `greeting`" } });
-    expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+    expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
   });
 
   it("refuses tools that are not ToolDeclarations (a tool with no name) with [1] naming why, and stays not begun", async () => {
@@ -223,13 +223,13 @@ describe("tools::begin", () => {
     try {
       const running = await proxy({ appPort: (program.address() as AddressInfo).port });
       const raw = await rawConnect(running.port);
-      raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+      raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
       const error = await raw.next(onScope(1));
       expect(decodeToolsBeginResponse((error as { payload: Uint8Array }).payload)).toEqual({
         variant: "NotBegun",
         error: { error: "the program declared tools a provider cannot read: missing field `name` at `[0]`", status: 200 },
       });
-      expect((await raw.next(onScope(1))).type).toBe("ResponseFinish");
+      expect((await raw.next(onScope(1))).variant).toBe("ResponseFinish");
       expect(logs.some((line) => /cannot read: missing field `name`/.test(line))).toBe(true);
     } finally {
       program.closeAllConnections();
@@ -251,17 +251,17 @@ describe("tools::begin", () => {
       concat(fromHex("01"), json({ image: { name: "a", digest: "b" } })),
       concat(fromHex("01"), json({ arguments: 1, image: { name: "a" } })),
     ];
-    unreadable.forEach((payload, i) => raw.send({ type: "Request", scope: 10 + i, channel: 0, payload }));
-    for (let i = 0; i < unreadable.length; i++) expect((await raw.next(onScope(10 + i))).type).toBe("ResponseFinish");
+    unreadable.forEach((payload, i) => raw.send({ variant: "Request", scope: 10 + i, channel: 0, payload }));
+    for (let i = 0; i < unreadable.length; i++) expect((await raw.next(onScope(10 + i))).variant).toBe("ResponseFinish");
     // None of them counted as the begin.
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
-    expect((await raw.next(onScope(1))).type).toBe("Response");
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
+    expect((await raw.next(onScope(1))).variant).toBe("Response");
   });
 
   it("answers a channel opened before Begun with a bare finish", async () => {
     const running = await proxy();
     const raw = await rawConnect(running.port);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     ask(raw, 0, { variant: "Info" });
     await bareFinishOn(raw, 0);
     await raw.next(onScope(1));
@@ -340,7 +340,7 @@ describe("the provider's channels (seed 004)", () => {
     await answerOn(raw, 9);
     for (const channel of [7, 8]) {
       const note = await raw.next(onChannel(1, channel));
-      expect(note.type).toBe("ChannelResponse");
+      expect(note.variant).toBe("ChannelResponse");
       expect(decodeMcpNotificationsAnswer((note as { payload: Uint8Array }).payload, { check: checkMcp })).toEqual({
         variant: "Notification",
         notification: { method: "notifications/message", params: { level: "info", data: "ping" } },
@@ -365,7 +365,7 @@ describe("the provider's channels (seed 004)", () => {
     const feeds = ['{"API_KEY":"s3cr3t\\ud800"}', '{"API_KEY":"\\udc00s3cr3t"}', '{"API_KEY":"s3cr3t","\\ud83d":"x"}'];
     feeds.forEach((feed, i) => ask(raw, 30 + i, concat(fromHex("08"), text(feed))));
     for (let i = 0; i < feeds.length; i++) await bareFinishOn(raw, 30 + i);
-    expect(raw.frames.filter((f) => f.channel >= 30 && f.type === "ChannelResponse")).toEqual([]);
+    expect(raw.frames.filter((f) => f.channel >= 30 && f.variant === "ChannelResponse")).toEqual([]);
     expect(running.gate.isOpen).toBe(false);
     // The same feed with a real character is Fed.
     ask(raw, 40, concat(fromHex("08"), text('{"API_KEY":"s3cr3t\\ud83d\\ude00"}')));
@@ -382,7 +382,7 @@ describe("the provider's channels (seed 004)", () => {
     // 127 levels are still read and relayed.
     const fine = `{"name":"greet","arguments":{"name":"x","extra":${"[".repeat(125)}${"]".repeat(125)}}}`;
     ask(raw, 51, concat(fromHex("05"), text(fine)));
-    expect((await raw.next(onChannel(1, 51))).type).toBe("ChannelResponse");
+    expect((await raw.next(onChannel(1, 51))).variant).toBe("ChannelResponse");
     expect(app.calls.slice(before).filter((call) => call !== "initialize")).toEqual(["tools/call greet"]);
     expect(logs.join("\n")).not.toMatch(/RangeError|call stack/);
   });
@@ -448,10 +448,10 @@ describe("the provider's channels (seed 004)", () => {
     await new Promise((resolve) => driver.once("connect", resolve));
     driver.write("startup");
     driver.write("-more");
-    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const announce = await raw.next((f) => f.variant === "ChannelRequest");
     const { connection_id } = decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload) as { connection_id: number };
     // No provider half yet: nothing of the driver's crosses.
-    expect(await raw.none((f) => f.type === "ChannelResponse", 200)).toBe(true);
+    expect(await raw.none((f) => f.variant === "ChannelResponse", 200)).toBe(true);
     ask(raw, 4, { variant: "Postgres", connection_id });
     let carried = "";
     while (carried.length < "startup-more".length) carried += new TextDecoder().decode(((await raw.next(onChannel(1, 4))) as { payload: Uint8Array }).payload);
@@ -460,13 +460,13 @@ describe("the provider's channels (seed 004)", () => {
     ask(raw, 5, { variant: "Postgres", connection_id });
     await bareFinishOn(raw, 5);
     // What the database says goes to the driver, in order; the finish closes the driver's socket.
-    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R1") });
-    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R2") });
-    raw.send({ type: "ChannelResponseFinish", scope: 1, channel: announce.channel });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R1") });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: announce.channel, payload: text("R2") });
+    raw.send({ variant: "ChannelResponseFinish", scope: 1, channel: announce.channel });
     await driverEnded;
     expect(Buffer.concat(fromDatabase).toString()).toBe("R1R2");
     driver.end();
-    expect((await raw.next(onChannel(1, 4))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 4))).variant).toBe("ChannelResponseFinish");
   });
 
   it("tag 0 Postgres: a driver that reads slowly holds the provider's bytes in its own socket, within its bound, and stalls nothing else", async () => {
@@ -475,12 +475,12 @@ describe("the provider's channels (seed 004)", () => {
     const driver = connect({ host: "127.0.0.1", port: running.multiplexed.pgPort });
     await new Promise((resolve) => driver.once("connect", resolve));
     driver.pause();
-    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const announce = await raw.next((f) => f.variant === "ChannelRequest");
     const chunk = new Uint8Array(64 * 1024);
     const chunks = 24; // 1.5 MiB, within the default per-pair budget of 2 MiB (past it the connection pauses)
     for (let i = 0; i < chunks; i++) {
       chunk.fill(i % 251);
-      raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: chunk });
+      raw.send({ variant: "ChannelResponse", scope: 1, channel: announce.channel, payload: chunk });
     }
     // The connection is not paused for it: an exchange beside it is answered.
     ask(raw, 3, { variant: "McpListTools", params: null });
@@ -510,19 +510,19 @@ describe("the provider's channels (seed 004)", () => {
     program.on("message", (data: Buffer) => toProgram.push(data.toString("hex")));
     await new Promise((resolve) => program.once("open", resolve));
     program.send(fromHex("010000000900000000" + "0b"));
-    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    const announce = await raw.next((f) => f.variant === "ChannelRequest");
     expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Daemon", connection_id: 1 });
     ask(raw, 2, { variant: "Daemon", connection_id: 1 });
     const relayed = await raw.next(onChannel(1, 2));
     expect(Buffer.from((relayed as { payload: Uint8Array }).payload).toString("hex")).toBe("010000000900000000" + "0b");
-    raw.send({ type: "ChannelResponse", scope: 1, channel: announce.channel, payload: fromHex("02000000090000000000") });
+    raw.send({ variant: "ChannelResponse", scope: 1, channel: announce.channel, payload: fromHex("02000000090000000000") });
     await waitUntil(() => toProgram.length === 1);
     expect(toProgram).toEqual(["02000000090000000000"]);
     // Something that is no client frame ends the program's connection and finishes the provider's half.
     const closed = new Promise<number>((resolve) => program.on("close", (code) => resolve(code)));
     program.send(fromHex("0100"));
     expect(await closed).toBe(1008);
-    expect((await raw.next(onChannel(1, 2))).type).toBe("ChannelResponseFinish");
+    expect((await raw.next(onChannel(1, 2))).variant).toBe("ChannelResponseFinish");
   });
 
   it("holds a driver that connects before the provider, unread, and announces it after Begun", async () => {
@@ -533,11 +533,11 @@ describe("the provider's channels (seed 004)", () => {
     driver.write("early");
     await new Promise((resolve) => setTimeout(resolve, 100));
     const raw = await rawConnect(running.port);
-    raw.send({ type: "Request", scope: 1, channel: 0, payload: BEGIN });
+    raw.send({ variant: "Request", scope: 1, channel: 0, payload: BEGIN });
     const first = await raw.next();
     // Nothing is opened before Begun: the begin's answer comes first, then the announcement.
-    expect(first.type).toBe("Response");
-    const announce = await raw.next((f) => f.type === "ChannelRequest");
+    expect(first.variant).toBe("Response");
+    const announce = await raw.next((f) => f.variant === "ChannelRequest");
     expect(decodeToolsBeginServerChannelRequest((announce as { payload: Uint8Array }).payload)).toEqual({ variant: "Postgres", connection_id: 1 });
     ask(raw, 0, { variant: "Postgres", connection_id: 1 });
     const carried = await raw.next(onChannel(1, 0));
@@ -587,7 +587,7 @@ describe("the provider's channels (seed 004)", () => {
     ];
     malformed.forEach((hex, i) => ask(raw, 20 + i, fromHex(hex.replace(/ /g, ""))));
     for (let i = 0; i < malformed.length; i++) await bareFinishOn(raw, 20 + i);
-    expect(raw.frames.filter((f) => f.channel >= 20 && f.type === "ChannelResponse")).toEqual([]);
+    expect(raw.frames.filter((f) => f.channel >= 20 && f.variant === "ChannelResponse")).toEqual([]);
     expect(logs.join("\n")).not.toContain("hunter2");
   });
 

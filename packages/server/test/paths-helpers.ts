@@ -121,7 +121,7 @@ export class RequestsLine {
   async nextExchange(skipped: RequestsAsk[] = []): Promise<RequestsAsk> {
     for (;;) {
       const ask = await this.next();
-      if (ask.kind !== "McpNotifications") return ask;
+      if (ask.variant !== "McpNotifications") return ask;
       skipped.push(ask);
     }
   }
@@ -150,7 +150,7 @@ export const PATH_OF: Record<string, string> = {
 };
 
 export function pathOf(ask: RequestsAsk): string {
-  return `${PATH_OF[ask.kind]}/${ask.channel}`;
+  return `${PATH_OF[ask.variant]}/${ask.channel}`;
 }
 
 /** Captures the rejection of a promise, failing if it resolves. Call it when the promise is made. */

@@ -44,25 +44,25 @@ describe("the program's MCP endpoint", () => {
 
     const tools = client.listTools();
     const a = await requests.nextExchange();
-    expect(a.kind).toBe("McpListTools");
+    expect(a.variant).toBe("McpListTools");
     await answerPath(p.port, pathOf(a), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [{ name: "shout", inputSchema: { type: "object" } }] } }));
     expect((await tools).tools.map((tool) => tool.name)).toEqual(["shout"]);
 
     const resources = client.listResources({ cursor: "page-2" });
     const b = await requests.nextExchange();
-    expect(b.kind === "McpListResources" && b.params).toEqual({ cursor: "page-2" });
+    expect(b.variant === "McpListResources" && b.params).toEqual({ cursor: "page-2" });
     await answerPath(p.port, pathOf(b), encodeMcpListResourcesAnswer({ variant: "Result", result: { resources: [{ uri: "note://1", name: "one" }] } }));
     expect((await resources).resources).toEqual([{ uri: "note://1", name: "one" }]);
 
     const call = client.callTool({ name: "shout", arguments: { text: "hi" } });
     const c = await requests.nextExchange();
-    expect(c.kind === "McpCallTool" && c.params).toMatchObject({ name: "shout", arguments: { text: "hi" } });
+    expect(c.variant === "McpCallTool" && c.params).toMatchObject({ name: "shout", arguments: { text: "hi" } });
     await answerPath(p.port, pathOf(c), encodeMcpCallToolAnswer({ variant: "Result", result: { content: [{ type: "text", text: "HI" }] } }));
     expect((await call).content).toEqual([{ type: "text", text: "HI" }]);
 
     const read = client.readResource({ uri: "note://1" });
     const d = await requests.nextExchange();
-    expect(d.kind === "McpReadResource" && d.params).toMatchObject({ uri: "note://1" });
+    expect(d.variant === "McpReadResource" && d.params).toMatchObject({ uri: "note://1" });
     await answerPath(p.port, pathOf(d), encodeMcpReadResourceAnswer({ variant: "Result", result: { contents: [{ uri: "note://1", text: "first note" }] } }));
     expect((await read).contents).toEqual([{ uri: "note://1", text: "first note" }]);
   });
@@ -103,7 +103,7 @@ describe("the program's MCP endpoint", () => {
     const three = await requests.nextExchange();
     (await openWs(p.port, pathOf(three))).terminate();
     const four = await requests.nextExchange();
-    expect(four.kind).toBe("McpListResources");
+    expect(four.variant).toBe("McpListResources");
     await answerPath(p.port, pathOf(four), encodeMcpListResourcesAnswer({ variant: "Result", result: { resources: [] } }));
     expect((await retried).resources).toEqual([]);
   });
@@ -122,7 +122,7 @@ describe("the program's MCP endpoint", () => {
     await answerPath(p.port, pathOf(exchange), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
     await tools;
     const ask = skipped[0] ?? (await requests.next());
-    expect(ask.kind).toBe("McpNotifications");
+    expect(ask.variant).toBe("McpNotifications");
     const stream = await openWs(p.port, pathOf(ask));
     // Each session's GET stream opens in its own time; a notification sent before is lost (no
     // replay), so keep sending until both have heard one.

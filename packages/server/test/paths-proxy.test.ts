@@ -45,20 +45,20 @@ describe("/requests", () => {
     const requests = await line();
     const a = await requests.next();
     const b = await requests.next();
-    expect([a.channel, a.kind]).toEqual([1, "McpListTools"]);
-    expect(a.kind === "McpListTools" && a.params).toBeNull();
-    expect([b.channel, b.kind]).toEqual([2, "McpCallTool"]);
-    expect(b.kind === "McpCallTool" && b.params).toEqual({ name: "echo", arguments: { n: 2 } });
+    expect([a.channel, a.variant]).toEqual([1, "McpListTools"]);
+    expect(a.variant === "McpListTools" && a.params).toBeNull();
+    expect([b.channel, b.variant]).toEqual([2, "McpCallTool"]);
+    expect(b.variant === "McpCallTool" && b.params).toEqual({ name: "echo", arguments: { n: 2 } });
     // The notification ask comes after the first exchange.
     const c = await requests.next();
-    expect([c.channel, c.kind]).toEqual([3, "McpNotifications"]);
+    expect([c.channel, c.variant]).toEqual([3, "McpNotifications"]);
     await answerPath(p.port, pathOf(a), toolsAnswer);
     await answerPath(p.port, pathOf(b), textResult("two"));
     expect(await first).toEqual(TOOLS);
     expect(await second).toEqual({ content: [{ type: "text", text: "two" }] });
     const d = p.mcp.listResources({ cursor: "x" });
     const ask = await requests.next();
-    expect([ask.channel, ask.kind]).toEqual([4, "McpListResources"]);
+    expect([ask.channel, ask.variant]).toEqual([4, "McpListResources"]);
     await answerPath(p.port, pathOf(ask), encodeMcpListResourcesAnswer({ variant: "Result", result: { resources: [] } }));
     expect(await d).toEqual({ resources: [] });
   });
@@ -100,9 +100,9 @@ describe("/requests", () => {
     expect(await upgradeStatus(p.port, pathOf(lost))).toBe(404);
     const next = await line();
     const again = await next.nextExchange();
-    expect(again.kind).toBe("McpCallTool");
+    expect(again.variant).toBe("McpCallTool");
     expect(again.channel).toBeGreaterThan(lost.channel);
-    expect(again.kind === "McpCallTool" && again.params).toEqual({ name: "echo", arguments: { id: "once" } });
+    expect(again.variant === "McpCallTool" && again.params).toEqual({ name: "echo", arguments: { id: "once" } });
     await answerPath(p.port, pathOf(again), textResult("done"));
     expect(await pending).toEqual({ content: [{ type: "text", text: "done" }] });
   });
@@ -116,7 +116,7 @@ describe("/requests", () => {
     const next = await line();
     const again = await next.nextExchange();
     expect(again.channel).toBeGreaterThan(lost.channel);
-    expect(again.kind === "McpReadResource" && again.params).toEqual({ uri: "file:///a" });
+    expect(again.variant === "McpReadResource" && again.params).toEqual({ uri: "file:///a" });
     await answerPath(p.port, pathOf(again), encodeMcpReadResourceAnswer({ variant: "Result", result: { contents: [{ uri: "file:///a", text: "A" }] } }));
     expect(await pending).toEqual({ contents: [{ uri: "file:///a", text: "A" }] });
   });
@@ -135,7 +135,7 @@ describe("/requests", () => {
     const next = await line();
     await delay(30);
     // Nothing of kinds 0 to 3 is asked again; only the notification ask may be pending.
-    expect(next.asks.filter((a) => a.kind !== "McpNotifications")).toEqual([]);
+    expect(next.asks.filter((a) => a.variant !== "McpNotifications")).toEqual([]);
   });
 });
 
@@ -183,8 +183,8 @@ describe("answer paths: kinds 0 to 3", () => {
     const calls = [p.mcp.listTools({ cursor: "c1" }), p.mcp.listResources(), p.mcp.callTool({ name: "echo", arguments: { a: 1 } }), p.mcp.readResource({ uri: "mem://x" })];
     const asks: RequestsAsk[] = [];
     while (asks.length < 4) asks.push(await requests.nextExchange());
-    expect(asks.map((a) => a.kind)).toEqual(["McpListTools", "McpListResources", "McpCallTool", "McpReadResource"]);
-    expect(asks[0]!.kind === "McpListTools" && asks[0]!.params).toEqual({ cursor: "c1" });
+    expect(asks.map((a) => a.variant)).toEqual(["McpListTools", "McpListResources", "McpCallTool", "McpReadResource"]);
+    expect(asks[0]!.variant === "McpListTools" && asks[0]!.params).toEqual({ cursor: "c1" });
     const answers = [
       toolsAnswer,
       encodeMcpListResourcesAnswer({ variant: "Result", result: { resources: [{ uri: "mem://x", name: "x" }] } }),
@@ -226,10 +226,10 @@ describe("answer paths: kinds 0 to 3", () => {
     // The next exchange of kinds 0 to 3 on /requests is a new one, not the declined one again.
     const marker = p.mcp.listTools();
     const next = await requests.nextExchange();
-    expect(next.kind).toBe("McpListTools");
+    expect(next.variant).toBe("McpListTools");
     await answerPath(p.port, pathOf(next), toolsAnswer);
     await marker;
-    expect(requests.asks.filter((a) => a.kind === "McpCallTool")).toHaveLength(1);
+    expect(requests.asks.filter((a) => a.variant === "McpCallTool")).toHaveLength(1);
   });
 
   it("a path cut abruptly before its message is asked again under a fresh channel", async () => {
@@ -239,9 +239,9 @@ describe("answer paths: kinds 0 to 3", () => {
     const ask = await requests.nextExchange();
     await cutPath(p.port, pathOf(ask));
     const again = await requests.nextExchange();
-    expect(again.kind).toBe("McpCallTool");
+    expect(again.variant).toBe("McpCallTool");
     expect(again.channel).toBeGreaterThan(ask.channel);
-    expect(again.kind === "McpCallTool" && again.params).toEqual({ name: "echo", arguments: { id: "cut-before" } });
+    expect(again.variant === "McpCallTool" && again.params).toEqual({ name: "echo", arguments: { id: "cut-before" } });
     expect(await upgradeStatus(p.port, pathOf(ask))).toBe(404);
     await answerPath(p.port, pathOf(again), textResult("second time"));
     expect(await pending).toEqual({ content: [{ type: "text", text: "second time" }] });
@@ -308,10 +308,10 @@ describe("answer paths: kinds 0 to 3", () => {
       expect(source.message.startsWith(message)).toBe(true);
       const marker = p.mcp.readResource({ uri: "mem://marker" });
       const next = await requests.nextExchange();
-      expect(next.kind).toBe("McpReadResource");
+      expect(next.variant).toBe("McpReadResource");
       await answerPath(p.port, pathOf(next), encodeMcpReadResourceAnswer({ variant: "Result", result: { contents: [] } }));
       await marker;
-      expect(requests.asks.filter((a) => a.kind === "McpListTools")).toHaveLength(1);
+      expect(requests.asks.filter((a) => a.variant === "McpListTools")).toHaveLength(1);
     });
   }
 
@@ -329,7 +329,7 @@ describe("answer paths: kinds 0 to 3", () => {
     expect(((await tooBig) as McpExchangeError).variant).toBe("AskTooLarge");
     void p.mcp.listResources().catch(() => {});
     const next = await requests.nextExchange();
-    expect(next.kind).toBe("McpListResources");
+    expect(next.variant).toBe("McpListResources");
   });
 
   it("waits for as long as the provider takes: no timeout on a silent path or a silent /requests", async () => {
@@ -355,7 +355,7 @@ describe("answer paths: kinds 0 to 3", () => {
     p.gate.open();
     const a = await requests.nextExchange();
     const b = await requests.nextExchange();
-    expect([a.kind, b.kind]).toEqual(["McpListTools", "McpCallTool"]);
+    expect([a.variant, b.variant]).toEqual(["McpListTools", "McpCallTool"]);
     await answerPath(p.port, pathOf(a), toolsAnswer);
     await answerPath(p.port, pathOf(b), textResult("b"));
     await Promise.all([first, second]);
@@ -380,7 +380,7 @@ describe("the notification stream (kind 4)", () => {
     await answerPath(p.port, pathOf(exchange), toolsAnswer);
     await pending;
     const ask = skipped[0] ?? (await requests.next());
-    expect(ask.kind).toBe("McpNotifications");
+    expect(ask.variant).toBe("McpNotifications");
     return ask;
   }
 
@@ -397,17 +397,17 @@ describe("the notification stream (kind 4)", () => {
     expect(requests.asks).toEqual([]);
     const pending = p.mcp.listTools();
     const first = await requests.next();
-    expect(first.kind).toBe("McpListTools");
+    expect(first.variant).toBe("McpListTools");
     const second = await requests.next();
-    expect(second.kind).toBe("McpNotifications");
+    expect(second.variant).toBe("McpNotifications");
     expect(second.channel).toBeGreaterThan(first.channel);
     const more = [p.mcp.listTools(), p.mcp.listTools()];
     const a = await requests.next();
     const b = await requests.next();
-    expect([a.kind, b.kind]).toEqual(["McpListTools", "McpListTools"]);
+    expect([a.variant, b.variant]).toEqual(["McpListTools", "McpListTools"]);
     for (const ask of [first, a, b]) await answerPath(p.port, pathOf(ask), toolsAnswer);
     await Promise.all([pending, ...more]);
-    expect(requests.asks.filter((ask) => ask.kind === "McpNotifications")).toHaveLength(1);
+    expect(requests.asks.filter((ask) => ask.variant === "McpNotifications")).toHaveLength(1);
   });
 
   it("delivers each notification in order to listeners and iterators; an error ends it and it is asked again on the next /requests connection only", async () => {
@@ -418,7 +418,7 @@ describe("the notification stream (kind 4)", () => {
     const iterator = p.mcp.notifications();
     const requests = await line();
     const ask = await firstStream(p, requests);
-    expect(ask.kind).toBe("McpNotifications");
+    expect(ask.variant).toBe("McpNotifications");
     const stream = await openWs(p.port, pathOf(ask));
     stream.send(note(1));
     stream.send("text is ignored");
@@ -438,12 +438,12 @@ describe("the notification stream (kind 4)", () => {
     expect(events.find((e) => e.type === "ended")).toMatchObject({ reask: "nextConnection" });
     // Not asked again on the same connection...
     await delay(100);
-    expect(requests.asks.filter((a) => a.kind === "McpNotifications")).toHaveLength(1);
+    expect(requests.asks.filter((a) => a.variant === "McpNotifications")).toHaveLength(1);
     await requests.close();
     // ...but on the next one, under a fresh channel.
     const next = await line();
     const again = await next.next();
-    expect(again.kind).toBe("McpNotifications");
+    expect(again.variant).toBe("McpNotifications");
     expect(again.channel).toBeGreaterThan(ask.channel);
     await iterator.return!();
   });
@@ -454,10 +454,10 @@ describe("the notification stream (kind 4)", () => {
     const ask = await firstStream(p, requests);
     await answerPath(p.port, pathOf(ask), note(1));
     await delay(100);
-    expect(requests.asks.filter((a) => a.kind === "McpNotifications")).toHaveLength(1);
+    expect(requests.asks.filter((a) => a.variant === "McpNotifications")).toHaveLength(1);
     await requests.cut();
     const next = await line();
-    expect((await next.next()).kind).toBe("McpNotifications");
+    expect((await next.next()).variant).toBe("McpNotifications");
   });
 
   it("an abrupt end is asked again at once on the live connection", async () => {
@@ -467,7 +467,7 @@ describe("the notification stream (kind 4)", () => {
     const ask = await firstStream(p, requests);
     await cutPath(p.port, pathOf(ask), note(1));
     const again = await requests.next();
-    expect(again.kind).toBe("McpNotifications");
+    expect(again.variant).toBe("McpNotifications");
     expect(again.channel).toBeGreaterThan(ask.channel);
     expect(events.find((e) => e.type === "ended")).toMatchObject({ reask: "now", ending: { how: "abrupt" } });
   });
@@ -478,13 +478,13 @@ describe("the notification stream (kind 4)", () => {
     const pending = p.mcp.listTools();
     const exchange = await requests.next();
     const ask = await requests.next();
-    expect(ask.kind).toBe("McpNotifications");
+    expect(ask.variant).toBe("McpNotifications");
     await requests.cut();
     const next = await line();
     const asks = [await next.next(), await next.next()];
-    expect(asks.map((a) => a.kind).sort()).toEqual(["McpListTools", "McpNotifications"]);
+    expect(asks.map((a) => a.variant).sort()).toEqual(["McpListTools", "McpNotifications"]);
     expect(Math.min(...asks.map((a) => a.channel))).toBeGreaterThan(Math.max(exchange.channel, ask.channel));
-    await answerPath(p.port, pathOf(asks.find((a) => a.kind === "McpListTools")!), toolsAnswer);
+    await answerPath(p.port, pathOf(asks.find((a) => a.variant === "McpListTools")!), toolsAnswer);
     await pending;
   });
 
@@ -500,11 +500,11 @@ describe("the notification stream (kind 4)", () => {
     const next = await line();
     const marker = p.mcp.listTools();
     const after = await next.next();
-    expect(after.kind).toBe("McpListTools");
+    expect(after.variant).toBe("McpListTools");
     await answerPath(p.port, pathOf(after), toolsAnswer);
     await marker;
     await delay(50);
-    expect(next.asks.filter((a) => a.kind === "McpNotifications")).toEqual([]);
+    expect(next.asks.filter((a) => a.variant === "McpNotifications")).toEqual([]);
   });
 
   it("a notification that does not decode is reported, the proxy closes the path, and asks again on the next connection", async () => {
@@ -520,7 +520,7 @@ describe("the notification stream (kind 4)", () => {
     expect(unreadable.source.message.startsWith("mcp answer did not parse: not a ServerNotification")).toBe(true);
     await requests.close();
     const next = await line();
-    expect((await next.next()).kind).toBe("McpNotifications");
+    expect((await next.next()).variant).toBe("McpNotifications");
   });
 
   it("delivers each notification once, as it arrives, even on a path later cut; the re-asked path carries only new ones", async () => {

@@ -132,8 +132,8 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
     await client0.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`)));
     const tools = client0.listTools();
     const asks = [await requests.next(), await requests.next()];
-    const exchange = asks.find((ask) => ask.kind === "McpListTools")!;
-    const notifications = asks.find((ask) => ask.kind === "McpNotifications")!;
+    const exchange = asks.find((ask) => ask.variant === "McpListTools")!;
+    const notifications = asks.find((ask) => ask.variant === "McpNotifications")!;
     await answerPath(proxy.port, pathOf(exchange), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
     await tools;
     await client0.close();
@@ -271,7 +271,7 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     const program = await silentProgram(false);
     const { child, port, exit } = await runProxy(program.port);
     const conn = await rawConnect(port);
-    conn.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: null } }) });
+    conn.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: null } }) });
     while (!program.seen.includes("POST /register")) await delay(10);
     expect(await stopsWithin(child, exit, "SIGTERM")).toBeLessThan(1000);
     conn.socket.terminate();
@@ -281,11 +281,11 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     const program = await silentProgram(true);
     const { child, port, exit } = await runProxy(program.port);
     const conn = await rawConnect(port);
-    conn.send({ type: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin: { arguments: null } }) });
+    conn.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: null } }) });
     await conn.next(onScope(1));
-    conn.send({ type: "ChannelRequest", scope: 1, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "Secrets", values: { API_KEY: "k" } }) });
-    conn.send({ type: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
-    conn.send({ type: "ChannelRequest", scope: 1, channel: 3, payload: encodeToolsBeginChannelRequest({ variant: "McpNotifications" }) });
+    conn.send({ variant: "ChannelRequest", scope: 1, channel: 1, payload: encodeToolsBeginChannelRequest({ variant: "Secrets", values: { API_KEY: "k" } }) });
+    conn.send({ variant: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
+    conn.send({ variant: "ChannelRequest", scope: 1, channel: 3, payload: encodeToolsBeginChannelRequest({ variant: "McpNotifications" }) });
     while (!(program.seen.includes("POST /secrets") && program.seen.includes("POST /mcp"))) await delay(10);
     expect(await stopsWithin(child, exit, "SIGINT")).toBeLessThan(1000);
     conn.socket.terminate();

@@ -40,7 +40,7 @@ const ANSWER_PATH: Record<string, string> = {
 
 /** The exchange id the soak hides in each ask's params. */
 export function idOfAsk(ask: RequestsAsk): string | undefined {
-  switch (ask.kind) {
+  switch (ask.variant) {
     case "McpListTools":
     case "McpListResources":
       return ask.params?.cursor;
@@ -58,7 +58,7 @@ export function errorCodeOf(id: string): number {
 }
 
 function resultFrame(ask: RequestsAsk, id: string): Uint8Array {
-  switch (ask.kind) {
+  switch (ask.variant) {
     case "McpListTools":
       return encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [{ name: id, inputSchema: { type: "object" } }] } });
     case "McpListResources":
@@ -161,11 +161,11 @@ export class FaultyProvider {
   }
 
   private async onAsk(ask: RequestsAsk): Promise<void> {
-    const path = `${ANSWER_PATH[ask.kind]}/${ask.channel}`;
-    if (ask.kind === "McpNotifications") return this.stream(path);
+    const path = `${ANSWER_PATH[ask.variant]}/${ask.channel}`;
+    if (ask.variant === "McpNotifications") return this.stream(path);
     this.asks++;
     const id = idOfAsk(ask)!;
-    const record: HandledAsk = { channel: ask.channel, kind: ask.kind, id, outcome: "pending" };
+    const record: HandledAsk = { channel: ask.channel, kind: ask.variant, id, outcome: "pending" };
     const list = this.byId.get(id);
     if (list) list.push(record);
     else this.byId.set(id, [record]);

@@ -5,7 +5,9 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { ErrorObject } from "ajv";
 import { placeOf, SpecError, SpecErrors, type LoadedSpec, type PathKey, type SourceFile } from "./load.js";
-import { buildPostcardShape, buildPostcardTypes, checkPostcardErrorType, type IrPostcardShape, type IrPostcardType } from "./postcard-ir.js";
+import { buildPostcardShape, buildPostcardTypes, checkPostcardErrorType, DISCRIMINANT, type IrPostcardShape, type IrPostcardType } from "./postcard-ir.js";
+
+export { DISCRIMINANT, specName } from "./postcard-ir.js";
 import { buildJsonTypes, type IrJsonType } from "./json-ir.js";
 export type { IrJsonMember, IrJsonRef, IrJsonShape, IrJsonType, IrJsonUnionVariant } from "./json-ir.js";
 
@@ -586,6 +588,8 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
       const onField = (f.header?.fields as Raw[] | undefined)?.find((h) => h.name === s.on);
       if (!onField) fail(file, [...path, "switch", "on"], `the switch reads \`${s.on}\`, which is not a header field of \`${f.id}\`.`);
       requireVariant(file, [...path, "switch", "unknown"], f.error, s.unknown, "the switch's `unknown`", [s.on]);
+      const named = (f.header?.fields as Raw[] | undefined)?.findIndex((h) => h.name === DISCRIMINANT && h.name !== s.on) ?? -1;
+      if (named >= 0) fail(file, [...path, "header", "fields", named, "name"], `header field \`${DISCRIMINANT}\` has the name every decoded union names its variant in.`);
       const max = onField ? 2 ** (8 * INT_SIZE[onField.type as IntType]) - 1 : 255;
       const tags = new Map<number, string>();
       const vnames = new Set<string>();
@@ -599,7 +603,7 @@ export function buildIr(loaded: LoadedSpec, schemaPath: string): IrRevision {
         if (vnames.has(v.name)) fail(file, [...at, "name"], `variant name \`${v.name}\` appears twice in \`${f.id}\`.`);
         vnames.add(v.name);
         const body = buildBody(v.body, f.error, file, [...at, "body"], [f.id]);
-        const clash = body.fields.find((bf) => bf.name === s.property || (f.header.fields as Raw[]).some((h) => h.name === bf.name && h.name !== s.on));
+        const clash = body.fields.find((bf) => bf.name === s.property || bf.name === DISCRIMINANT || (f.header.fields as Raw[]).some((h) => h.name === bf.name && h.name !== s.on));
         if (clash) fail(file, [...at, "body"], `field \`${clash.name}\` of variant \`${v.name}\` has the name of a header field or of the discriminant.`);
         variants.push({ tag: v.tag, name: v.name, doc: v.doc, body, answer: v.answer, path: v.path });
       });

@@ -3,6 +3,20 @@
 // to the end of the payload (`type: postcard`). This file resolves and checks them for the IR.
 import type { PathKey, SourceFile } from "./load.js";
 
+/**
+ * The one member every generated union names its variant in, for every frame with a `switch:` and
+ * every postcard enum, whatever the spec calls it (`property:`: `type`, `kind`, `endpoint`, `ask`,
+ * `ack`, `answer` or `variant`). The spec's name stays data: in the IR (`property`), in the
+ * language-neutral views of the conformance vectors and testee, and in the wire reference. As
+ * protobuf-es's `case`, one name means one `switch (value.variant)` for every union.
+ */
+export const DISCRIMINANT = "variant";
+
+/** The doc sentence that keeps the spec's own name for a union's discriminant, when it differs. */
+export function specName(property: string): string {
+  return property === DISCRIMINANT ? "" : ` The spec, and a conformance view, name this member \`${property}\`.`;
+}
+
 export type PostcardScalar = "u8" | "u16" | "u32" | "u64" | "bool" | "string" | "bytes";
 export const POSTCARD_SCALARS: readonly PostcardScalar[] = ["u8", "u16", "u32", "u64", "bool", "string", "bytes"];
 
@@ -61,7 +75,7 @@ export function buildPostcardShape(raw: Raw, known: ReadonlyMap<string, string>,
   const fieldsOf = (list: Raw[], at: readonly PathKey[], reserved?: string): IrPostcardField[] => {
     const names = new Set<string>();
     return list.map((f, i) => {
-      if (names.has(f.name) || f.name === reserved) fail(file, [...at, i, "name"], `postcard field \`${f.name}\` appears twice, or has the name of the enum's discriminant.`);
+      if (names.has(f.name) || f.name === reserved || f.name === DISCRIMINANT) fail(file, [...at, i, "name"], `postcard field \`${f.name}\` appears twice, or has the name of the enum's discriminant.`);
       names.add(f.name);
       const type = parsePostcardRef(f.type, known);
       checkRef(type, known, file, [...at, i, "type"], fail);

@@ -45,6 +45,16 @@ describe("spec mistakes are reported with file:line:column", () => {
     );
   });
 
+  it("a field named `variant`, the member every generated union names its variant in, whatever the spec's `property`", () => {
+    const messages = (file: string, edit: (text: string) => string) => mistakes(file, edit).errors.errors.map((e) => e.message);
+    expect(messages("fuse.yaml", (t) => t.replace('- { name: message, type: utf8, length: rest, invalid: MessageUtf8, doc: "The reason." }', '- { name: variant, type: utf8, length: rest, invalid: MessageUtf8, doc: "The reason." }'))).toContainEqual(
+      expect.stringMatching(/fuse\.yaml:\d+:\d+: field `variant` of variant `Refused` has the name of a header field or of the discriminant\.$/),
+    );
+    expect(messages("filesystem.yaml", (t) => t.replace(`{ name: name, type: string, doc: "The entry's name, one component." }`, `{ name: variant, type: string, doc: "The entry's name, one component." }`))).toContainEqual(
+      expect.stringMatching(/filesystem\.yaml:\d+:\d+: postcard field `variant` appears twice, or has the name of the enum's discriminant\.$/),
+    );
+  });
+
   it("a list entry or an integer with a max whose error carries no value", () => {
     const { errors } = mistakes("fuse.yaml", (t) => t.replace("{ name: file_kind, type: u8, max: 1, invalid: UnknownKind, doc: \"0 a file, 1 a directory.\" }\n              - { name: size, type: u64, doc: \"Byte length; 0 for a directory.\" }\n              - { name: mode", "{ name: file_kind, type: u8, max: 1, invalid: Truncated, doc: \"0 a file, 1 a directory.\" }\n              - { name: size, type: u64, doc: \"Byte length; 0 for a directory.\" }\n              - { name: mode"));
     expect(errors.errors.map((e) => e.message)).toContainEqual(expect.stringMatching(/fuse\.yaml:\d+:\d+: `Truncated` must carry exactly one field, the value read, to be raised by `max`\.$/));

@@ -49,9 +49,9 @@ const checked = { check: checkMcp };
 export async function fixedFrames(timing: Timing): Promise<GroupResult[]> {
   const postgres = { connection_id: 0xdead_beef };
   const postgresBytes = encodePostgresRequest(postgres);
-  const frame: ClientFrame = { type: "ChannelResponse", scope: 7, channel: 0x0102_0304, payload: new Uint8Array(16).fill(0x61) };
+  const frame: ClientFrame = { variant: "ChannelResponse", scope: 7, channel: 0x0102_0304, payload: new Uint8Array(16).fill(0x61) };
   const frameBytes = encodeClientFrame(frame);
-  const ask = { kind: "Postgres", channel: 0x0a0b_0c0d } as const;
+  const ask = { variant: "Postgres", channel: 0x0a0b_0c0d } as const;
   const askBytes = encodeRequestsAsk(ask);
   return [
     await compare("fixed: postgres/request decode", [
@@ -132,7 +132,7 @@ export async function protobufPeer(timing: Timing): Promise<GroupResult[]> {
   const postgresBytes = encodePostgresRequest({ connection_id: 0xdead_beef });
   const pbPostgres = { connectionId: 0xdead_beef };
   const pbPostgresBytes = pbEncodePostgres(pbPostgres);
-  const frame: ClientFrame = { type: "ChannelResponse", scope: 7, channel: 0x0102_0304, payload: new Uint8Array(16).fill(0x61) };
+  const frame: ClientFrame = { variant: "ChannelResponse", scope: 7, channel: 0x0102_0304, payload: new Uint8Array(16).fill(0x61) };
   const frameBytes = encodeClientFrame(frame);
   const pbFrame = { type: 5, scope: 7, channel: 0x0102_0304, payload: new Uint8Array(16).fill(0x61) };
   const pbFrameBytes = pbEncodeClientFrame(pbFrame);

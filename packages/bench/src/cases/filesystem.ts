@@ -388,11 +388,11 @@ export interface TreeRun {
   readonly resnapshots: number;
 }
 
-function countNodes(nodes: readonly { kind: string; children?: unknown }[]): number {
+function countNodes(nodes: readonly { variant: string; children?: unknown }[]): number {
   let n = 0;
   for (const node of nodes) {
     n++;
-    if (node.kind === "Directory") n += countNodes((node as { children: { kind: string }[] }).children);
+    if (node.variant === "Directory") n += countNodes((node as { children: { variant: string }[] }).children);
   }
   return n;
 }
@@ -415,7 +415,7 @@ async function treeRun(transport: string, root: string, open: () => TreeStream, 
   try {
     const snapshot = await next(60_000);
     const snapshotSeconds = (performance.now() - start) / 1000;
-    if (snapshot.kind !== "Snapshot") throw new Error(`${transport}: the first frame is ${snapshot.kind}`);
+    if (snapshot.variant !== "Snapshot") throw new Error(`${transport}: the first frame is ${snapshot.variant}`);
     const deltaMs: number[] = [];
     let resnapshots = 0;
     const dirs = Math.max(1, Math.floor(sizes.treeFiles / 100));
@@ -428,7 +428,7 @@ async function treeRun(transport: string, root: string, open: () => TreeStream, 
       const written = performance.now();
       for (;;) {
         const frame = await next(10_000);
-        if (frame.kind === "Snapshot") {
+        if (frame.variant === "Snapshot") {
           resnapshots++;
           break;
         }

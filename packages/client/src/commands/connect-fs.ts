@@ -70,11 +70,11 @@ export function subtreeFrames(root: readonly string[]): (frame: FiletreeFrame) =
   const whole = new LiveTree();
   const snapshot = (): FiletreeFrame => {
     const node = whole.get(root);
-    return { kind: "Snapshot", children: node?.kind === "Directory" ? node.children : [] };
+    return { variant: "Snapshot", children: node?.variant === "Directory" ? node.children : [] };
   };
   return (frame) => {
     whole.apply(frame);
-    if (frame.kind === "Snapshot") return snapshot();
+    if (frame.variant === "Snapshot") return snapshot();
     const inside = frame.path.length > root.length && root.every((component, i) => frame.path[i] === component);
     if (inside) return { ...frame, path: frame.path.slice(root.length) } as FiletreeFrame;
     const above = frame.path.length <= root.length && frame.path.every((component, i) => root[i] === component);

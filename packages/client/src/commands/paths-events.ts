@@ -13,7 +13,7 @@ export function sayPathsEvents(proxy: string, say: (line: string) => void, stopp
       case "requestsClosed":
         return say(`/requests ended (${event.ending.clean ? "closed" : "abruptly"})${event.redial ? "; dialling again" : ""}`);
       case "ask":
-        return say(`ask ${event.ask.channel}: ${event.ask.kind}`);
+        return say(`ask ${event.ask.channel}: ${event.ask.variant}`);
       case "pathEnded":
         return say(`${event.path}: ${event.outcome}`);
       case "error":

@@ -64,111 +64,111 @@ export interface DispatchedAsk {
 
 /** The exchange a /requests ask starts and its answer, from `handlers`. Undefined when no handler answers it (raw bytes, or an answer frame not declared yet). */
 export function dispatchRequestsAsk(ask: RequestsAsk, handlers: ProviderHandlers): DispatchedAsk | undefined {
-  switch (ask.kind) {
+  switch (ask.variant) {
     case "McpListTools": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.McpListTools;
       const handler = handlers.mcpListTools;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "McpListResources": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.McpListResources;
       const handler = handlers.mcpListResources;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "McpCallTool": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.McpCallTool;
       const handler = handlers.mcpCallTool;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "McpReadResource": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.McpReadResource;
       const handler = handlers.mcpReadResource;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "McpNotifications": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.McpNotifications;
       const handler = handlers.mcpNotifications;
       return { exchange, answer: (context) => streamOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "VaultGet": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.VaultGet;
       const handler = handlers.vaultGet;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "VaultSet": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.VaultSet;
       const handler = handlers.vaultSet;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "VaultDelete": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.VaultDelete;
       const handler = handlers.vaultDelete;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "VaultLock": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.VaultLock;
       const handler = handlers.vaultLock;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "VaultUnlock": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.VaultUnlock;
       const handler = handlers.vaultUnlock;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "Command": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.Command;
       const handler = handlers.command;
       return { exchange, answer: (context) => streamOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseRead": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseRead;
       const handler = handlers.fuseRead;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseWrite": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseWrite;
       const handler = handlers.fuseWrite;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseList": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseList;
       const handler = handlers.fuseList;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseRemove": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseRemove;
       const handler = handlers.fuseRemove;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseRename": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseRename;
       const handler = handlers.fuseRename;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseMkdir": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseMkdir;
       const handler = handlers.fuseMkdir;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };
     }
     case "FuseStat": {
-      const { channel: _channel, kind: _kind, ...body } = ask;
+      const { channel: _channel, variant: _kind, ...body } = ask;
       const exchange = requestsAskExchanges.FuseStat;
       const handler = handlers.fuseStat;
       return { exchange, answer: (context) => oneOf(exchange.answer!.encode, handler && ((cx) => handler(body, cx)), context) };

@@ -239,7 +239,7 @@ export class MultiplexedConnection {
     return bounded<DeclaredTool[]>(options, failures(what, () => "the proxy's Begun (the program's POST /register answer)"), (resolve, reject) => {
       if (this.frames.mux.ended) return reject(new ContainerError({ variant: "Lost", what }));
       let begun = false;
-      const opened = this.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "ToolsBegin", begin }), {
+      const opened = this.frames.mux.openScope(encodeContainerProxyRequest({ variant: "ToolsBegin", begin }), {
         response: (payload) => {
           try {
             const answer = decodeToolsBeginResponse(payload);

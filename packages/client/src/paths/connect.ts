@@ -238,9 +238,9 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
   };
 
   const dispatch = (ask: RequestsAsk) => {
-    const path = `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`;
+    const path = `${PATH_OF_KIND[kindNumber(ask.variant)]}/${ask.channel}`;
     // Raw bytes both ways (the descriptor says so): the raw handler takes the open path.
-    if (requestsAskExchangesByKind.get(kindNumber(ask.kind))?.pattern === "raw" && handlers.raw) return answerRaw(path, ask, handlers.raw);
+    if (requestsAskExchangesByKind.get(kindNumber(ask.variant))?.pattern === "raw" && handlers.raw) return answerRaw(path, ask, handlers.raw);
     // A family whose own handler shape needs the open path answers it itself.
     for (const family of pathsFamilies) {
       const answering = family.answer?.(ask, handlers, path, host);
@@ -272,7 +272,7 @@ export function connectProxy(url: string | URL, handlers: ProxyHandlers, options
     dispatch(ask).catch((problem: unknown) => {
       // Nothing in answering is expected to throw; if something does, it is reported, never fatal.
       const reason = problem instanceof Error ? problem.message : String(problem);
-      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: `${PATH_OF_KIND[kindNumber(ask.kind)]}/${ask.channel}`, reason }) });
+      emit({ type: "error", error: new ProviderError({ variant: "HandlerFailed", path: `${PATH_OF_KIND[kindNumber(ask.variant)]}/${ask.channel}`, reason }) });
     });
   };
 
@@ -347,6 +347,6 @@ function abort(socket: OpenSocket): void {
   socket.terminate();
 }
 
-function kindNumber(kind: RequestsAsk["kind"]): number {
+function kindNumber(kind: RequestsAsk["variant"]): number {
   return RequestsAskTag[kind];
 }

@@ -24,29 +24,29 @@ const ZERO: FuseTime = { secs: 0n, nanos: 0 };
 /** One ask's bytes out, its answer's bytes back; rejects when the ask was not served or the connection ended. */
 export type SendAsk = (ask: Uint8Array) => Promise<Uint8Array>;
 
-const ackResult = (a: FuseAck): FuseAckResult => (a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? { kind: "readOnly" } : { kind: "error", message: a.message });
+const ackResult = (a: FuseAck): FuseAckResult => (a.variant === "Ok" ? { kind: "ok" } : a.variant === "ReadOnly" ? { kind: "readOnly" } : { kind: "error", message: a.message });
 
 /** Handlers that send every call as a FUSE ask and read its answer. */
 export function askThrough(send: SendAsk): FuseHandlers {
   const ack = async (ask: FuseAsk) => ackResult(decodeFuseAck(await send(encodeFuseAsk(ask))));
   return {
     async read(path, offset, length) {
-      const a = decodeFuseReadAnswer(await send(encodeFuseAsk({ ask: "Read", path, offset, length })));
-      return a.answer === "Data" ? { kind: "data", bytes: a.data } : a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+      const a = decodeFuseReadAnswer(await send(encodeFuseAsk({ variant: "Read", path, offset, length })));
+      return a.variant === "Data" ? { kind: "data", bytes: a.data } : a.variant === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
-    write: (path, offset, data) => ack({ ask: "Write", path, offset, data }),
+    write: (path, offset, data) => ack({ variant: "Write", path, offset, data }),
     async list(path) {
-      const a = decodeFuseListAnswer(await send(encodeFuseAsk({ ask: "List", path })));
-      if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
-      return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+      const a = decodeFuseListAnswer(await send(encodeFuseAsk({ variant: "List", path })));
+      if (a.variant === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
+      return a.variant === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
-    remove: (path) => ack({ ask: "Remove", path }),
-    rename: (from, to) => ack({ ask: "Rename", from, to }),
-    mkdir: (path) => ack({ ask: "Mkdir", path }),
+    remove: (path) => ack({ variant: "Remove", path }),
+    rename: (from, to) => ack({ variant: "Rename", from, to }),
+    mkdir: (path) => ack({ variant: "Mkdir", path }),
     async stat(path) {
-      const a = decodeFuseStatAnswer(await send(encodeFuseAsk({ ask: "Stat", path })));
-      if (a.answer === "Missing") return { kind: "missing" };
-      if (a.answer === "Failed") return { kind: "error", message: a.message };
+      const a = decodeFuseStatAnswer(await send(encodeFuseAsk({ variant: "Stat", path })));
+      if (a.variant === "Missing") return { kind: "missing" };
+      if (a.variant === "Failed") return { kind: "error", message: a.message };
       return {
         kind: "stat",
         stat: {
@@ -61,7 +61,7 @@ export function askThrough(send: SendAsk): FuseHandlers {
         },
       };
     },
-    truncate: (path, size) => ack({ ask: "Truncate", size, path }),
+    truncate: (path, size) => ack({ variant: "Truncate", size, path }),
     setattr: (path, attrs) => ack(setattrAsk(path, attrs)),
   };
 }
@@ -71,25 +71,25 @@ function setattrAsk(path: string, attrs: FuseAttrs): FuseAsk {
   for (const key of Object.keys(SET) as (keyof typeof SET)[]) if (attrs[key] !== undefined) set |= SET[key];
   const atime = attrs.atime ?? ZERO;
   const mtime = attrs.mtime ?? ZERO;
-  return { ask: "Setattr", set, mode: attrs.mode ?? 0, uid: attrs.uid ?? 0, gid: attrs.gid ?? 0, atime_secs: atime.secs, atime_nanos: atime.nanos, mtime_secs: mtime.secs, mtime_nanos: mtime.nanos, path };
+  return { variant: "Setattr", set, mode: attrs.mode ?? 0, uid: attrs.uid ?? 0, gid: attrs.gid ?? 0, atime_secs: atime.secs, atime_nanos: atime.nanos, mtime_secs: mtime.secs, mtime_nanos: mtime.nanos, path };
 }
 
-const ackFrame = (r: FuseAckResult) => encodeFuseAck(r.kind === "ok" ? { ack: "Ok" } : r.kind === "readOnly" ? { ack: "ReadOnly" } : { ack: "Refused", message: r.message });
+const ackFrame = (r: FuseAckResult) => encodeFuseAck(r.kind === "ok" ? { variant: "Ok" } : r.kind === "readOnly" ? { variant: "ReadOnly" } : { variant: "Refused", message: r.message });
 
 /** The provider's side: one ask's bytes served by `handlers`, the answer's bytes returned. Throws the codec's error for bytes that are not an ask. */
 export async function serveAsk(handlers: FuseHandlers, bytes: Uint8Array): Promise<Uint8Array> {
   const ask = decodeFuseAsk(bytes);
-  switch (ask.ask) {
+  switch (ask.variant) {
     case "Read": {
       const r = await handlers.read(ask.path, ask.offset, ask.length);
-      return encodeFuseReadAnswer(r.kind === "data" ? { answer: "Data", data: r.bytes } : r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+      return encodeFuseReadAnswer(r.kind === "data" ? { variant: "Data", data: r.bytes } : r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message });
     }
     case "Write":
       return ackFrame(await handlers.write(ask.path, ask.offset, ask.data));
     case "List": {
       const r = await handlers.list(ask.path);
-      if (r.kind === "entries") return encodeFuseListAnswer({ answer: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) });
-      return encodeFuseListAnswer(r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+      if (r.kind === "entries") return encodeFuseListAnswer({ variant: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) });
+      return encodeFuseListAnswer(r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message });
     }
     case "Remove":
       return ackFrame(await handlers.remove(ask.path));
@@ -99,10 +99,10 @@ export async function serveAsk(handlers: FuseHandlers, bytes: Uint8Array): Promi
       return ackFrame(await handlers.mkdir(ask.path));
     case "Stat": {
       const r = await handlers.stat(ask.path);
-      if (r.kind !== "stat") return encodeFuseStatAnswer(r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message });
+      if (r.kind !== "stat") return encodeFuseStatAnswer(r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message });
       const s = r.stat;
       return encodeFuseStatAnswer({
-        answer: "Stat",
+        variant: "Stat",
         file_kind: s.kind === "directory" ? 1 : 0,
         size: s.size,
         mode: s.mode,

@@ -63,7 +63,7 @@ export interface AskEngine {
 
 /** The whole `/requests` message of an ask: its channel, its kind and the kind's own fields. */
 export function encodeAskOnRequests(channel: number, kindName: string, ask: object): Uint8Array {
-  return encodeRequestsAsk({ channel, kind: kindName, ...ask } as Parameters<typeof encodeRequestsAsk>[0]);
+  return encodeRequestsAsk({ channel, variant: kindName, ...ask } as Parameters<typeof encodeRequestsAsk>[0]);
 }
 
 export interface RequestsEngineOptions {

@@ -61,7 +61,7 @@ export function openMultiplexedFamilies(services: ConnectionServices) {
         responder.finish();
         return Promise.resolve();
       }
-      return (scopes[request.endpoint] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
+      return (scopes[request.variant] as (request: ContainerProxyRequest, responder: Responder) => Promise<void>)(request, responder);
     },
     /** A channel on a scope of a family's own (not the begin scope): true when that family took it. */
     claimsChannel: (responder: Responder) => filesystem.claimsChannel(responder),

@@ -15,7 +15,7 @@ import type { PairLink, PairOptions } from "./pairs.js";
 export const FRAME_HEADER = 9;
 
 /** A handler for every endpoint a scope can be opened for; which tag is which is the codec's business. */
-export type ScopeRoutes = { readonly [E in ContainerProxyRequest["endpoint"]]: (request: Extract<ContainerProxyRequest, { endpoint: E }>, responder: Responder) => Promise<void> };
+export type ScopeRoutes = { readonly [E in ContainerProxyRequest["variant"]]: (request: Extract<ContainerProxyRequest, { variant: E }>, responder: Responder) => Promise<void> };
 
 /** What the families count for the connection's `stats()`. */
 export interface ConnectionCounters {

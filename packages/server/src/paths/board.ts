@@ -17,7 +17,7 @@ import { requestsAskExchanges } from "@diverge/codec/exchanges";
 import type { UpgradeDecision, UpgradeRoute } from "../listener.js";
 
 /** The kinds of `/requests`, by the names the codec gives them. */
-export type RequestsKind = RequestsAsk["kind"];
+export type RequestsKind = RequestsAsk["variant"];
 
 /** The answer path of each kind up to its channel, e.g. `/vault/get/`, from the generated exchange table. */
 export const ANSWER_PATH_PREFIX: Readonly<Record<RequestsKind, string>> = Object.fromEntries(

@@ -2,7 +2,7 @@
 // tag constants, decoder, encoder, and the frame's own error type), shared error modules, the MCP
 // type names, and the revision's index.
 import { StructureKind, VariableDeclarationKind, type CodeBlockWriter, type SourceFile } from "ts-morph";
-import { INT_SIZE, type IrBody, type IrErrorType, type IrErrorVariant, type IrField, type IrFrame, type IrRevision } from "../ir.js";
+import { DISCRIMINANT, INT_SIZE, specName, type IrBody, type IrErrorType, type IrErrorVariant, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, describeName, detailName, encodeName, errorModule, frameModule, importPath, lit, tagsName, variantTypeName } from "../names.js";
 import { banner, newProject, printTs, type GeneratedFile } from "./project.js";
 import { layoutOf, variantLayout } from "./layout.js";
@@ -228,7 +228,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
           name: variantTypeName(frame, v.name),
           docs: [`${v.doc}\n\nTag \`${v.tag}\`. Layout: \`${variantLayout(frame, v)}\``],
           properties: [
-            { name: sw.property, type: lit(v.name), docs: [`Tag \`${v.tag}\`.`] },
+            { name: DISCRIMINANT, type: lit(v.name), docs: [`Tag \`${v.tag}\`.${specName(sw.property)}`] },
             ...headerFields.map((h) => ({ name: h.name, type: "number", docs: [h.doc] })),
             ...v.body.fields.map((f) => ({ name: f.name, type: fieldType(imports, f), docs: [f.doc] })),
           ],
@@ -287,7 +287,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
               if (outOfLine && readsOutOfLine(v.body)) continue;
               w.write(`case ${v.tag}:`).block(() => {
                 const names = emitBodyDecode(w, imports, v.body, errorClass);
-                const props = [`${sw.property}: ${lit(v.name)}`, ...headerFields, ...names];
+                const props = [`${DISCRIMINANT}: ${lit(v.name)}`, ...headerFields, ...names];
                 w.writeLine(`return { ${props.join(", ")} };`);
               });
             }
@@ -327,7 +327,7 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
             for (const v of sw.variants.filter((variant) => readsOutOfLine(variant.body))) {
               w.write(`case ${v.tag}:`).block(() => {
                 const names = emitBodyDecode(w, imports, v.body, errorClass);
-                const props = [`${sw.property}: ${lit(v.name)}`, ...headerFields, ...names];
+                const props = [`${DISCRIMINANT}: ${lit(v.name)}`, ...headerFields, ...names];
                 w.writeLine(`return { ${props.join(", ")} };`);
               });
             }
@@ -355,14 +355,14 @@ export function emitCodec(ir: IrRevision, compilerVersion: string): GeneratedFil
           const sw = frame.switch;
           // Each variant is written by a function of its own, so the dispatch stays small enough for V8
           // to inline into its caller, and each variant's writer into the dispatch (see readsOutOfLine).
-          w.write(`switch (value.${sw.property})`).block(() => {
+          w.write(`switch (value.${DISCRIMINANT})`).block(() => {
             for (const v of sw.variants) {
               w.write(`case ${lit(v.name)}:`).block(() => w.writeLine(`return ${variantEncodeName(frame, v.name)}(value);`));
             }
             w.writeLine("default:");
             w.indent(() =>
               w.writeLine(
-                `throw new EncodeError(${frameLit}, ${lit(sw.property)}, \`unknown ${sw.property} \${String((value as { ${sw.property}?: unknown }).${sw.property})}\`);`,
+                `throw new EncodeError(${frameLit}, ${lit(DISCRIMINANT)}, \`unknown ${DISCRIMINANT} \${String((value as { ${DISCRIMINANT}?: unknown }).${DISCRIMINANT})}\`);`,
               ),
             );
           });

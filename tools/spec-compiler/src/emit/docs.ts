@@ -3,7 +3,7 @@
 // per exchange, the Frames-layer types table with directions, and the MCP types. The Markdown lives
 // in docs/<revision>/…/index.md (relative links, readable in the repository); emit/site.ts renders
 // the same Markdown into docs/site/ (see docs-url.ts for the paths both share).
-import { bytesToHex, carriersOf, type IrJsonMember, type IrJsonRef, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
+import { bytesToHex, carriersOf, DISCRIMINANT, type IrJsonMember, type IrJsonRef, type IrBody, type IrErrorType, type IrErrorVariant, type IrExample, type IrExchange, type IrExchangeGroup, type AnswerPattern, type IrChannel, type IrOpenedPath, type IrOpenedPathGroup, type IrField, type IrFrame, type IrRevision, type IrVariant } from "../ir.js";
 import { decodeName, encodeName, variantTypeName } from "../names.js";
 import { docsUrl, relativeUrl, slug, type DocTarget } from "./docs-url.js";
 import { bodyLayout, headerLayout, intText, layoutOf, variantLayout } from "./layout.js";
@@ -616,7 +616,7 @@ function framePage(cx: Context, frame: IrFrame): SitePage {
   if (frame.switch) {
     parts.push(section("Layout", block(headerLayout(frame)), fieldList(cx, url, [], frame.header!.fields)));
     const sw = frame.switch;
-    parts.push(section(`${capital(sw.on)}s`, `The ${code(sw.on)} says which variant the rest of the bytes are. Any other value is the error ${code(sw.unknown)}.`, tagTable(cx, url, frame), publishedText(frame)));
+    parts.push(section(`${capital(sw.on)}s`, `The ${code(sw.on)} says which variant the rest of the bytes are. Any other value is the error ${code(sw.unknown)}. A decoded value names its variant in ${code(DISCRIMINANT)}${sw.property === DISCRIMINANT ? "" : ` (a conformance view, as the examples, in ${code(sw.property)})`}.`, tagTable(cx, url, frame), publishedText(frame)));
     parts.push(
       section(
         "Variants",

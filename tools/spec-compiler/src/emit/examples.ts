@@ -1,6 +1,6 @@
 // The golden examples of the spec, turned into vitest files for the codec and into the
 // language-neutral vector corpus that `diverge-conformance` runs.
-import { bytesToHex, errorTypeOf, type IrField, type IrFrame, type IrRevision } from "../ir.js";
+import { bytesToHex, DISCRIMINANT, errorTypeOf, type IrField, type IrFrame, type IrRevision } from "../ir.js";
 import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 import { frameViewFields, hasPostcard, normalizeView, postcardArbitraries, postcardFieldArbitrary, postcardLiteral } from "./postcard.js";
@@ -15,11 +15,13 @@ export function bytesFieldsOf(frame: IrFrame, value: Record<string, unknown>): r
   return variant ? variant.body.fields.filter((f) => f.type === "bytes") : [];
 }
 
+/** An example's value (the spec's view) as the codec's value in TypeScript: the variant under {@link DISCRIMINANT}, bytes and u64 as the codec holds them. */
 function valueToTs(ir: IrRevision, frame: IrFrame, value: Record<string, unknown>): string {
   if (frame.postcard) return postcardLiteral(ir, { ref: frame.id }, value);
   const postcard = frameViewFields(frame)[frame.switch ? String(value[frame.switch.property]) : ""] ?? {};
   const bytes = new Set(bytesFieldsOf(frame, value).map((f) => f.name));
-  const parts = Object.entries(value).map(([k, v]) => `${lit(k)}: ${bytes.has(k) ? `fromHex(${lit(String(v))})` : postcard[k] ? postcardLiteral(ir, postcard[k]!, v) : JSON.stringify(v)}`);
+  const key = (k: string) => (frame.switch && k === frame.switch.property ? DISCRIMINANT : k);
+  const parts = Object.entries(value).map(([k, v]) => `${lit(key(k))}: ${bytes.has(k) ? `fromHex(${lit(String(v))})` : postcard[k] ? postcardLiteral(ir, postcard[k]!, v) : JSON.stringify(v)}`);
   return `{ ${parts.join(", ")} }`;
 }
 
@@ -181,7 +183,7 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
       const headerFields = frame.header!.fields.filter((h) => h.name !== sw.on);
       const variants = sw.variants.map((v) => {
         const props = [
-          `${lit(sw.property)}: fc.constant(${lit(v.name)})`,
+          `${lit(DISCRIMINANT)}: fc.constant(${lit(v.name)})`,
           ...headerFields.map((h) => `${lit(h.name)}: ${fieldArb({ name: h.name, type: h.type, length: "fixed", doc: "" })}`),
           ...v.body.fields.map((f) => `${lit(f.name)}: ${fieldArb(f)}`),
         ];

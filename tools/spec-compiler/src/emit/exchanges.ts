@@ -13,7 +13,7 @@
 //   `ProviderPathAsks`, one typed method per path the provider opens.
 // An exchange whose answer frame is still pending, or whose answer is raw bytes, gets its descriptor
 // but no typed method or handler: its behaviour is hand-written (postgres) or comes later (FUSE).
-import type { IrChannel, IrChannelTable, IrExchange, IrFrame, IrOpenedPath, IrRevision } from "../ir.js";
+import { DISCRIMINANT, type IrChannel, type IrChannelTable, type IrExchange, type IrFrame, type IrOpenedPath, type IrRevision } from "../ir.js";
 import { decodeName, encodeName, frameModule, importPath, lit } from "../names.js";
 import { banner, type GeneratedFile } from "./project.js";
 
@@ -113,7 +113,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly id: string;`);
   lines.push(`  /** The kind byte of the ask. */`);
   lines.push(`  readonly kind: number;`);
-  lines.push(`  /** The ask variant's name, as the ask frame's \`kind\` property spells it. */`);
+  lines.push(`  /** The ask variant's name, as the ask's \`variant\` spells it. */`);
   lines.push(`  readonly kindName: K;`);
   lines.push(`  /** The answer path with \`{channel}\` in it, e.g. \`/vault/get/{channel}\`. */`);
   lines.push(`  readonly path: string;`);
@@ -144,7 +144,7 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
     const table = `${ask.name}Exchanges`;
     use(ask, `type ${ask.name}`);
     lines.push(...doc([`The ${ask.name} variant named \`K\`, without its channel and kind: what an ask of that kind carries.`]));
-    lines.push(`export type ${ask.name}Body<K extends ${ask.name}["${ask.switch!.property}"]> = Omit<Extract<${ask.name}, { ${ask.switch!.property}: K }>, "channel" | "${ask.switch!.property}">;`);
+    lines.push(`export type ${ask.name}Body<K extends ${ask.name}["${DISCRIMINANT}"]> = Omit<Extract<${ask.name}, { ${DISCRIMINANT}: K }>, "channel" | "${DISCRIMINANT}">;`);
     lines.push("");
     lines.push(...doc([`Every exchange a ${ask.title} starts, by kind name.`]));
     lines.push(`export interface ${table} {`);
@@ -340,7 +340,7 @@ function emitServerSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     const entry = t.tables.find((e) => e.opener === "provider");
     if (!entry) continue;
     const frame = frameById.get(entry.frameId)!;
-    const prop = frame.switch!.property;
+    const prop = DISCRIMINANT;
     codecNames.add(`type ${frame.name}`);
     const routes = `${pascal(t.id)}ProviderRoutes`;
     lines.push(...doc([`A handler for every channel the provider opens on ${t.title}: \`C\` is the engine's channel.`]));
@@ -461,7 +461,7 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     codecNames.add(table);
     codecNames.add(`type ${ask.name}`);
     codecNames.add(`type ExchangeDescriptor`);
-    const prop = ask.switch!.property;
+    const prop = DISCRIMINANT;
     lines.push(...doc([`The exchange a ${ask.title} starts and its answer, from \`handlers\`. Undefined when no handler answers it (raw bytes, or an answer frame not declared yet).`]));
     lines.push(`export function dispatch${ask.name}(ask: ${ask.name}, handlers: ProviderHandlers): DispatchedAsk | undefined {`);
     lines.push(`  switch (ask.${prop}) {`);
@@ -486,7 +486,7 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     const entry = t.tables.find((e) => e.opener === "proxy");
     if (!entry) continue;
     const frame = frameById.get(entry.frameId)!;
-    const prop = frame.switch!.property;
+    const prop = DISCRIMINANT;
     codecNames.add(`type ${frame.name}`);
     lines.push(...doc([`The answer to a channel the proxy opens on ${t.title}, from the handler of the exchange it carries. Undefined for a channel no handler answers here (the connection halves, raw bytes).`]));
     lines.push(`export function dispatch${pascal(t.id)}ProxyChannel(request: ${frame.name}, handlers: ProviderHandlers): DispatchedAsk | undefined {`);
@@ -515,7 +515,7 @@ function emitClientSurface(ir: IrRevision, compilerVersion: string): GeneratedFi
     const entry = t.tables.find((e) => e.opener === "provider");
     if (!entry) continue;
     const frame = frameById.get(entry.frameId)!;
-    const prop = frame.switch!.property;
+    const prop = DISCRIMINANT;
     const descriptors = lowerCamel(`${pascal(t.id)}ProviderOpened`);
     codecNames.add(descriptors);
     codecNames.add(`type ${frame.name}`);

@@ -3,7 +3,7 @@
 // and the language-neutral views (u64 as decimal text, bytes as hex) of vectors and the testee.
 import type { CodeBlockWriter, SourceFile } from "ts-morph";
 import { errorTypeOf, frameOf, postcardTypeOf, type IrErrorType, type IrField, type IrFrame, type IrRevision } from "../ir.js";
-import type { IrPostcardField, IrPostcardShape, IrPostcardType, PostcardTypeRef } from "../postcard-ir.js";
+import { DISCRIMINANT, specName, type IrPostcardField, type IrPostcardShape, type IrPostcardType, type PostcardTypeRef } from "../postcard-ir.js";
 import { decodeName, encodeName, lit } from "../names.js";
 
 const RUNTIME = "runtime/index.ts";
@@ -110,7 +110,7 @@ function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, sel
         isExported: true,
         name: `${name}${v.name}`,
         docs: [`${v.doc}\n\nVariant index \`${i}\`.`],
-        properties: [{ name: shape.property, type: lit(v.name), docs: [`Variant index \`${i}\`.`] }, ...props(v.fields)],
+        properties: [{ name: DISCRIMINANT, type: lit(v.name), docs: [`Variant index \`${i}\`.${specName(shape.property)}`] }, ...props(v.fields)],
       });
     });
     file.addTypeAlias({ isExported: true, name, docs: [fullDoc], type: shape.variants.map((v) => `${name}${v.name}`).join(" | ") });
@@ -139,7 +139,7 @@ function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, sel
         shape.variants.forEach((v, i) => {
           w.write(i === shape.variants.length - 1 ? "default:" : `case ${i}:`).block(() => {
             bind(w, v.fields);
-            w.writeLine(`$value = { ${[`${shape.property}: ${lit(v.name)}`, ...v.fields.map((f) => f.name)].join(", ")} };`);
+            w.writeLine(`$value = { ${[`${DISCRIMINANT}: ${lit(v.name)}`, ...v.fields.map((f) => f.name)].join(", ")} };`);
             w.writeLine("break;");
           });
         });
@@ -164,7 +164,7 @@ function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, sel
         for (const f of shape.fields) writeStatements(w, p, imports, f.type, `value.${f.name}`, f.name);
         return;
       }
-      w.write(`switch (value.${shape.property})`).block(() => {
+      w.write(`switch (value.${DISCRIMINANT})`).block(() => {
         shape.variants.forEach((v, i) => {
           w.write(`case ${lit(v.name)}:`).block(() => {
             w.writeLine(`$w.variant(${i});`);
@@ -175,7 +175,7 @@ function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, sel
         w.writeLine("default:");
         w.indent(() =>
           w.writeLine(
-            `throw new ${encodeError}($w.frame, ${lit(shape.property)}, \`unknown ${shape.property} \${String((value as { ${shape.property}?: unknown }).${shape.property})}\`);`,
+            `throw new ${encodeError}($w.frame, ${lit(DISCRIMINANT)}, \`unknown ${DISCRIMINANT} \${String((value as { ${DISCRIMINANT}?: unknown }).${DISCRIMINANT})}\`);`,
           ),
         );
       });
@@ -345,23 +345,27 @@ export function frameViewFields(frame: IrFrame): Record<string, Record<string, V
 
 type Shapes = Record<string, any>;
 
-/** Walks a value along a view type, applying `leaf` to each scalar. */
-function walk(shapes: Shapes, type: ViewType, value: unknown, leaf: (scalar: string, value: unknown) => unknown): unknown {
+/**
+ * Walks a value along a view type, applying `leaf` to each scalar. The value names each enum's variant
+ * in the spec's member (a view, as examples and vectors write it); `asValue` writes it under
+ * {@link DISCRIMINANT} instead, as the codec's values carry it, in the same place.
+ */
+function walk(shapes: Shapes, type: ViewType, value: unknown, leaf: (scalar: string, value: unknown) => unknown, asValue = false): unknown {
   if (typeof type === "string") return leaf(type, value);
-  if ("option" in type) return value === null || value === undefined ? null : walk(shapes, type.option, value, leaf);
-  if ("vec" in type) return (value as unknown[]).map((v) => walk(shapes, type.vec, v, leaf));
+  if ("option" in type) return value === null || value === undefined ? null : walk(shapes, type.option, value, leaf, asValue);
+  if ("vec" in type) return (value as unknown[]).map((v) => walk(shapes, type.vec, v, leaf, asValue));
   const shape = shapes[type.ref];
   const object = value as Record<string, unknown>;
   const fields: [string, ViewType][] = shape.fields ?? shape.variants[object[shape.property] as string] ?? [];
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(object)) {
     const field = fields.find(([name]) => name === key);
-    out[key] = field ? walk(shapes, field[1], v, leaf) : v;
+    out[asValue && shape.variants && key === shape.property ? DISCRIMINANT : key] = field ? walk(shapes, field[1], v, leaf, asValue) : v;
   }
   return out;
 }
 
-/** A view (u64 as decimal text or a number) as a TypeScript literal for generated tests. */
+/** A view (u64 as decimal text or a number) as a TypeScript literal for generated tests: the codec's value, enums named under {@link DISCRIMINANT}. */
 export function postcardLiteral(ir: IrRevision, type: ViewType, value: unknown): string {
   const marks = new Map<string, string>();
   let n = 0;
@@ -377,7 +381,7 @@ export function postcardLiteral(ir: IrRevision, type: ViewType, value: unknown):
       return key;
     }
     return v;
-  });
+  }, true);
   let text = JSON.stringify(marked);
   for (const [key, expr] of marks) text = text.replace(lit(key), expr);
   return text;
@@ -422,7 +426,7 @@ export function postcardArbitraries(ir: IrRevision): string {
       `fc.record({ ${[...(extra ? [extra] : []), ...fields.map(([name, t]) => `${lit(name)}: ${arbitraryOf(t)}`)].join(", ")} })`;
     if (shape.fields) return `${lit(id)}: ${record(shape.fields)}`;
     const variants = Object.entries(shape.variants as Record<string, [string, ViewType][]>).sort(([, a], [, b]) => Number(recursive(a)) - Number(recursive(b)));
-    return `${lit(id)}: fc.oneof({ maxDepth: 3, depthIdentifier: ${lit(id)} }, ${variants.map(([name, fields]) => record(fields, `${lit(shape.property)}: fc.constant(${lit(name)})`)).join(", ")})`;
+    return `${lit(id)}: fc.oneof({ maxDepth: 3, depthIdentifier: ${lit(id)} }, ${variants.map(([name, fields]) => record(fields, `${lit(DISCRIMINANT)}: fc.constant(${lit(name)})`)).join(", ")})`;
   });
   return `fc.letrec((tie) => ({ ${entries.join(", ")} }))`;
 }
@@ -441,7 +445,7 @@ export function postcardDocs(ir: IrRevision, frame: IrFrame, code: (text: string
   const shapeText = (shape: IrPostcardShape) =>
     shape.kind === "struct"
       ? fieldLines(shape.fields)
-      : shape.variants.map((v, i) => `**${code(v.name)}** (variant index ${code(String(i))}, ${code(`${shape.property}: "${v.name}"`)} in the value). ${v.doc}\n\n${fieldLines(v.fields) || "Carries nothing."}`).join("\n\n");
+      : shape.variants.map((v, i) => `**${code(v.name)}** (variant index ${code(String(i))}, ${code(`${DISCRIMINANT}: "${v.name}"`)} in a decoded value${shape.property === DISCRIMINANT ? "" : `, ${code(`${shape.property}: "${v.name}"`)} in a conformance view`}). ${v.doc}\n\n${fieldLines(v.fields) || "Carries nothing."}`).join("\n\n");
   parts.push(shapeText(frame.postcard!));
   const reached: IrPostcardType[] = [];
   const visit = (ref: PostcardTypeRef) => {

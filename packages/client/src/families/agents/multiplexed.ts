@@ -44,7 +44,7 @@ export function beginAgentOn(host: AgentScopeHost, request: AgentBeginRequest, o
   return bounded<Agent>(options, failures(what, () => "the proxy's Begun (the program's POST /register answer)"), (resolve, reject) => {
     if (host.frames.mux.ended) return reject(new ContainerError({ variant: "Lost", what }));
     let agent: MultiplexedAgent | undefined;
-    const opened = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "AgentsBegin", begin }), {
+    const opened = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "AgentsBegin", begin }), {
       response: (payload) => {
         let answer;
         try {

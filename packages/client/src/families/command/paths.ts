@@ -29,7 +29,7 @@ async function drained(socket: OpenSocket): Promise<void> {
   while (socket.isOpen && socket.bufferedAmount >= COMMAND_SEND_HIGH_WATER_BYTES) await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
 }
 
-async function answerCommand(ask: Extract<Parameters<NonNullable<PathsFamily<ProviderHandlers>["answer"]>>[0], { kind: "Command" }>, handler: NonNullable<ProviderHandlers["command"]>, path: string, host: PathsAnswerHost): Promise<void> {
+async function answerCommand(ask: Extract<Parameters<NonNullable<PathsFamily<ProviderHandlers>["answer"]>>[0], { variant: "Command" }>, handler: NonNullable<ProviderHandlers["command"]>, path: string, host: PathsAnswerHost): Promise<void> {
   const socket = await host.openPath(path);
   if (!socket) return;
   const controller = new AbortController();
@@ -74,5 +74,5 @@ async function answerCommand(ask: Extract<Parameters<NonNullable<PathsFamily<Pro
 }
 
 export const commandPaths: PathsFamily<ProviderHandlers> = {
-  answer: (ask, handlers, path, host) => (ask.kind === "Command" && handlers.command ? answerCommand(ask, handlers.command, path, host) : undefined),
+  answer: (ask, handlers, path, host) => (ask.variant === "Command" && handlers.command ? answerCommand(ask, handlers.command, path, host) : undefined),
 };

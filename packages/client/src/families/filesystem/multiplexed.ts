@@ -99,7 +99,7 @@ export function treeOn(host: FilesystemHost, options: TreeOptions = {}): TreeStr
   if (lost) queue.fail(lost);
   else {
     let any = false;
-    scope = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemTree", request: { ignore: options.ignore ?? [] } }), {
+    scope = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "FilesystemTree", request: { ignore: options.ignore ?? [] } }), {
       response: (payload) => {
         any = true;
         let answer;
@@ -161,7 +161,7 @@ export function readOn(host: FilesystemHost, path: readonly string[], options: R
         sink.fail(options.signal!.reason);
       };
       options.signal?.addEventListener("abort", onAbort, { once: true });
-      scope = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemRead", request: { path: [...path] } }), {
+      scope = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "FilesystemRead", request: { path: [...path] } }), {
         response: (payload) => {
           any = true;
           if (given) return;
@@ -243,7 +243,7 @@ export function writeOn(host: FilesystemHost, path: readonly string[], content: 
       if (problem === undefined) resolve();
       else reject(problem);
     };
-    const { scope } = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FilesystemWrite", request: { path: [...path] } }), {
+    const { scope } = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "FilesystemWrite", request: { path: [...path] } }), {
       response: (payload) => {
         answer ??= payload.slice();
       },

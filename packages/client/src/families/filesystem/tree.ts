@@ -15,7 +15,7 @@ export class LiveTree {
 
   /** Applies one frame; returns whether it changed anything it could place. */
   apply(frame: FiletreeFrame): boolean {
-    if (frame.kind === "Snapshot") {
+    if (frame.variant === "Snapshot") {
       this.children = frame.children;
       return true;
     }
@@ -23,7 +23,7 @@ export class LiveTree {
     if (!parent) return false;
     const name = frame.path[frame.path.length - 1];
     const at = parent.findIndex((node) => node.name === name);
-    if (frame.kind === "Removed") {
+    if (frame.variant === "Removed") {
       if (at < 0) return false;
       parent.splice(at, 1);
       return true;
@@ -50,7 +50,7 @@ export class LiveTree {
     const walk = (nodes: FiletreeNode[], prefix: string) => {
       for (const node of nodes) {
         out.push(prefix + node.name);
-        if (node.kind === "Directory") walk(node.children, `${prefix}${node.name}/`);
+        if (node.variant === "Directory") walk(node.children, `${prefix}${node.name}/`);
       }
     };
     walk(this.children, "");
@@ -61,7 +61,7 @@ export class LiveTree {
     let entries = this.children;
     for (const component of path) {
       const node = entries.find((n) => n.name === component);
-      if (!node || node.kind !== "Directory") return undefined;
+      if (!node || node.variant !== "Directory") return undefined;
       entries = node.children;
     }
     return entries;

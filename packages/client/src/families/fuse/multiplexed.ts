@@ -53,7 +53,7 @@ export function mountOn(host: FilesystemHost, path: readonly string[], target: F
         stopped = true;
       },
     };
-    const { scope } = host.frames.mux.openScope(encodeContainerProxyRequest({ endpoint: "FuseMount", request: { path: [...path], kind } }), {
+    const { scope } = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "FuseMount", request: { path: [...path], kind } }), {
       response: (payload) => {
         let ack;
         try {
@@ -61,8 +61,8 @@ export function mountOn(host: FilesystemHost, path: readonly string[], target: F
         } catch (problem) {
           return reject(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
         }
-        if (ack.ack === "Ok") resolve(mount);
-        else reject(new FilesystemError({ variant: "Failed", what, error: ack.ack === "Refused" ? ack.message : "read-only" }));
+        if (ack.variant === "Ok") resolve(mount);
+        else reject(new FilesystemError({ variant: "Failed", what, error: ack.variant === "Refused" ? ack.message : "read-only" }));
       },
       // The scope ends only after a refusal (or for a request the proxy could not read).
       finish: (served) => {

@@ -15,7 +15,7 @@ export interface PathsMountOptions extends MountOptions {
   readonly WebSocket?: WebSocketConstructor;
 }
 
-const ackOf = (r: FuseAckResult): FuseAck => (r.kind === "ok" ? { ack: "Ok" } : r.kind === "readOnly" ? { ack: "ReadOnly" } : { ack: "Refused", message: r.message });
+const ackOf = (r: FuseAckResult): FuseAck => (r.kind === "ok" ? { variant: "Ok" } : r.kind === "readOnly" ? { variant: "ReadOnly" } : { variant: "Refused", message: r.message });
 
 /** The default message limit (the proxy's `--max-message-bytes` default): a whole file must fit in one. */
 const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -28,10 +28,10 @@ async function wholeFile(handlers: FuseHandlers, path: string, limit: number): P
   const parts: Uint8Array[] = [];
   let offset = 0n;
   for (;;) {
-    if (offset > BigInt(limit)) return { answer: "Failed", message: `the file is larger than one message carries (${limit} bytes)` };
+    if (offset > BigInt(limit)) return { variant: "Failed", message: `the file is larger than one message carries (${limit} bytes)` };
     const r = await handlers.read(path, offset, FUSE_CHUNK_SIZE);
-    if (r.kind === "missing") return offset === 0n ? { answer: "Missing" } : { answer: "Failed", message: "the file went away while it was read" };
-    if (r.kind === "error") return { answer: "Failed", message: r.message };
+    if (r.kind === "missing") return offset === 0n ? { variant: "Missing" } : { variant: "Failed", message: "the file went away while it was read" };
+    if (r.kind === "error") return { variant: "Failed", message: r.message };
     parts.push(r.bytes.slice());
     offset += BigInt(r.bytes.length);
     if (r.bytes.length < FUSE_CHUNK_SIZE) break;
@@ -42,7 +42,7 @@ async function wholeFile(handlers: FuseHandlers, path: string, limit: number): P
     out.set(part, at);
     at += part.length;
   }
-  return { answer: "Data", data: out };
+  return { variant: "Data", data: out };
 }
 
 /**
@@ -82,8 +82,8 @@ export class PathsMounts {
         const h = of(id);
         if (!h) return undefined;
         const r = await h.list(path);
-        if (r.kind === "entries") return { answer: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) };
-        return r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message };
+        if (r.kind === "entries") return { variant: "Entries", entries: r.entries.map((e) => ({ kind: e.kind === "directory" ? 1 : 0, name: e.name })) };
+        return r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message };
       },
       fuseRemove: async ({ id, path }) => {
         const h = of(id);
@@ -101,8 +101,8 @@ export class PathsMounts {
         const h = of(id);
         if (!h) return undefined;
         const r = await h.stat(path);
-        if (r.kind === "stat") return { answer: "Stat", file_kind: r.stat.kind === "directory" ? 1 : 0, size: r.stat.size };
-        return r.kind === "missing" ? { answer: "Missing" } : { answer: "Failed", message: r.message };
+        if (r.kind === "stat") return { variant: "Stat", file_kind: r.stat.kind === "directory" ? 1 : 0, size: r.stat.size };
+        return r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message };
       },
     };
   }
@@ -145,7 +145,7 @@ export class PathsMounts {
     } catch (problem) {
       return fail(new FilesystemError({ variant: "Unreadable", what, reason: (problem as Error).message }));
     }
-    if (ack.ack !== "Ok") return fail(new FilesystemError({ variant: "Failed", what, error: ack.ack === "Refused" ? ack.message : "read-only" }));
+    if (ack.variant !== "Ok") return fail(new FilesystemError({ variant: "Failed", what, error: ack.variant === "Refused" ? ack.message : "read-only" }));
     return id;
   }
 

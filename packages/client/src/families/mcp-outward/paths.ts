@@ -81,5 +81,5 @@ async function streamNotifications(handlers: McpPathsHandlers, path: string, cha
 export const mcpOutwardPaths: PathsFamily<ProviderHandlers & McpPathsHandlers> = {
   generated,
   // The notification stream keeps its sink-shaped handler (the relay pushes into it).
-  answer: (ask, handlers, path, host) => (ask.kind === "McpNotifications" && !handlers.mcpNotifications ? streamNotifications(handlers, path, ask.channel, host) : undefined),
+  answer: (ask, handlers, path, host) => (ask.variant === "McpNotifications" && !handlers.mcpNotifications ? streamNotifications(handlers, path, ask.channel, host) : undefined),
 };

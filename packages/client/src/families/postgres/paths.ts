@@ -34,7 +34,7 @@ export interface PostgresPathsStats {
 /** A `raw` handler for `connectProxy` that pipes every database connection to `target` (resolved on each). */
 export function postgresOverPaths(target: string | DatabaseAddress | (() => Promise<string | DatabaseAddress>), options: PostgresPathsOptions = {}): (ask: RequestsAsk, path: RawPath) => Promise<void> {
   return async (ask, path) => {
-    if (ask.kind !== "Postgres") return path.close();
+    if (ask.variant !== "Postgres") return path.close();
     const early: Uint8Array[] = [];
     let earlyBytes = 0;
     let database: Socket | undefined;

@@ -56,7 +56,7 @@ export interface ExchangeDescriptor<K extends string = string, A = any> {
   readonly id: string;
   /** The kind byte of the ask. */
   readonly kind: number;
-  /** The ask variant's name, as the ask frame's `kind` property spells it. */
+  /** The ask variant's name, as the ask's `variant` spells it. */
   readonly kindName: K;
   /** The answer path with `{channel}` in it, e.g. `/vault/get/{channel}`. */
   readonly path: string;
@@ -82,7 +82,7 @@ export interface ExchangeDescriptor<K extends string = string, A = any> {
 }
 
 /** The RequestsAsk variant named `K`, without its channel and kind: what an ask of that kind carries. */
-export type RequestsAskBody<K extends RequestsAsk["kind"]> = Omit<Extract<RequestsAsk, { kind: K }>, "channel" | "kind">;
+export type RequestsAskBody<K extends RequestsAsk["variant"]> = Omit<Extract<RequestsAsk, { variant: K }>, "channel" | "variant">;
 
 /** Every exchange a /requests ask starts, by kind name. */
 export interface RequestsAskExchanges {

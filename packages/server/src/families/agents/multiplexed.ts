@@ -36,7 +36,7 @@ export const BEGUN_ERROR = { kind: "begun", error: "this connection has begun" }
 
 export interface AgentsScopes {
   /** The scope route of endpoint 0, its request read by the container-proxy request frame. */
-  route(request: Extract<ContainerProxyRequest, { endpoint: "AgentsBegin" }>, responder: Responder): Promise<void>;
+  route(request: Extract<ContainerProxyRequest, { variant: "AgentsBegin" }>, responder: Responder): Promise<void>;
   /** The run loop of the begun scope, when this connection began an agent (for tests and logs). */
   readonly loop: RunLoop | undefined;
 }

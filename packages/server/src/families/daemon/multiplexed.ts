@@ -186,7 +186,7 @@ export class DaemonPairs {
     if (half.finished) return false;
     let valid = true;
     try {
-      valid = decodeClientFrame(frame).type !== "Authorization";
+      valid = decodeClientFrame(frame).variant !== "Authorization";
     } catch (error) {
       if (!(error instanceof FrameError)) throw error;
       valid = false;

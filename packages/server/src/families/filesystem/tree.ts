@@ -68,8 +68,8 @@ export interface TreeOptions {
  * delta), and the provider may ask again with more of the tree in its ignore list.
  */
 export function tooLarge(frame: FiletreeFrame, bytes: number, limit: number): FsError {
-  const what = frame.kind === "Snapshot" ? "snapshot" : `${frame.kind} frame`;
-  return new FsError(frame.kind === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
+  const what = frame.variant === "Snapshot" ? "snapshot" : `${frame.variant} frame`;
+  return new FsError(frame.variant === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
 }
 
 /** The left-out paths as `a/b` keys of components (the same list as `leftOut`, relative). */
@@ -106,13 +106,13 @@ interface Shadow {
   sig: string;
   children: Map<string, Entry>;
 }
-type Entry = Shadow | Exclude<FiletreeNode, { kind: "Directory" }>;
+type Entry = Shadow | Exclude<FiletreeNode, { variant: "Directory" }>;
 const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
 /** The identity a walked directory's sig ends with (its last three fields). */
 const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-3).join(":");
 /** What tells an entry's change: kind, size or target, times. */
 const sigOf = (entry: Entry): string =>
-  isDir(entry) ? entry.sig : entry.kind === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
+  isDir(entry) ? entry.sig : entry.variant === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
 
 /** Equal second counts and sizes share one bigint (a checkout's files share a few dozen times), so 100,000 nodes hold far fewer. */
 const interned = new Map<number, bigint>();
@@ -427,7 +427,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     if (this.ended) return;
     this.shadow = shadow;
     this.queue.length = 0;
-    this.emit({ kind: "Snapshot", children });
+    this.emit({ variant: "Snapshot", children });
     this.watchKnown();
   }
 
@@ -497,7 +497,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     // Directories, one at a time: each holds a descriptor while its subtree is walked.
     for (let i = 0; i < nodes.length; i++) {
       const node = nodes[i];
-      if (node?.kind !== "Directory") continue;
+      if (node?.variant !== "Directory") continue;
       nodes[i] = await this.entry(dir, [...components, node.name], shadow, unwatched, true);
     }
     return nodes.filter((n): n is FiletreeNode => n !== undefined);
@@ -530,7 +530,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
         // (times in whole seconds) is another directory, sent whole, with what was made in it meanwhile.
         shadow.sig = `d:${changes}:${created_at}:${modified_at}:${id}`;
         parent.children.set(name, shadow);
-        return { kind: "Directory", name, created_at, modified_at, changes, children };
+        return { variant: "Directory", name, created_at, modified_at, changes, children };
       } catch {
         return undefined;
       } finally {
@@ -545,7 +545,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
     const created_at = seconds(stats.birthtimeMs);
     const modified_at = seconds(stats.mtimeMs);
-    if (stats.isDirectory()) return { kind: "Directory", name, created_at, modified_at, changes: false, children: [] };
+    if (stats.isDirectory()) return { variant: "Directory", name, created_at, modified_at, changes: false, children: [] };
     if (stats.isSymbolicLink()) {
       let target: string;
       try {
@@ -554,11 +554,11 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
         return undefined; // A link whose target cannot be read is left out.
       }
       const path = lexical(components.slice(0, -1), target);
-      const node = { kind: "Symlink" as const, name, path, created_at, modified_at };
+      const node = { variant: "Symlink" as const, name, path, created_at, modified_at };
       parent.children.set(name, node);
       return node;
     }
-    const node = { kind: "File" as const, name, size: big(stats.size), created_at, modified_at };
+    const node = { variant: "File" as const, name, size: big(stats.size), created_at, modified_at };
     parent.children.set(name, node);
     return node;
   }
@@ -577,7 +577,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       const id = identity(await fstat(dir));
       if (this.mounts.get(id)?.has(components[components.length - 1]!)) return undefined;
       const first = await this.entry(dir, components, parent, unwatched, false);
-      return first?.kind === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
+      return first?.variant === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
     } catch {
       return undefined;
     } finally {
@@ -649,7 +649,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       if (before) {
         parent.children.delete(name);
         if (isDir(before)) this.unwatchFast(join(this.root, ...top));
-        this.emit({ kind: "Removed", path: [...top] });
+        this.emit({ variant: "Removed", path: [...top] });
       }
       return;
     }
@@ -673,7 +673,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
     if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
     parent.children.set(name, after);
-    this.emit(before ? { kind: "Modified", path: [...top], node: sent } : { kind: "Inserted", path: [...top], node: sent });
+    this.emit(before ? { variant: "Modified", path: [...top], node: sent } : { variant: "Inserted", path: [...top], node: sent });
   }
 
   /** Arms the plain watches of a directory and those below it (shallow first), within FAST_WATCH_DIRS. */

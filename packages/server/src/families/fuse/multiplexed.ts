@@ -29,7 +29,7 @@ export class FuseScopes {
     if (!members) return responder.finish();
     const refuse = (reason: string) => {
       this.options.log(`fuse::mount on scope ${responder.scope} refused: ${reason}`);
-      responder.respond(encodeFuseAck({ ack: "Refused", message: reason }));
+      responder.respond(encodeFuseAck({ variant: "Refused", message: reason }));
       responder.finish();
     };
     const components = checkPath(members.path);
@@ -73,7 +73,7 @@ export class FuseScopes {
     this.mounts.add(mounted);
     this.options.log(`mounted ${members.kind} /${components.join("/")} for scope ${scope}`);
     // `[00]`, and never a finish: the scope is the mount.
-    responder.respond(encodeFuseAck({ ack: "Ok" }));
+    responder.respond(encodeFuseAck({ variant: "Ok" }));
   }
 
   /** Unmounts everything (the connection or the proxy ended); resolves when every mount is gone. */

@@ -179,14 +179,14 @@ export function wholeFileHandlers(
     const t = now();
     times.set(path, { atime: times.get(path)?.atime ?? t, mtime: t, ctime: t });
   };
-  const ack = (a: { ack: "Ok" } | { ack: "Refused"; message: string } | { ack: "ReadOnly" }): FuseAckResult =>
-    a.ack === "Ok" ? { kind: "ok" } : a.ack === "ReadOnly" ? READ_ONLY : { kind: "error", message: a.message };
+  const ack = (a: { variant: "Ok" } | { variant: "Refused"; message: string } | { variant: "ReadOnly" }): FuseAckResult =>
+    a.variant === "Ok" ? { kind: "ok" } : a.variant === "ReadOnly" ? READ_ONLY : { kind: "error", message: a.message };
   /** The whole file: its bytes, empty when nothing is held yet; undefined with the error's message. */
   const whole = async (path: string): Promise<{ bytes: Uint8Array } | { message: string }> => {
     present();
     const a = answered(await asks.fuseRead({ id, path }, LIVE));
-    if (a.answer === "Data") return { bytes: a.data };
-    if (a.answer === "Missing") return { bytes: new Uint8Array(0) };
+    if (a.variant === "Data") return { bytes: a.data };
+    if (a.variant === "Missing") return { bytes: new Uint8Array(0) };
     return { message: a.message };
   };
   const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }, LIVE))));
@@ -239,10 +239,10 @@ export function wholeFileHandlers(
     }
     present();
     const s = answered(await asks.fuseStat({ id, path }, LIVE));
-    if (s.answer === "Failed") return errnoOfMessage(s.message);
-    if (s.answer === "Stat" && s.size > BigInt(maxFileBytes)) return refuseLarge(path, s.size);
-    if (s.answer === "Missing" && path !== "") return PATHS_ENOENT;
-    const file = s.answer === "Missing" ? { bytes: new Uint8Array(0) } : await whole(path);
+    if (s.variant === "Failed") return errnoOfMessage(s.message);
+    if (s.variant === "Stat" && s.size > BigInt(maxFileBytes)) return refuseLarge(path, s.size);
+    if (s.variant === "Missing" && path !== "") return PATHS_ENOENT;
+    const file = s.variant === "Missing" ? { bytes: new Uint8Array(0) } : await whole(path);
     if ("message" in file) return errnoOfMessage(file.message);
     copies.set(path, new Copy(file.bytes.length, file.bytes));
     return 0;
@@ -358,8 +358,8 @@ export function wholeFileHandlers(
     async list(path) {
       present();
       const a = answered(await asks.fuseList({ id, path }, LIVE));
-      if (a.answer === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
-      return a.answer === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
+      if (a.variant === "Entries") return { kind: "entries", entries: a.entries.map((e) => ({ name: e.name, kind: e.kind === 1 ? "directory" : "file" })) };
+      return a.variant === "Missing" ? { kind: "missing" } : { kind: "error", message: a.message };
     },
     async remove(path) {
       if (readonly) return READ_ONLY;
@@ -411,9 +411,9 @@ export function wholeFileHandlers(
     async stat(path) {
       present();
       const a = answered(await asks.fuseStat({ id, path }, LIVE));
-      if (a.answer === "Failed") return { kind: "error", message: a.message };
+      if (a.variant === "Failed") return { kind: "error", message: a.message };
       // On a file mount, nothing held yet is an empty file.
-      if (a.answer === "Missing") return path === "" ? { kind: "stat", stat: stat(path, "file", 0n) } : { kind: "missing" };
+      if (a.variant === "Missing") return path === "" ? { kind: "stat", stat: stat(path, "file", 0n) } : { kind: "missing" };
       return { kind: "stat", stat: stat(path, a.file_kind === 1 ? "directory" : "file", a.size) };
     },
   };
@@ -517,7 +517,7 @@ export class FuseMountPaths implements UpgradeRoute {
     if (!members) return socket.close();
     const refuse = (reason: string) => {
       this.options.log(`/fuse/mount refused: ${reason}`);
-      socket.send(encodeFuseAck({ ack: "Refused", message: reason }));
+      socket.send(encodeFuseAck({ variant: "Refused", message: reason }));
       socket.close();
     };
     const components = checkPath(members.path);
@@ -545,7 +545,7 @@ export class FuseMountPaths implements UpgradeRoute {
     void this.mounts.get(key)?.mount.close();
     this.mounts.set(key, { mount: mounted, servedBy });
     this.options.log(`mounted ${members.kind} /${components.join("/")} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
-    socket.send(encodeFuseAck({ ack: "Ok" }));
+    socket.send(encodeFuseAck({ variant: "Ok" }));
     socket.close();
   }
 }

@@ -24,7 +24,7 @@ import type { AskBoard, PathEnding } from "../../paths/board.js";
 import { McpExchangeError } from "./errors.js";
 
 /** The MCP kinds of `/requests`, by the names the codec gives them. */
-export type McpKind = Extract<RequestsAsk["kind"], `Mcp${string}`>;
+export type McpKind = Extract<RequestsAsk["variant"], `Mcp${string}`>;
 
 /**
  * The decoders' typed error, or undefined. (JSON nested too deeply is the codec's typed error too: it

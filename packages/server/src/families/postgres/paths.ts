@@ -63,7 +63,7 @@ export class PostgresOverRequests {
     this.stats.announced++;
     this.board.ask({
       kind: "Postgres",
-      encode: (channel) => encodeRequestsAsk({ channel, kind: "Postgres" }),
+      encode: (channel) => encodeRequestsAsk({ channel, variant: "Postgres" }),
       announced: (channel) => this.log(`database connection announced on /requests (channel ${channel})`),
       refused: () => driver.destroy(),
       // The driver hung up before the provider opened the path: the ask is not sent.

@@ -15,7 +15,7 @@ import { routeToolsBeginChannelsProviderChannel, type ToolsBeginChannelsProvider
 import type { BeginFamily, ConnectionServices } from "../../multiplexed/family.js";
 import { postToProgram } from "../../multiplexed/program.js";
 
-type ToolsBeginRequest = Extract<ContainerProxyRequest, { endpoint: "ToolsBegin" }>;
+type ToolsBeginRequest = Extract<ContainerProxyRequest, { variant: "ToolsBegin" }>;
 
 /** The scope route of endpoint 1: reads the begin object and claims the connection's begin for tools. */
 export function toolsBegin(services: ConnectionServices, channels: ToolsBeginChannelsProviderRoutes<Responder>) {

@@ -20,8 +20,8 @@ export const ContainerProxyRequestTag = {
  * Tag `0`. Layout: `[0][begin: JSON …]`
  */
 export interface ContainerProxyRequestAgentsBegin {
-  /** Tag `0`. */
-  endpoint: "AgentsBegin";
+  /** Tag `0`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "AgentsBegin";
   /** The begin object. It must carry `arguments`; an `image`, when present, is an object of two strings, `name` and `digest`. */
   begin: AgentBegin;
 }
@@ -32,8 +32,8 @@ export interface ContainerProxyRequestAgentsBegin {
  * Tag `1`. Layout: `[1][begin: JSON …]`
  */
 export interface ContainerProxyRequestToolsBegin {
-  /** Tag `1`. */
-  endpoint: "ToolsBegin";
+  /** Tag `1`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "ToolsBegin";
   /** The begin object. It must carry `arguments`; an `image`, when present, is an object of two strings, `name` and `digest`. The proxy checks both members. */
   begin: Record<string, unknown>;
 }
@@ -44,8 +44,8 @@ export interface ContainerProxyRequestToolsBegin {
  * Tag `2`. Layout: `[2][request: JSON …]`
  */
 export interface ContainerProxyRequestFuseMount {
-  /** Tag `2`. */
-  endpoint: "FuseMount";
+  /** Tag `2`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "FuseMount";
   /** The mount object; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -56,8 +56,8 @@ export interface ContainerProxyRequestFuseMount {
  * Tag `3`. Layout: `[3][request: JSON …]`
  */
 export interface ContainerProxyRequestFilesystemTree {
-  /** Tag `3`. */
-  endpoint: "FilesystemTree";
+  /** Tag `3`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "FilesystemTree";
   /** The tree object; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -68,8 +68,8 @@ export interface ContainerProxyRequestFilesystemTree {
  * Tag `4`. Layout: `[4][request: JSON …]`
  */
 export interface ContainerProxyRequestFilesystemRead {
-  /** Tag `4`. */
-  endpoint: "FilesystemRead";
+  /** Tag `4`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "FilesystemRead";
   /** The read object; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -80,8 +80,8 @@ export interface ContainerProxyRequestFilesystemRead {
  * Tag `5`. Layout: `[5][request: JSON …]`
  */
 export interface ContainerProxyRequestFilesystemWrite {
-  /** Tag `5`. */
-  endpoint: "FilesystemWrite";
+  /** Tag `5`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "FilesystemWrite";
   /** The write object; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -143,7 +143,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $beginProblem = checkAgentBegin(begin);
       if ($beginProblem !== undefined) throw new ContainerProxyRequestError({ variant: "AgentsBody", reason: $beginProblem });
-      return { endpoint: "AgentsBegin", begin };
+      return { variant: "AgentsBegin", begin };
     }
     case 1: {
       let begin: Record<string, unknown>;
@@ -155,7 +155,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $beginProblem = checkObject(begin);
       if ($beginProblem !== undefined) throw new ContainerProxyRequestError({ variant: "Body", reason: $beginProblem });
-      return { endpoint: "ToolsBegin", begin };
+      return { variant: "ToolsBegin", begin };
     }
     case 2: {
       let request: Record<string, unknown>;
@@ -167,7 +167,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new ContainerProxyRequestError({ variant: "MountBody", reason: $requestProblem });
-      return { endpoint: "FuseMount", request };
+      return { variant: "FuseMount", request };
     }
     case 3: {
       let request: Record<string, unknown>;
@@ -179,7 +179,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new ContainerProxyRequestError({ variant: "TreeBody", reason: $requestProblem });
-      return { endpoint: "FilesystemTree", request };
+      return { variant: "FilesystemTree", request };
     }
     case 4: {
       let request: Record<string, unknown>;
@@ -191,7 +191,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new ContainerProxyRequestError({ variant: "ReadBody", reason: $requestProblem });
-      return { endpoint: "FilesystemRead", request };
+      return { variant: "FilesystemRead", request };
     }
     case 5: {
       let request: Record<string, unknown>;
@@ -203,7 +203,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new ContainerProxyRequestError({ variant: "WriteBody", reason: $requestProblem });
-      return { endpoint: "FilesystemWrite", request };
+      return { variant: "FilesystemWrite", request };
     }
     default:
       throw new ContainerProxyRequestError({ variant: "UnknownTag", tag });
@@ -216,7 +216,7 @@ function $decodeContainerProxyRequestRest(bytes: Uint8Array, $at: number, $end: 
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeContainerProxyRequest(value: ContainerProxyRequest): Uint8Array {
-  switch (value.endpoint) {
+  switch (value.variant) {
     case "AgentsBegin": {
       return $encodeContainerProxyRequestAgentsBegin(value);
     }
@@ -236,7 +236,7 @@ export function encodeContainerProxyRequest(value: ContainerProxyRequest): Uint8
       return $encodeContainerProxyRequestFilesystemWrite(value);
     }
     default:
-      throw new EncodeError("container-proxy/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
+      throw new EncodeError("container-proxy/request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -10,8 +10,8 @@ import { DecodeError, EncodeError, PostcardFailure, PostcardReader, PostcardWrit
  * Variant index `0`.
  */
 export interface FiletreeFrameSnapshot {
-  /** Variant index `0`. */
-  kind: "Snapshot";
+  /** Variant index `0`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Snapshot";
   /** The root's entries; the root itself has no node. */
   children: FiletreeNode[];
 }
@@ -22,8 +22,8 @@ export interface FiletreeFrameSnapshot {
  * Variant index `1`.
  */
 export interface FiletreeFrameInserted {
-  /** Variant index `1`. */
-  kind: "Inserted";
+  /** Variant index `1`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Inserted";
   /** Where, from the container root; the last component is the node's name. */
   path: string[];
   /** The entry, complete. */
@@ -36,8 +36,8 @@ export interface FiletreeFrameInserted {
  * Variant index `2`.
  */
 export interface FiletreeFrameModified {
-  /** Variant index `2`. */
-  kind: "Modified";
+  /** Variant index `2`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Modified";
   /** Where, from the container root; the last component is the node's name. */
   path: string[];
   /** The entry's complete new value. */
@@ -50,8 +50,8 @@ export interface FiletreeFrameModified {
  * Variant index `3`.
  */
 export interface FiletreeFrameRemoved {
-  /** Variant index `3`. */
-  kind: "Removed";
+  /** Variant index `3`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Removed";
   /** Where, from the container root. */
   path: string[];
 }
@@ -79,24 +79,24 @@ function $readFiletreeFrame($r: PostcardReader): FiletreeFrame {
   switch ($r.variant(4)) {
     case 0: {
       const children = $r.seq(($r) => readFiletreeNode($r));
-      $value = { kind: "Snapshot", children };
+      $value = { variant: "Snapshot", children };
       break;
     }
     case 1: {
       const path = $r.seq(($r) => $r.string());
       const node = readFiletreeNode($r);
-      $value = { kind: "Inserted", path, node };
+      $value = { variant: "Inserted", path, node };
       break;
     }
     case 2: {
       const path = $r.seq(($r) => $r.string());
       const node = readFiletreeNode($r);
-      $value = { kind: "Modified", path, node };
+      $value = { variant: "Modified", path, node };
       break;
     }
     default: {
       const path = $r.seq(($r) => $r.string());
-      $value = { kind: "Removed", path };
+      $value = { variant: "Removed", path };
       break;
     }
   }
@@ -109,7 +109,7 @@ function $writeFiletreeFrame($w: PostcardWriter, value: FiletreeFrame): void {
   if (typeof value !== "object" || value === null) {
     throw new EncodeError($w.frame, undefined, "FiletreeFrame must be an object");
   }
-  switch (value.kind) {
+  switch (value.variant) {
     case "Snapshot": {
       $w.variant(0);
       for (const $e0 of $w.sequence<unknown>("children", value.children)) {
@@ -141,7 +141,7 @@ function $writeFiletreeFrame($w: PostcardWriter, value: FiletreeFrame): void {
       return;
     }
     default:
-      throw new EncodeError($w.frame, "kind", `unknown kind ${String((value as { kind?: unknown }).kind)}`);
+      throw new EncodeError($w.frame, "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -9,8 +9,8 @@ import { EncodeError, type PostcardReader, type PostcardWriter } from "../../../
  * Variant index `0`.
  */
 export interface FiletreeNodeFile {
-  /** Variant index `0`. */
-  kind: "File";
+  /** Variant index `0`. The spec, and a conformance view, name this member `kind`. */
+  variant: "File";
   /** The entry's name, one component. */
   name: string;
   /** The byte length; absent when it could not be read. */
@@ -27,8 +27,8 @@ export interface FiletreeNodeFile {
  * Variant index `1`.
  */
 export interface FiletreeNodeDirectory {
-  /** Variant index `1`. */
-  kind: "Directory";
+  /** Variant index `1`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Directory";
   /** The entry's name, one component. */
   name: string;
   /** Birth time in seconds, when recorded. */
@@ -47,8 +47,8 @@ export interface FiletreeNodeDirectory {
  * Variant index `2`.
  */
 export interface FiletreeNodeSymlink {
-  /** Variant index `2`. */
-  kind: "Symlink";
+  /** Variant index `2`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Symlink";
   /** The entry's name, one component. */
   name: string;
   /** The target as components from the container root, resolved lexically against the link's directory; never followed, may dangle. */
@@ -84,7 +84,7 @@ export function readFiletreeNode($r: PostcardReader): FiletreeNode {
       const size = ($r.some() ? $r.u64() : null);
       const created_at = ($r.some() ? $r.u64() : null);
       const modified_at = ($r.some() ? $r.u64() : null);
-      $value = { kind: "File", name, size, created_at, modified_at };
+      $value = { variant: "File", name, size, created_at, modified_at };
       break;
     }
     case 1: {
@@ -93,7 +93,7 @@ export function readFiletreeNode($r: PostcardReader): FiletreeNode {
       const modified_at = ($r.some() ? $r.u64() : null);
       const changes = $r.bool();
       const children = $r.seq(($r) => readFiletreeNode($r));
-      $value = { kind: "Directory", name, created_at, modified_at, changes, children };
+      $value = { variant: "Directory", name, created_at, modified_at, changes, children };
       break;
     }
     default: {
@@ -101,7 +101,7 @@ export function readFiletreeNode($r: PostcardReader): FiletreeNode {
       const path = $r.seq(($r) => $r.string());
       const created_at = ($r.some() ? $r.u64() : null);
       const modified_at = ($r.some() ? $r.u64() : null);
-      $value = { kind: "Symlink", name, path, created_at, modified_at };
+      $value = { variant: "Symlink", name, path, created_at, modified_at };
       break;
     }
   }
@@ -114,7 +114,7 @@ export function writeFiletreeNode($w: PostcardWriter, value: FiletreeNode): void
   if (typeof value !== "object" || value === null) {
     throw new EncodeError($w.frame, undefined, "FiletreeNode must be an object");
   }
-  switch (value.kind) {
+  switch (value.variant) {
     case "File": {
       $w.variant(0);
       $w.string("name", value.name);
@@ -180,6 +180,6 @@ export function writeFiletreeNode($w: PostcardWriter, value: FiletreeNode): void
       return;
     }
     default:
-      throw new EncodeError($w.frame, "kind", `unknown kind ${String((value as { kind?: unknown }).kind)}`);
+      throw new EncodeError($w.frame, "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }

@@ -19,8 +19,8 @@ export const ClientFrameTag = {
  * Tag `0`. Layout: `[0][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ClientFrameAuthorization {
-  /** Tag `0`. */
-  type: "Authorization";
+  /** Tag `0`. The spec, and a conformance view, name this member `type`. */
+  variant: "Authorization";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -35,8 +35,8 @@ export interface ClientFrameAuthorization {
  * Tag `1`. Layout: `[1][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ClientFrameRequest {
-  /** Tag `1`. */
-  type: "Request";
+  /** Tag `1`. The spec, and a conformance view, name this member `type`. */
+  variant: "Request";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -51,8 +51,8 @@ export interface ClientFrameRequest {
  * Tag `4`. Layout: `[4][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ClientFrameChannelRequest {
-  /** Tag `4`. */
-  type: "ChannelRequest";
+  /** Tag `4`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelRequest";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -67,8 +67,8 @@ export interface ClientFrameChannelRequest {
  * Tag `5`. Layout: `[5][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ClientFrameChannelResponse {
-  /** Tag `5`. */
-  type: "ChannelResponse";
+  /** Tag `5`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelResponse";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -83,8 +83,8 @@ export interface ClientFrameChannelResponse {
  * Tag `6`. Layout: `[6][scope: u32, big-endian][channel: u32, big-endian][ignored …]`
  */
 export interface ClientFrameChannelResponseFinish {
-  /** Tag `6`. */
-  type: "ChannelResponseFinish";
+  /** Tag `6`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelResponseFinish";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -125,22 +125,22 @@ export function decodeClientFrame(bytes: Uint8Array, options?: DecodeOptions): C
   switch (type) {
     case 0: {
       const payload = bytes.subarray($at, $end);
-      return { type: "Authorization", scope, channel, payload };
+      return { variant: "Authorization", scope, channel, payload };
     }
     case 1: {
       const payload = bytes.subarray($at, $end);
-      return { type: "Request", scope, channel, payload };
+      return { variant: "Request", scope, channel, payload };
     }
     case 4: {
       const payload = bytes.subarray($at, $end);
-      return { type: "ChannelRequest", scope, channel, payload };
+      return { variant: "ChannelRequest", scope, channel, payload };
     }
     case 5: {
       const payload = bytes.subarray($at, $end);
-      return { type: "ChannelResponse", scope, channel, payload };
+      return { variant: "ChannelResponse", scope, channel, payload };
     }
     case 6: {
-      return { type: "ChannelResponseFinish", scope, channel };
+      return { variant: "ChannelResponseFinish", scope, channel };
     }
     default:
       throw new FrameError({ variant: "UnknownType", type });
@@ -153,7 +153,7 @@ export function decodeClientFrame(bytes: Uint8Array, options?: DecodeOptions): C
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeClientFrame(value: ClientFrame): Uint8Array {
-  switch (value.type) {
+  switch (value.variant) {
     case "Authorization": {
       return $encodeClientFrameAuthorization(value);
     }
@@ -170,7 +170,7 @@ export function encodeClientFrame(value: ClientFrame): Uint8Array {
       return $encodeClientFrameChannelResponseFinish(value);
     }
     default:
-      throw new EncodeError("frames/client", "type", `unknown type ${String((value as { type?: unknown }).type)}`);
+      throw new EncodeError("frames/client", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -20,8 +20,8 @@ export const ServerFrameTag = {
  * Tag `0`. Layout: `[0][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ServerFrameAuthorization {
-  /** Tag `0`. */
-  type: "Authorization";
+  /** Tag `0`. The spec, and a conformance view, name this member `type`. */
+  variant: "Authorization";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -36,8 +36,8 @@ export interface ServerFrameAuthorization {
  * Tag `2`. Layout: `[2][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ServerFrameResponse {
-  /** Tag `2`. */
-  type: "Response";
+  /** Tag `2`. The spec, and a conformance view, name this member `type`. */
+  variant: "Response";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -52,8 +52,8 @@ export interface ServerFrameResponse {
  * Tag `3`. Layout: `[3][scope: u32, big-endian][channel: u32, big-endian][ignored …]`
  */
 export interface ServerFrameResponseFinish {
-  /** Tag `3`. */
-  type: "ResponseFinish";
+  /** Tag `3`. The spec, and a conformance view, name this member `type`. */
+  variant: "ResponseFinish";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -66,8 +66,8 @@ export interface ServerFrameResponseFinish {
  * Tag `4`. Layout: `[4][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ServerFrameChannelRequest {
-  /** Tag `4`. */
-  type: "ChannelRequest";
+  /** Tag `4`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelRequest";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -82,8 +82,8 @@ export interface ServerFrameChannelRequest {
  * Tag `5`. Layout: `[5][scope: u32, big-endian][channel: u32, big-endian][payload: bytes …]`
  */
 export interface ServerFrameChannelResponse {
-  /** Tag `5`. */
-  type: "ChannelResponse";
+  /** Tag `5`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelResponse";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -98,8 +98,8 @@ export interface ServerFrameChannelResponse {
  * Tag `6`. Layout: `[6][scope: u32, big-endian][channel: u32, big-endian][ignored …]`
  */
 export interface ServerFrameChannelResponseFinish {
-  /** Tag `6`. */
-  type: "ChannelResponseFinish";
+  /** Tag `6`. The spec, and a conformance view, name this member `type`. */
+  variant: "ChannelResponseFinish";
   /** The scope the frame belongs to. A request names the new scope; kinds that involve no scope carry zero, and their receiver does not read the field. */
   scope: number;
   /** The opener's channel number, for the channel frames. Kinds that involve no channel carry zero, and their receiver does not read the field. */
@@ -141,25 +141,25 @@ export function decodeServerFrame(bytes: Uint8Array, options?: DecodeOptions): S
   switch (type) {
     case 0: {
       const payload = bytes.subarray($at, $end);
-      return { type: "Authorization", scope, channel, payload };
+      return { variant: "Authorization", scope, channel, payload };
     }
     case 2: {
       const payload = bytes.subarray($at, $end);
-      return { type: "Response", scope, channel, payload };
+      return { variant: "Response", scope, channel, payload };
     }
     case 3: {
-      return { type: "ResponseFinish", scope, channel };
+      return { variant: "ResponseFinish", scope, channel };
     }
     case 4: {
       const payload = bytes.subarray($at, $end);
-      return { type: "ChannelRequest", scope, channel, payload };
+      return { variant: "ChannelRequest", scope, channel, payload };
     }
     case 5: {
       const payload = bytes.subarray($at, $end);
-      return { type: "ChannelResponse", scope, channel, payload };
+      return { variant: "ChannelResponse", scope, channel, payload };
     }
     case 6: {
-      return { type: "ChannelResponseFinish", scope, channel };
+      return { variant: "ChannelResponseFinish", scope, channel };
     }
     default:
       throw new FrameError({ variant: "UnknownType", type });
@@ -172,7 +172,7 @@ export function decodeServerFrame(bytes: Uint8Array, options?: DecodeOptions): S
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeServerFrame(value: ServerFrame): Uint8Array {
-  switch (value.type) {
+  switch (value.variant) {
     case "Authorization": {
       return $encodeServerFrameAuthorization(value);
     }
@@ -192,7 +192,7 @@ export function encodeServerFrame(value: ServerFrame): Uint8Array {
       return $encodeServerFrameChannelResponseFinish(value);
     }
     default:
-      throw new EncodeError("frames/server", "type", `unknown type ${String((value as { type?: unknown }).type)}`);
+      throw new EncodeError("frames/server", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

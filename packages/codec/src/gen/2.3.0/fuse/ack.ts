@@ -17,8 +17,8 @@ export const FuseAckTag = {
  * Tag `0`. Layout: `[0][ignored …]`
  */
 export interface FuseAckOk {
-  /** Tag `0`. */
-  ack: "Ok";
+  /** Tag `0`. The spec, and a conformance view, name this member `ack`. */
+  variant: "Ok";
 }
 
 /**
@@ -27,8 +27,8 @@ export interface FuseAckOk {
  * Tag `1`. Layout: `[1][message: UTF-8 …]`
  */
 export interface FuseAckRefused {
-  /** Tag `1`. */
-  ack: "Refused";
+  /** Tag `1`. The spec, and a conformance view, name this member `ack`. */
+  variant: "Refused";
   /** The reason. */
   message: string;
 }
@@ -39,8 +39,8 @@ export interface FuseAckRefused {
  * Tag `2`. Layout: `[2][ignored …]`
  */
 export interface FuseAckReadOnly {
-  /** Tag `2`. */
-  ack: "ReadOnly";
+  /** Tag `2`. The spec, and a conformance view, name this member `ack`. */
+  variant: "ReadOnly";
 }
 
 /**
@@ -75,10 +75,10 @@ export function decodeFuseAck(bytes: Uint8Array, options?: DecodeOptions): FuseA
   let $at = 1;
   switch (kind) {
     case 0: {
-      return { ack: "Ok" };
+      return { variant: "Ok" };
     }
     case 2: {
-      return { ack: "ReadOnly" };
+      return { variant: "ReadOnly" };
     }
     default:
       return $decodeFuseAckRest(bytes, $at, $end, kind, options);
@@ -91,7 +91,7 @@ function $decodeFuseAckRest(bytes: Uint8Array, $at: number, $end: number, kind: 
     case 1: {
       const message = readUtf8(bytes, $at, $end);
       if (message === undefined) throw new FuseResponseError({ variant: "MessageUtf8" });
-      return { ack: "Refused", message };
+      return { variant: "Refused", message };
     }
     default:
       throw new FuseResponseError({ variant: "UnknownKind", kind });
@@ -104,7 +104,7 @@ function $decodeFuseAckRest(bytes: Uint8Array, $at: number, $end: number, kind: 
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseAck(value: FuseAck): Uint8Array {
-  switch (value.ack) {
+  switch (value.variant) {
     case "Ok": {
       return $encodeFuseAckOk(value);
     }
@@ -115,7 +115,7 @@ export function encodeFuseAck(value: FuseAck): Uint8Array {
       return $encodeFuseAckReadOnly(value);
     }
     default:
-      throw new EncodeError("fuse/ack", "ack", `unknown ack ${String((value as { ack?: unknown }).ack)}`);
+      throw new EncodeError("fuse/ack", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -20,35 +20,35 @@ function failure(run: () => unknown): ContainerProxyRequestError {
 describe("container-proxy/request (2.3.0) golden examples", () => {
   it("decodes a fuse mount", () => {
     const value = decodeContainerProxyRequest(fromHex("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d"), options);
-    expect(value).toEqual({ "endpoint": "FuseMount", "request": {"path":["etc","app.conf"],"kind":"file"} });
+    expect(value).toEqual({ "variant": "FuseMount", "request": {"path":["etc","app.conf"],"kind":"file"} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
   });
   it("encodes a fuse mount", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "FuseMount", "request": {"path":["etc","app.conf"],"kind":"file"} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "FuseMount", "request": {"path":["etc","app.conf"],"kind":"file"} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
   });
   it("decodes a tree", () => {
     const value = decodeContainerProxyRequest(fromHex("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d"), options);
-    expect(value).toEqual({ "endpoint": "FilesystemTree", "request": {"ignore":[["workspace"]]} });
+    expect(value).toEqual({ "variant": "FilesystemTree", "request": {"ignore":[["workspace"]]} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
   });
   it("encodes a tree", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "FilesystemTree", "request": {"ignore":[["workspace"]]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "FilesystemTree", "request": {"ignore":[["workspace"]]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
   });
   it("decodes a read", () => {
     const value = decodeContainerProxyRequest(fromHex("047b2270617468223a5b22657463222c22686f737473225d7d"), options);
-    expect(value).toEqual({ "endpoint": "FilesystemRead", "request": {"path":["etc","hosts"]} });
+    expect(value).toEqual({ "variant": "FilesystemRead", "request": {"path":["etc","hosts"]} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("047b2270617468223a5b22657463222c22686f737473225d7d");
   });
   it("encodes a read", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "FilesystemRead", "request": {"path":["etc","hosts"]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("047b2270617468223a5b22657463222c22686f737473225d7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "FilesystemRead", "request": {"path":["etc","hosts"]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("047b2270617468223a5b22657463222c22686f737473225d7d");
   });
   it("decodes a write", () => {
     const value = decodeContainerProxyRequest(fromHex("057b2270617468223a5b22746d70222c2278225d7d"), options);
-    expect(value).toEqual({ "endpoint": "FilesystemWrite", "request": {"path":["tmp","x"]} });
+    expect(value).toEqual({ "variant": "FilesystemWrite", "request": {"path":["tmp","x"]} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
   });
   it("encodes a write", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "FilesystemWrite", "request": {"path":["tmp","x"]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "FilesystemWrite", "request": {"path":["tmp","x"]} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
   });
   it("refuses a read whose JSON is not an object", () => {
     const error = failure(() => decodeContainerProxyRequest(fromHex("045b5d"), options));
@@ -57,19 +57,19 @@ describe("container-proxy/request (2.3.0) golden examples", () => {
   });
   it("decodes begin with arguments and an image", () => {
     const value = decodeContainerProxyRequest(fromHex("017b22617267756d656e7473223a7b2271223a317d2c22696d616765223a7b226e616d65223a22612f62222c22646967657374223a227368613235363a6162227d7d"), options);
-    expect(value).toEqual({ "endpoint": "ToolsBegin", "begin": {"arguments":{"q":1},"image":{"name":"a/b","digest":"sha256:ab"}} });
+    expect(value).toEqual({ "variant": "ToolsBegin", "begin": {"arguments":{"q":1},"image":{"name":"a/b","digest":"sha256:ab"}} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("017b22617267756d656e7473223a7b2271223a317d2c22696d616765223a7b226e616d65223a22612f62222c22646967657374223a227368613235363a6162227d7d");
   });
   it("encodes begin with arguments and an image", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "ToolsBegin", "begin": {"arguments":{"q":1},"image":{"name":"a/b","digest":"sha256:ab"}} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("017b22617267756d656e7473223a7b2271223a317d2c22696d616765223a7b226e616d65223a22612f62222c22646967657374223a227368613235363a6162227d7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "ToolsBegin", "begin": {"arguments":{"q":1},"image":{"name":"a/b","digest":"sha256:ab"}} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("017b22617267756d656e7473223a7b2271223a317d2c22696d616765223a7b226e616d65223a22612f62222c22646967657374223a227368613235363a6162227d7d");
   });
   it("decodes begin with null arguments and no image", () => {
     const value = decodeContainerProxyRequest(fromHex("017b22617267756d656e7473223a6e756c6c7d"), options);
-    expect(value).toEqual({ "endpoint": "ToolsBegin", "begin": {"arguments":null} });
+    expect(value).toEqual({ "variant": "ToolsBegin", "begin": {"arguments":null} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("017b22617267756d656e7473223a6e756c6c7d");
   });
   it("encodes begin with null arguments and no image", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "ToolsBegin", "begin": {"arguments":null} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("017b22617267756d656e7473223a6e756c6c7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "ToolsBegin", "begin": {"arguments":null} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("017b22617267756d656e7473223a6e756c6c7d");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeContainerProxyRequest(fromHex(""), options));
@@ -78,19 +78,19 @@ describe("container-proxy/request (2.3.0) golden examples", () => {
   });
   it("decodes agents begin A4d, arguments and an image (agents.md A1)", () => {
     const value = decodeContainerProxyRequest(fromHex("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d"), options);
-    expect(value).toEqual({ "endpoint": "AgentsBegin", "begin": {"arguments":{"model":"m"},"image":{"name":"acme/agent","digest":"sha256:ab"}} });
+    expect(value).toEqual({ "variant": "AgentsBegin", "begin": {"arguments":{"model":"m"},"image":{"name":"acme/agent","digest":"sha256:ab"}} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
   });
   it("encodes agents begin A4d, arguments and an image (agents.md A1)", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "AgentsBegin", "begin": {"arguments":{"model":"m"},"image":{"name":"acme/agent","digest":"sha256:ab"}} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "AgentsBegin", "begin": {"arguments":{"model":"m"},"image":{"name":"acme/agent","digest":"sha256:ab"}} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
   });
   it("decodes agents begin A5, arguments only (agents.md A2)", () => {
     const value = decodeContainerProxyRequest(fromHex("007b22617267756d656e7473223a6e756c6c7d"), options);
-    expect(value).toEqual({ "endpoint": "AgentsBegin", "begin": {"arguments":null} });
+    expect(value).toEqual({ "variant": "AgentsBegin", "begin": {"arguments":null} });
     expect(toHex(encodeContainerProxyRequest(value))).toBe("007b22617267756d656e7473223a6e756c6c7d");
   });
   it("encodes agents begin A5, arguments only (agents.md A2)", () => {
-    expect(toHex(encodeContainerProxyRequest({ "endpoint": "AgentsBegin", "begin": {"arguments":null} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("007b22617267756d656e7473223a6e756c6c7d");
+    expect(toHex(encodeContainerProxyRequest({ "variant": "AgentsBegin", "begin": {"arguments":null} } as Parameters<typeof encodeContainerProxyRequest>[0]))).toBe("007b22617267756d656e7473223a6e756c6c7d");
   });
   it("refuses agents begin A1, an agent and no arguments (agents.md A3)", () => {
     const error = failure(() => decodeContainerProxyRequest(fromHex("007b226167656e74223a7b226d6f64656c223a226d227d7d"), options));

@@ -20,75 +20,75 @@ function failure(run: () => unknown): PostcardError {
 describe("filetree/frame (2.3.0) golden examples", () => {
   it("decodes an empty snapshot", () => {
     const value = decodeFiletreeFrame(fromHex("0000"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[]});
+    expect(value).toEqual({"variant":"Snapshot","children":[]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("0000");
   });
   it("encodes an empty snapshot", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Snapshot","children":[]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("0000");
+    expect(toHex(encodeFiletreeFrame({"variant":"Snapshot","children":[]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("0000");
   });
   it("decodes a snapshot of one file (paths.md G42)", () => {
     const value = decodeFiletreeFrame(fromHex("00010001610105000180e2cfaa06"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[{"kind":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]});
+    expect(value).toEqual({"variant":"Snapshot","children":[{"variant":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("00010001610105000180e2cfaa06");
   });
   it("encodes a snapshot of one file (paths.md G42)", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Snapshot","children":[{"kind":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("00010001610105000180e2cfaa06");
+    expect(toHex(encodeFiletreeFrame({"variant":"Snapshot","children":[{"variant":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("00010001610105000180e2cfaa06");
   });
   it("decodes a snapshot of a directory and a symlink (fs-fuse.md T6)", () => {
     const value = decodeFiletreeFrame(fromHex("000201036574630180e2cfaa060181e2cfaa0601010008686f73746e616d650104000182e2cfaa060203637572020365746308686f73746e616d650000"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[{"kind":"Directory","name":"etc","created_at":1700000000n,"modified_at":1700000001n,"changes":true,"children":[{"kind":"File","name":"hostname","size":4n,"created_at":null,"modified_at":1700000002n}]},{"kind":"Symlink","name":"cur","path":["etc","hostname"],"created_at":null,"modified_at":null}]});
+    expect(value).toEqual({"variant":"Snapshot","children":[{"variant":"Directory","name":"etc","created_at":1700000000n,"modified_at":1700000001n,"changes":true,"children":[{"variant":"File","name":"hostname","size":4n,"created_at":null,"modified_at":1700000002n}]},{"variant":"Symlink","name":"cur","path":["etc","hostname"],"created_at":null,"modified_at":null}]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("000201036574630180e2cfaa060181e2cfaa0601010008686f73746e616d650104000182e2cfaa060203637572020365746308686f73746e616d650000");
   });
   it("encodes a snapshot of a directory and a symlink (fs-fuse.md T6)", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Snapshot","children":[{"kind":"Directory","name":"etc","created_at":1700000000n,"modified_at":1700000001n,"changes":true,"children":[{"kind":"File","name":"hostname","size":4n,"created_at":null,"modified_at":1700000002n}]},{"kind":"Symlink","name":"cur","path":["etc","hostname"],"created_at":null,"modified_at":null}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000201036574630180e2cfaa060181e2cfaa0601010008686f73746e616d650104000182e2cfaa060203637572020365746308686f73746e616d650000");
+    expect(toHex(encodeFiletreeFrame({"variant":"Snapshot","children":[{"variant":"Directory","name":"etc","created_at":1700000000n,"modified_at":1700000001n,"changes":true,"children":[{"variant":"File","name":"hostname","size":4n,"created_at":null,"modified_at":1700000002n}]},{"variant":"Symlink","name":"cur","path":["etc","hostname"],"created_at":null,"modified_at":null}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000201036574630180e2cfaa060181e2cfaa0601010008686f73746e616d650104000182e2cfaa060203637572020365746308686f73746e616d650000");
   });
   it("decodes an empty watched directory inserted (fs-fuse.md T5)", () => {
     const value = decodeFiletreeFrame(fromHex("010103737263010373726300000100"), options);
-    expect(value).toEqual({"kind":"Inserted","path":["src"],"node":{"kind":"Directory","name":"src","created_at":null,"modified_at":null,"changes":true,"children":[]}});
+    expect(value).toEqual({"variant":"Inserted","path":["src"],"node":{"variant":"Directory","name":"src","created_at":null,"modified_at":null,"changes":true,"children":[]}});
     expect(toHex(encodeFiletreeFrame(value))).toBe("010103737263010373726300000100");
   });
   it("encodes an empty watched directory inserted (fs-fuse.md T5)", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Inserted","path":["src"],"node":{"kind":"Directory","name":"src","created_at":null,"modified_at":null,"changes":true,"children":[]}} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("010103737263010373726300000100");
+    expect(toHex(encodeFiletreeFrame({"variant":"Inserted","path":["src"],"node":{"variant":"Directory","name":"src","created_at":null,"modified_at":null,"changes":true,"children":[]}} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("010103737263010373726300000100");
   });
   it("decodes a file modified to 300 bytes (fs-fuse.md T7)", () => {
     const value = decodeFiletreeFrame(fromHex("02020365746308686f73746e616d650008686f73746e616d6501ac020000"), options);
-    expect(value).toEqual({"kind":"Modified","path":["etc","hostname"],"node":{"kind":"File","name":"hostname","size":300n,"created_at":null,"modified_at":null}});
+    expect(value).toEqual({"variant":"Modified","path":["etc","hostname"],"node":{"variant":"File","name":"hostname","size":300n,"created_at":null,"modified_at":null}});
     expect(toHex(encodeFiletreeFrame(value))).toBe("02020365746308686f73746e616d650008686f73746e616d6501ac020000");
   });
   it("encodes a file modified to 300 bytes (fs-fuse.md T7)", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Modified","path":["etc","hostname"],"node":{"kind":"File","name":"hostname","size":300n,"created_at":null,"modified_at":null}} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("02020365746308686f73746e616d650008686f73746e616d6501ac020000");
+    expect(toHex(encodeFiletreeFrame({"variant":"Modified","path":["etc","hostname"],"node":{"variant":"File","name":"hostname","size":300n,"created_at":null,"modified_at":null}} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("02020365746308686f73746e616d650008686f73746e616d6501ac020000");
   });
   it("decodes src/main.rs removed, 14 bytes", () => {
     const value = decodeFiletreeFrame(fromHex("030203737263076d61696e2e7273"), options);
-    expect(value).toEqual({"kind":"Removed","path":["src","main.rs"]});
+    expect(value).toEqual({"variant":"Removed","path":["src","main.rs"]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("030203737263076d61696e2e7273");
   });
   it("encodes src/main.rs removed, 14 bytes", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Removed","path":["src","main.rs"]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("030203737263076d61696e2e7273");
+    expect(toHex(encodeFiletreeFrame({"variant":"Removed","path":["src","main.rs"]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("030203737263076d61696e2e7273");
   });
   it("decodes a directory that could not be watched", () => {
     const value = decodeFiletreeFrame(fromHex("000101016400000000"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[{"kind":"Directory","name":"d","created_at":null,"modified_at":null,"changes":false,"children":[]}]});
+    expect(value).toEqual({"variant":"Snapshot","children":[{"variant":"Directory","name":"d","created_at":null,"modified_at":null,"changes":false,"children":[]}]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("000101016400000000");
   });
   it("encodes a directory that could not be watched", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Snapshot","children":[{"kind":"Directory","name":"d","created_at":null,"modified_at":null,"changes":false,"children":[]}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000101016400000000");
+    expect(toHex(encodeFiletreeFrame({"variant":"Snapshot","children":[{"variant":"Directory","name":"d","created_at":null,"modified_at":null,"changes":false,"children":[]}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000101016400000000");
   });
   it("decodes the largest size", () => {
     const value = decodeFiletreeFrame(fromHex("000100016101ffffffffffffffffff010000"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[{"kind":"File","name":"a","size":18446744073709551615n,"created_at":null,"modified_at":null}]});
+    expect(value).toEqual({"variant":"Snapshot","children":[{"variant":"File","name":"a","size":18446744073709551615n,"created_at":null,"modified_at":null}]});
     expect(toHex(encodeFiletreeFrame(value))).toBe("000100016101ffffffffffffffffff010000");
   });
   it("encodes the largest size", () => {
-    expect(toHex(encodeFiletreeFrame({"kind":"Snapshot","children":[{"kind":"File","name":"a","size":18446744073709551615n,"created_at":null,"modified_at":null}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000100016101ffffffffffffffffff010000");
+    expect(toHex(encodeFiletreeFrame({"variant":"Snapshot","children":[{"variant":"File","name":"a","size":18446744073709551615n,"created_at":null,"modified_at":null}]} as Parameters<typeof encodeFiletreeFrame>[0]))).toBe("000100016101ffffffffffffffffff010000");
   });
   it("decodes bytes after the frame are ignored", () => {
     const value = decodeFiletreeFrame(fromHex("0000ffff"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[]});
+    expect(value).toEqual({"variant":"Snapshot","children":[]});
   });
   it("decodes a varint longer than it needs is read", () => {
     const value = decodeFiletreeFrame(fromHex("00010001610185000000"), options);
-    expect(value).toEqual({"kind":"Snapshot","children":[{"kind":"File","name":"a","size":5n,"created_at":null,"modified_at":null}]});
+    expect(value).toEqual({"variant":"Snapshot","children":[{"variant":"File","name":"a","size":5n,"created_at":null,"modified_at":null}]});
   });
   it("refuses nothing", () => {
     const error = failure(() => decodeFiletreeFrame(fromHex(""), options));

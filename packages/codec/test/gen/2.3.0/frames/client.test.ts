@@ -21,99 +21,99 @@ function failure(run: () => unknown): FrameError {
 describe("frames/client (2.3.0) golden examples", () => {
   it("decodes the begin request of a tool container, scope 1", () => {
     const value = decodeClientFrame(fromHex("01000000010000000001"), options);
-    expect(value).toEqual({ "type": "Request", "scope": 1, "channel": 0, "payload": fromHex("01") });
+    expect(value).toEqual({ "variant": "Request", "scope": 1, "channel": 0, "payload": fromHex("01") });
     expect(toHex(encodeClientFrame(value))).toBe("01000000010000000001");
   });
   it("encodes the begin request of a tool container, scope 1", () => {
-    expect(toHex(encodeClientFrame({ "type": "Request", "scope": 1, "channel": 0, "payload": fromHex("01") } as Parameters<typeof encodeClientFrame>[0]))).toBe("01000000010000000001");
+    expect(toHex(encodeClientFrame({ "variant": "Request", "scope": 1, "channel": 0, "payload": fromHex("01") } as Parameters<typeof encodeClientFrame>[0]))).toBe("01000000010000000001");
   });
   it("decodes an authorization frame with an unbrokered credential", () => {
     const value = decodeClientFrame(fromHex("00000000000000000000746f6b"), options);
-    expect(value).toEqual({ "type": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("00746f6b") });
+    expect(value).toEqual({ "variant": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("00746f6b") });
     expect(toHex(encodeClientFrame(value))).toBe("00000000000000000000746f6b");
   });
   it("encodes an authorization frame with an unbrokered credential", () => {
-    expect(toHex(encodeClientFrame({ "type": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("00746f6b") } as Parameters<typeof encodeClientFrame>[0]))).toBe("00000000000000000000746f6b");
+    expect(toHex(encodeClientFrame({ "variant": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("00746f6b") } as Parameters<typeof encodeClientFrame>[0]))).toBe("00000000000000000000746f6b");
   });
   it("decodes a provider channel request, postgres connection 258, channel 0", () => {
     const value = decodeClientFrame(fromHex("0400000001000000000000000102"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") });
     expect(toHex(encodeClientFrame(value))).toBe("0400000001000000000000000102");
   });
   it("encodes a provider channel request, postgres connection 258, channel 0", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000000000000102");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000000000000102");
   });
   it("decodes the provider answers the proxy's postgres half with one database byte", () => {
     const value = decodeClientFrame(fromHex("0500000001000000004e"), options);
-    expect(value).toEqual({ "type": "ChannelResponse", "scope": 1, "channel": 0, "payload": fromHex("4e") });
+    expect(value).toEqual({ "variant": "ChannelResponse", "scope": 1, "channel": 0, "payload": fromHex("4e") });
     expect(toHex(encodeClientFrame(value))).toBe("0500000001000000004e");
   });
   it("encodes the provider answers the proxy's postgres half with one database byte", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelResponse", "scope": 1, "channel": 0, "payload": fromHex("4e") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0500000001000000004e");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelResponse", "scope": 1, "channel": 0, "payload": fromHex("4e") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0500000001000000004e");
   });
   it("decodes the provider declines the proxy's channel 0", () => {
     const value = decodeClientFrame(fromHex("060000000100000000"), options);
-    expect(value).toEqual({ "type": "ChannelResponseFinish", "scope": 1, "channel": 0 });
+    expect(value).toEqual({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 0 });
     expect(toHex(encodeClientFrame(value))).toBe("060000000100000000");
   });
   it("encodes the provider declines the proxy's channel 0", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelResponseFinish", "scope": 1, "channel": 0 } as Parameters<typeof encodeClientFrame>[0]))).toBe("060000000100000000");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 0 } as Parameters<typeof encodeClientFrame>[0]))).toBe("060000000100000000");
   });
   it("decodes the highest scope and channel numbers", () => {
     const value = decodeClientFrame(fromHex("05ffffffffffffffff"), options);
-    expect(value).toEqual({ "type": "ChannelResponse", "scope": 4294967295, "channel": 4294967295, "payload": fromHex("") });
+    expect(value).toEqual({ "variant": "ChannelResponse", "scope": 4294967295, "channel": 4294967295, "payload": fromHex("") });
     expect(toHex(encodeClientFrame(value))).toBe("05ffffffffffffffff");
   });
   it("encodes the highest scope and channel numbers", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelResponse", "scope": 4294967295, "channel": 4294967295, "payload": fromHex("") } as Parameters<typeof encodeClientFrame>[0]))).toBe("05ffffffffffffffff");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelResponse", "scope": 4294967295, "channel": 4294967295, "payload": fromHex("") } as Parameters<typeof encodeClientFrame>[0]))).toBe("05ffffffffffffffff");
   });
   it("decodes agents.md A1, the begin request of an agent container, scope 1", () => {
     const value = decodeClientFrame(fromHex("010000000100000000007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d"), options);
-    expect(value).toEqual({ "type": "Request", "scope": 1, "channel": 0, "payload": fromHex("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d") });
+    expect(value).toEqual({ "variant": "Request", "scope": 1, "channel": 0, "payload": fromHex("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d") });
     expect(toHex(encodeClientFrame(value))).toBe("010000000100000000007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
   });
   it("encodes agents.md A1, the begin request of an agent container, scope 1", () => {
-    expect(toHex(encodeClientFrame({ "type": "Request", "scope": 1, "channel": 0, "payload": fromHex("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("010000000100000000007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
+    expect(toHex(encodeClientFrame({ "variant": "Request", "scope": 1, "channel": 0, "payload": fromHex("007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("010000000100000000007b22617267756d656e7473223a7b226d6f64656c223a226d227d2c22696d616765223a7b226e616d65223a2261636d652f6167656e74222c22646967657374223a227368613235363a6162227d7d");
   });
   it("decodes agents.md A9, an enqueue on provider channel 3", () => {
     const value = decodeClientFrame(fromHex("040000000100000003037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 3, "payload": fromHex("037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 3, "payload": fromHex("037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d") });
     expect(toHex(encodeClientFrame(value))).toBe("040000000100000003037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d");
   });
   it("encodes agents.md A9, an enqueue on provider channel 3", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 3, "payload": fromHex("037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("040000000100000003037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 3, "payload": fromHex("037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("040000000100000003037b226b6579223a226b31222c22636f6e74656e74223a5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f227d5d7d");
   });
   it("decodes agents.md A11, a dequeue on channel 4", () => {
     const value = decodeClientFrame(fromHex("040000000100000004047b226b6579223a226b31227d"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 4, "payload": fromHex("047b226b6579223a226b31227d") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 4, "payload": fromHex("047b226b6579223a226b31227d") });
     expect(toHex(encodeClientFrame(value))).toBe("040000000100000004047b226b6579223a226b31227d");
   });
   it("encodes agents.md A11, a dequeue on channel 4", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 4, "payload": fromHex("047b226b6579223a226b31227d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("040000000100000004047b226b6579223a226b31227d");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 4, "payload": fromHex("047b226b6579223a226b31227d") } as Parameters<typeof encodeClientFrame>[0]))).toBe("040000000100000004047b226b6579223a226b31227d");
   });
   it("decodes agents.md A14, an unknown tag on channel 7", () => {
     const value = decodeClientFrame(fromHex("04000000010000000709"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 7, "payload": fromHex("09") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 7, "payload": fromHex("09") });
     expect(toHex(encodeClientFrame(value))).toBe("04000000010000000709");
   });
   it("encodes agents.md A14, an unknown tag on channel 7", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 7, "payload": fromHex("09") } as Parameters<typeof encodeClientFrame>[0]))).toBe("04000000010000000709");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 7, "payload": fromHex("09") } as Parameters<typeof encodeClientFrame>[0]))).toBe("04000000010000000709");
   });
   it("decodes agents.md A15, a daemon half on channel 2, id 5", () => {
     const value = decodeClientFrame(fromHex("0400000001000000020200000005"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 2, "payload": fromHex("0200000005") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 2, "payload": fromHex("0200000005") });
     expect(toHex(encodeClientFrame(value))).toBe("0400000001000000020200000005");
   });
   it("encodes agents.md A15, a daemon half on channel 2, id 5", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 2, "payload": fromHex("0200000005") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000020200000005");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 2, "payload": fromHex("0200000005") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000020200000005");
   });
   it("decodes agents.md A16, a postgres half on channel 0, id 258", () => {
     const value = decodeClientFrame(fromHex("0400000001000000000000000102"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") });
     expect(toHex(encodeClientFrame(value))).toBe("0400000001000000000000000102");
   });
   it("encodes agents.md A16, a postgres half on channel 0, id 258", () => {
-    expect(toHex(encodeClientFrame({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000000000000102");
+    expect(toHex(encodeClientFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000102") } as Parameters<typeof encodeClientFrame>[0]))).toBe("0400000001000000000000000102");
   });
   it("refuses empty message", () => {
     const error = failure(() => decodeClientFrame(fromHex(""), options));

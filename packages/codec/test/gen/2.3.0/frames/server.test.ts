@@ -21,119 +21,119 @@ function failure(run: () => unknown): FrameError {
 describe("frames/server (2.3.0) golden examples", () => {
   it("decodes a finish whose trailing bytes are ignored", () => {
     const value = decodeServerFrame(fromHex("0600000001000000020102"), options);
-    expect(value).toEqual({ "type": "ChannelResponseFinish", "scope": 1, "channel": 2 });
+    expect(value).toEqual({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 2 });
   });
   it("decodes Begun with no tools", () => {
     const value = decodeServerFrame(fromHex("020000000100000000005b5d"), options);
-    expect(value).toEqual({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") });
+    expect(value).toEqual({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") });
     expect(toHex(encodeServerFrame(value))).toBe("020000000100000000005b5d");
   });
   it("encodes Begun with no tools", () => {
-    expect(toHex(encodeServerFrame({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000005b5d");
+    expect(toHex(encodeServerFrame({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000005b5d");
   });
   it("decodes the response finish of scope 1", () => {
     const value = decodeServerFrame(fromHex("030000000100000000"), options);
-    expect(value).toEqual({ "type": "ResponseFinish", "scope": 1, "channel": 0 });
+    expect(value).toEqual({ "variant": "ResponseFinish", "scope": 1, "channel": 0 });
     expect(toHex(encodeServerFrame(value))).toBe("030000000100000000");
   });
   it("encodes the response finish of scope 1", () => {
-    expect(toHex(encodeServerFrame({ "type": "ResponseFinish", "scope": 1, "channel": 0 } as Parameters<typeof encodeServerFrame>[0]))).toBe("030000000100000000");
+    expect(toHex(encodeServerFrame({ "variant": "ResponseFinish", "scope": 1, "channel": 0 } as Parameters<typeof encodeServerFrame>[0]))).toBe("030000000100000000");
   });
   it("decodes the proxy announces postgres connection 1 on its channel 0", () => {
     const value = decodeServerFrame(fromHex("0400000001000000000000000001"), options);
-    expect(value).toEqual({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000001") });
+    expect(value).toEqual({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000001") });
     expect(toHex(encodeServerFrame(value))).toBe("0400000001000000000000000001");
   });
   it("encodes the proxy announces postgres connection 1 on its channel 0", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000001") } as Parameters<typeof encodeServerFrame>[0]))).toBe("0400000001000000000000000001");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelRequest", "scope": 1, "channel": 0, "payload": fromHex("0000000001") } as Parameters<typeof encodeServerFrame>[0]))).toBe("0400000001000000000000000001");
   });
   it("decodes the proxy answers a provider channel", () => {
     const value = decodeServerFrame(fromHex("050000000100000004017b7d"), options);
-    expect(value).toEqual({ "type": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("017b7d") });
+    expect(value).toEqual({ "variant": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("017b7d") });
     expect(toHex(encodeServerFrame(value))).toBe("050000000100000004017b7d");
   });
   it("encodes the proxy answers a provider channel", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("017b7d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("050000000100000004017b7d");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("017b7d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("050000000100000004017b7d");
   });
   it("decodes an authorization frame sent by a server", () => {
     const value = decodeServerFrame(fromHex("000000000000000000"), options);
-    expect(value).toEqual({ "type": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("") });
+    expect(value).toEqual({ "variant": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("") });
     expect(toHex(encodeServerFrame(value))).toBe("000000000000000000");
   });
   it("encodes an authorization frame sent by a server", () => {
-    expect(toHex(encodeServerFrame({ "type": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("") } as Parameters<typeof encodeServerFrame>[0]))).toBe("000000000000000000");
+    expect(toHex(encodeServerFrame({ "variant": "Authorization", "scope": 0, "channel": 0, "payload": fromHex("") } as Parameters<typeof encodeServerFrame>[0]))).toBe("000000000000000000");
   });
   it("decodes agents.md A4, Begun with no tools", () => {
     const value = decodeServerFrame(fromHex("020000000100000000005b5d"), options);
-    expect(value).toEqual({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") });
+    expect(value).toEqual({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") });
     expect(toHex(encodeServerFrame(value))).toBe("020000000100000000005b5d");
   });
   it("encodes agents.md A4, Begun with no tools", () => {
-    expect(toHex(encodeServerFrame({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000005b5d");
+    expect(toHex(encodeServerFrame({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("005b5d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000005b5d");
   });
   it("decodes agents.md A6, a second begin refused on scope 2", () => {
     const value = decodeServerFrame(fromHex("020000000200000000017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d"), options);
-    expect(value).toEqual({ "type": "Response", "scope": 2, "channel": 0, "payload": fromHex("017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d") });
+    expect(value).toEqual({ "variant": "Response", "scope": 2, "channel": 0, "payload": fromHex("017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d") });
     expect(toHex(encodeServerFrame(value))).toBe("020000000200000000017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d");
   });
   it("encodes agents.md A6, a second begin refused on scope 2", () => {
-    expect(toHex(encodeServerFrame({ "type": "Response", "scope": 2, "channel": 0, "payload": fromHex("017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000200000000017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d");
+    expect(toHex(encodeServerFrame({ "variant": "Response", "scope": 2, "channel": 0, "payload": fromHex("017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000200000000017b226b696e64223a22626567756e222c226572726f72223a227468697320636f6e6e656374696f6e2068617320626567756e227d");
   });
   it("decodes agents.md A6, and the finish that follows", () => {
     const value = decodeServerFrame(fromHex("030000000200000000"), options);
-    expect(value).toEqual({ "type": "ResponseFinish", "scope": 2, "channel": 0 });
+    expect(value).toEqual({ "variant": "ResponseFinish", "scope": 2, "channel": 0 });
     expect(toHex(encodeServerFrame(value))).toBe("030000000200000000");
   });
   it("encodes agents.md A6, and the finish that follows", () => {
-    expect(toHex(encodeServerFrame({ "type": "ResponseFinish", "scope": 2, "channel": 0 } as Parameters<typeof encodeServerFrame>[0]))).toBe("030000000200000000");
+    expect(toHex(encodeServerFrame({ "variant": "ResponseFinish", "scope": 2, "channel": 0 } as Parameters<typeof encodeServerFrame>[0]))).toBe("030000000200000000");
   });
   it("decodes agents.md A8, a user part on the begin scope", () => {
     const value = decodeServerFrame(fromHex("020000000100000000027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d"), options);
-    expect(value).toEqual({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d") });
+    expect(value).toEqual({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d") });
     expect(toHex(encodeServerFrame(value))).toBe("020000000100000000027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d");
   });
   it("encodes agents.md A8, a user part on the begin scope", () => {
-    expect(toHex(encodeServerFrame({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d");
+    expect(toHex(encodeServerFrame({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d") } as Parameters<typeof encodeServerFrame>[0]))).toBe("020000000100000000027b2274797065223a22757365725f746578745f636f6e74656e74222c226b6579223a226b31222c2274657874223a2268656c6c6f227d");
   });
   it("decodes agents.md A10, its fate: delivered", () => {
     const value = decodeServerFrame(fromHex("05000000010000000300"), options);
-    expect(value).toEqual({ "type": "ChannelResponse", "scope": 1, "channel": 3, "payload": fromHex("00") });
+    expect(value).toEqual({ "variant": "ChannelResponse", "scope": 1, "channel": 3, "payload": fromHex("00") });
     expect(toHex(encodeServerFrame(value))).toBe("05000000010000000300");
   });
   it("encodes agents.md A10, its fate: delivered", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelResponse", "scope": 1, "channel": 3, "payload": fromHex("00") } as Parameters<typeof encodeServerFrame>[0]))).toBe("05000000010000000300");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelResponse", "scope": 1, "channel": 3, "payload": fromHex("00") } as Parameters<typeof encodeServerFrame>[0]))).toBe("05000000010000000300");
   });
   it("decodes agents.md A10, then the finish", () => {
     const value = decodeServerFrame(fromHex("060000000100000003"), options);
-    expect(value).toEqual({ "type": "ChannelResponseFinish", "scope": 1, "channel": 3 });
+    expect(value).toEqual({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 3 });
     expect(toHex(encodeServerFrame(value))).toBe("060000000100000003");
   });
   it("encodes agents.md A10, then the finish", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelResponseFinish", "scope": 1, "channel": 3 } as Parameters<typeof encodeServerFrame>[0]))).toBe("060000000100000003");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 3 } as Parameters<typeof encodeServerFrame>[0]))).toBe("060000000100000003");
   });
   it("decodes agents.md A11, nothing waited under the key", () => {
     const value = decodeServerFrame(fromHex("05000000010000000401"), options);
-    expect(value).toEqual({ "type": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("01") });
+    expect(value).toEqual({ "variant": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("01") });
     expect(toHex(encodeServerFrame(value))).toBe("05000000010000000401");
   });
   it("encodes agents.md A11, nothing waited under the key", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("01") } as Parameters<typeof encodeServerFrame>[0]))).toBe("05000000010000000401");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelResponse", "scope": 1, "channel": 4, "payload": fromHex("01") } as Parameters<typeof encodeServerFrame>[0]))).toBe("05000000010000000401");
   });
   it("decodes agents.md A14, answered by a bare finish", () => {
     const value = decodeServerFrame(fromHex("060000000100000007"), options);
-    expect(value).toEqual({ "type": "ChannelResponseFinish", "scope": 1, "channel": 7 });
+    expect(value).toEqual({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 7 });
     expect(toHex(encodeServerFrame(value))).toBe("060000000100000007");
   });
   it("encodes agents.md A14, answered by a bare finish", () => {
-    expect(toHex(encodeServerFrame({ "type": "ChannelResponseFinish", "scope": 1, "channel": 7 } as Parameters<typeof encodeServerFrame>[0]))).toBe("060000000100000007");
+    expect(toHex(encodeServerFrame({ "variant": "ChannelResponseFinish", "scope": 1, "channel": 7 } as Parameters<typeof encodeServerFrame>[0]))).toBe("060000000100000007");
   });
   it("decodes agents.md A17, A5's Active marker", () => {
     const value = decodeServerFrame(fromHex("02000000010000000003"), options);
-    expect(value).toEqual({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("03") });
+    expect(value).toEqual({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("03") });
     expect(toHex(encodeServerFrame(value))).toBe("02000000010000000003");
   });
   it("encodes agents.md A17, A5's Active marker", () => {
-    expect(toHex(encodeServerFrame({ "type": "Response", "scope": 1, "channel": 0, "payload": fromHex("03") } as Parameters<typeof encodeServerFrame>[0]))).toBe("02000000010000000003");
+    expect(toHex(encodeServerFrame({ "variant": "Response", "scope": 1, "channel": 0, "payload": fromHex("03") } as Parameters<typeof encodeServerFrame>[0]))).toBe("02000000010000000003");
   });
   it("refuses eight bytes", () => {
     const error = failure(() => decodeServerFrame(fromHex("0200000001000000"), options));

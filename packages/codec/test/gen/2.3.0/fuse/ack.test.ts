@@ -21,39 +21,39 @@ function failure(run: () => unknown): FuseResponseError {
 describe("fuse/ack (2.3.0) golden examples", () => {
   it("decodes ok (fs-fuse.md R5, M3)", () => {
     const value = decodeFuseAck(fromHex("00"), options);
-    expect(value).toEqual({ "ack": "Ok" });
+    expect(value).toEqual({ "variant": "Ok" });
     expect(toHex(encodeFuseAck(value))).toBe("00");
   });
   it("encodes ok (fs-fuse.md R5, M3)", () => {
-    expect(toHex(encodeFuseAck({ "ack": "Ok" } as Parameters<typeof encodeFuseAck>[0]))).toBe("00");
+    expect(toHex(encodeFuseAck({ "variant": "Ok" } as Parameters<typeof encodeFuseAck>[0]))).toBe("00");
   });
   it("decodes not empty (R5)", () => {
     const value = decodeFuseAck(fromHex("016e6f7420656d707479"), options);
-    expect(value).toEqual({ "ack": "Refused", "message": "not empty" });
+    expect(value).toEqual({ "variant": "Refused", "message": "not empty" });
     expect(toHex(encodeFuseAck(value))).toBe("016e6f7420656d707479");
   });
   it("encodes not empty (R5)", () => {
-    expect(toHex(encodeFuseAck({ "ack": "Refused", "message": "not empty" } as Parameters<typeof encodeFuseAck>[0]))).toBe("016e6f7420656d707479");
+    expect(toHex(encodeFuseAck({ "variant": "Refused", "message": "not empty" } as Parameters<typeof encodeFuseAck>[0]))).toBe("016e6f7420656d707479");
   });
   it("decodes read-only (R5)", () => {
     const value = decodeFuseAck(fromHex("02"), options);
-    expect(value).toEqual({ "ack": "ReadOnly" });
+    expect(value).toEqual({ "variant": "ReadOnly" });
     expect(toHex(encodeFuseAck(value))).toBe("02");
   });
   it("encodes read-only (R5)", () => {
-    expect(toHex(encodeFuseAck({ "ack": "ReadOnly" } as Parameters<typeof encodeFuseAck>[0]))).toBe("02");
+    expect(toHex(encodeFuseAck({ "variant": "ReadOnly" } as Parameters<typeof encodeFuseAck>[0]))).toBe("02");
   });
   it("decodes ok with bytes after it", () => {
     const value = decodeFuseAck(fromHex("00ff"), options);
-    expect(value).toEqual({ "ack": "Ok" });
+    expect(value).toEqual({ "variant": "Ok" });
   });
   it("decodes a mount refused (M4)", () => {
     const value = decodeFuseAck(fromHex("017468652070617468206e616d65732074686520726f6f742c206f7220686173206120636f6d706f6e656e742074686174206973206e6f742061206e616d65"), options);
-    expect(value).toEqual({ "ack": "Refused", "message": "the path names the root, or has a component that is not a name" });
+    expect(value).toEqual({ "variant": "Refused", "message": "the path names the root, or has a component that is not a name" });
     expect(toHex(encodeFuseAck(value))).toBe("017468652070617468206e616d65732074686520726f6f742c206f7220686173206120636f6d706f6e656e742074686174206973206e6f742061206e616d65");
   });
   it("encodes a mount refused (M4)", () => {
-    expect(toHex(encodeFuseAck({ "ack": "Refused", "message": "the path names the root, or has a component that is not a name" } as Parameters<typeof encodeFuseAck>[0]))).toBe("017468652070617468206e616d65732074686520726f6f742c206f7220686173206120636f6d706f6e656e742074686174206973206e6f742061206e616d65");
+    expect(toHex(encodeFuseAck({ "variant": "Refused", "message": "the path names the root, or has a component that is not a name" } as Parameters<typeof encodeFuseAck>[0]))).toBe("017468652070617468206e616d65732074686520726f6f742c206f7220686173206120636f6d706f6e656e742074686174206973206e6f742061206e616d65");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeFuseAck(fromHex(""), options));

@@ -14,8 +14,8 @@ export const ReadRequestTag = {
  * Tag `4`. Layout: `[4][request: JSON …]`
  */
 export interface ReadRequestRead {
-  /** Tag `4`. */
-  endpoint: "Read";
+  /** Tag `4`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "Read";
   /** The object `{"path": [string, …]}`; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -67,7 +67,7 @@ function $decodeReadRequestRest(bytes: Uint8Array, $at: number, $end: number, ta
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new ReadRequestError({ variant: "Body", reason: $requestProblem });
-      return { endpoint: "Read", request };
+      return { variant: "Read", request };
     }
     default:
       throw new ReadRequestError({ variant: "UnexpectedTag", tag });
@@ -80,12 +80,12 @@ function $decodeReadRequestRest(bytes: Uint8Array, $at: number, $end: number, ta
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeReadRequest(value: ReadRequest): Uint8Array {
-  switch (value.endpoint) {
+  switch (value.variant) {
     case "Read": {
       return $encodeReadRequestRead(value);
     }
     default:
-      throw new EncodeError("filesystem/read/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
+      throw new EncodeError("filesystem/read/request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

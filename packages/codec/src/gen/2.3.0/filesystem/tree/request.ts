@@ -14,8 +14,8 @@ export const TreeRequestTag = {
  * Tag `3`. Layout: `[3][request: JSON …]`
  */
 export interface TreeRequestTree {
-  /** Tag `3`. */
-  endpoint: "Tree";
+  /** Tag `3`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "Tree";
   /** The object `{"ignore": [[string, …], …]}`; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -67,7 +67,7 @@ function $decodeTreeRequestRest(bytes: Uint8Array, $at: number, $end: number, ta
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new TreeRequestError({ variant: "Body", reason: $requestProblem });
-      return { endpoint: "Tree", request };
+      return { variant: "Tree", request };
     }
     default:
       throw new TreeRequestError({ variant: "UnexpectedTag", tag });
@@ -80,12 +80,12 @@ function $decodeTreeRequestRest(bytes: Uint8Array, $at: number, $end: number, ta
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeTreeRequest(value: TreeRequest): Uint8Array {
-  switch (value.endpoint) {
+  switch (value.variant) {
     case "Tree": {
       return $encodeTreeRequestTree(value);
     }
     default:
-      throw new EncodeError("filesystem/tree/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
+      throw new EncodeError("filesystem/tree/request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

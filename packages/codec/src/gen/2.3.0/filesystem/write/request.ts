@@ -14,8 +14,8 @@ export const WriteRequestTag = {
  * Tag `5`. Layout: `[5][request: JSON …]`
  */
 export interface WriteRequestWrite {
-  /** Tag `5`. */
-  endpoint: "Write";
+  /** Tag `5`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "Write";
   /** The object `{"path": [string, …]}`; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -67,7 +67,7 @@ function $decodeWriteRequestRest(bytes: Uint8Array, $at: number, $end: number, t
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new WriteRequestError({ variant: "Body", reason: $requestProblem });
-      return { endpoint: "Write", request };
+      return { variant: "Write", request };
     }
     default:
       throw new WriteRequestError({ variant: "UnexpectedTag", tag });
@@ -80,12 +80,12 @@ function $decodeWriteRequestRest(bytes: Uint8Array, $at: number, $end: number, t
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeWriteRequest(value: WriteRequest): Uint8Array {
-  switch (value.endpoint) {
+  switch (value.variant) {
     case "Write": {
       return $encodeWriteRequestWrite(value);
     }
     default:
-      throw new EncodeError("filesystem/write/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
+      throw new EncodeError("filesystem/write/request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -17,8 +17,8 @@ export const FuseListAnswerTag = {
  * Tag `0`. Layout: `[0][entries_count: u32, big-endian][entries: count × [kind: u8][name_len: u16, big-endian][name: UTF-8]][ignored …]`
  */
 export interface FuseListAnswerEntries {
-  /** Tag `0`. */
-  answer: "Entries";
+  /** Tag `0`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Entries";
   /** Each entry is read whole (kind, then name) before the next. */
   entries: { kind: number; name: string }[];
 }
@@ -29,8 +29,8 @@ export interface FuseListAnswerEntries {
  * Tag `1`. Layout: `[1][ignored …]`
  */
 export interface FuseListAnswerMissing {
-  /** Tag `1`. */
-  answer: "Missing";
+  /** Tag `1`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Missing";
 }
 
 /**
@@ -39,8 +39,8 @@ export interface FuseListAnswerMissing {
  * Tag `2`. Layout: `[2][message: UTF-8 …]`
  */
 export interface FuseListAnswerFailed {
-  /** Tag `2`. */
-  answer: "Failed";
+  /** Tag `2`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Failed";
   /** The reason. */
   message: string;
 }
@@ -77,7 +77,7 @@ export function decodeFuseListAnswer(bytes: Uint8Array, options?: DecodeOptions)
   let $at = 1;
   switch (kind) {
     case 1: {
-      return { answer: "Missing" };
+      return { variant: "Missing" };
     }
     default:
       return $decodeFuseListAnswerRest(bytes, $at, $end, kind, options);
@@ -105,12 +105,12 @@ function $decodeFuseListAnswerRest(bytes: Uint8Array, $at: number, $end: number,
         $at = $nameEnd;
         entries.push({ kind, name });
       }
-      return { answer: "Entries", entries };
+      return { variant: "Entries", entries };
     }
     case 2: {
       const message = readUtf8(bytes, $at, $end);
       if (message === undefined) throw new FuseResponseError({ variant: "MessageUtf8" });
-      return { answer: "Failed", message };
+      return { variant: "Failed", message };
     }
     default:
       throw new FuseResponseError({ variant: "UnknownKind", kind });
@@ -123,7 +123,7 @@ function $decodeFuseListAnswerRest(bytes: Uint8Array, $at: number, $end: number,
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseListAnswer(value: FuseListAnswer): Uint8Array {
-  switch (value.answer) {
+  switch (value.variant) {
     case "Entries": {
       return $encodeFuseListAnswerEntries(value);
     }
@@ -134,7 +134,7 @@ export function encodeFuseListAnswer(value: FuseListAnswer): Uint8Array {
       return $encodeFuseListAnswerFailed(value);
     }
     default:
-      throw new EncodeError("fuse/list/answer", "answer", `unknown answer ${String((value as { answer?: unknown }).answer)}`);
+      throw new EncodeError("fuse/list/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

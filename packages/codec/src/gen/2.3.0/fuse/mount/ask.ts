@@ -22,8 +22,8 @@ export const FuseAskTag = {
  * Tag `0`. Layout: `[0][path_len: u16, big-endian][path: UTF-8][offset: u64, big-endian][length: u32, big-endian][ignored …]`
  */
 export interface FuseAskRead {
-  /** Tag `0`. */
-  ask: "Read";
+  /** Tag `0`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Read";
   /** The file. */
   path: string;
   /** Where to start. */
@@ -38,8 +38,8 @@ export interface FuseAskRead {
  * Tag `1`. Layout: `[1][path_len: u16, big-endian][path: UTF-8][offset: u64, big-endian][data: bytes …]`
  */
 export interface FuseAskWrite {
-  /** Tag `1`. */
-  ask: "Write";
+  /** Tag `1`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Write";
   /** The file. */
   path: string;
   /** Where the bytes go. */
@@ -54,8 +54,8 @@ export interface FuseAskWrite {
  * Tag `2`. Layout: `[2][path: UTF-8 …]`
  */
 export interface FuseAskList {
-  /** Tag `2`. */
-  ask: "List";
+  /** Tag `2`. The spec, and a conformance view, name this member `ask`. */
+  variant: "List";
   /** The directory. */
   path: string;
 }
@@ -66,8 +66,8 @@ export interface FuseAskList {
  * Tag `3`. Layout: `[3][path: UTF-8 …]`
  */
 export interface FuseAskRemove {
-  /** Tag `3`. */
-  ask: "Remove";
+  /** Tag `3`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Remove";
   /** The entry. */
   path: string;
 }
@@ -78,8 +78,8 @@ export interface FuseAskRemove {
  * Tag `4`. Layout: `[4][from_len: u16, big-endian][from: UTF-8][to: UTF-8 …]`
  */
 export interface FuseAskRename {
-  /** Tag `4`. */
-  ask: "Rename";
+  /** Tag `4`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Rename";
   /** The entry now. */
   from: string;
   /** Its new path. */
@@ -92,8 +92,8 @@ export interface FuseAskRename {
  * Tag `5`. Layout: `[5][path: UTF-8 …]`
  */
 export interface FuseAskMkdir {
-  /** Tag `5`. */
-  ask: "Mkdir";
+  /** Tag `5`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Mkdir";
   /** The new directory. */
   path: string;
 }
@@ -104,8 +104,8 @@ export interface FuseAskMkdir {
  * Tag `6`. Layout: `[6][path: UTF-8 …]`
  */
 export interface FuseAskStat {
-  /** Tag `6`. */
-  ask: "Stat";
+  /** Tag `6`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Stat";
   /** The entry. */
   path: string;
 }
@@ -116,8 +116,8 @@ export interface FuseAskStat {
  * Tag `7`. Layout: `[7][size: u64, big-endian][path: UTF-8 …]`
  */
 export interface FuseAskTruncate {
-  /** Tag `7`. */
-  ask: "Truncate";
+  /** Tag `7`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Truncate";
   /** The new length. */
   size: bigint;
   /** The file. */
@@ -130,8 +130,8 @@ export interface FuseAskTruncate {
  * Tag `8`. Layout: `[8][set: u8][mode: u32, big-endian][uid: u32, big-endian][gid: u32, big-endian][atime_secs: u64, big-endian][atime_nanos: u32, big-endian][mtime_secs: u64, big-endian][mtime_nanos: u32, big-endian][path: UTF-8 …]`
  */
 export interface FuseAskSetattr {
-  /** Tag `8`. */
-  ask: "Setattr";
+  /** Tag `8`. The spec, and a conformance view, name this member `ask`. */
+  variant: "Setattr";
   /** Which fields count: 0x01 mode, 0x02 uid, 0x04 gid, 0x08 atime, 0x10 mtime; other bits ignored. */
   set: number;
   /** Permission bits. */
@@ -209,7 +209,7 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
       const length = readU32(bytes, $at);
       const path = readUtf8(bytes, $pathStart, $pathEnd);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Read", path, offset, length };
+      return { variant: "Read", path, offset, length };
     }
     case 1: {
       if ($end - $at < 2) throw new FuseAskError({ variant: "Truncated" });
@@ -223,17 +223,17 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
       const path = readUtf8(bytes, $pathStart, $pathEnd);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
       const data = bytes.subarray($at, $end);
-      return { ask: "Write", path, offset, data };
+      return { variant: "Write", path, offset, data };
     }
     case 2: {
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "List", path };
+      return { variant: "List", path };
     }
     case 3: {
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Remove", path };
+      return { variant: "Remove", path };
     }
     case 4: {
       if ($end - $at < 2) throw new FuseAskError({ variant: "Truncated" });
@@ -245,17 +245,17 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
       if (from === undefined) throw new FuseAskError({ variant: "PathUtf8" });
       const to = readUtf8(bytes, $at, $end);
       if (to === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Rename", from, to };
+      return { variant: "Rename", from, to };
     }
     case 5: {
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Mkdir", path };
+      return { variant: "Mkdir", path };
     }
     case 6: {
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Stat", path };
+      return { variant: "Stat", path };
     }
     case 7: {
       if ($end - $at < 8) throw new FuseAskError({ variant: "Truncated" });
@@ -263,7 +263,7 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
       $at += 8;
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Truncate", size, path };
+      return { variant: "Truncate", size, path };
     }
     case 8: {
       if ($end - $at < 1) throw new FuseAskError({ variant: "Truncated" });
@@ -292,7 +292,7 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
       $at += 4;
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new FuseAskError({ variant: "PathUtf8" });
-      return { ask: "Setattr", set, mode, uid, gid, atime_secs, atime_nanos, mtime_secs, mtime_nanos, path };
+      return { variant: "Setattr", set, mode, uid, gid, atime_secs, atime_nanos, mtime_secs, mtime_nanos, path };
     }
     default:
       throw new FuseAskError({ variant: "UnknownTag", tag });
@@ -305,7 +305,7 @@ function $decodeFuseAskRest(bytes: Uint8Array, $at: number, $end: number, tag: n
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseAsk(value: FuseAsk): Uint8Array {
-  switch (value.ask) {
+  switch (value.variant) {
     case "Read": {
       return $encodeFuseAskRead(value);
     }
@@ -334,7 +334,7 @@ export function encodeFuseAsk(value: FuseAsk): Uint8Array {
       return $encodeFuseAskSetattr(value);
     }
     default:
-      throw new EncodeError("fuse/mount/ask", "ask", `unknown ask ${String((value as { ask?: unknown }).ask)}`);
+      throw new EncodeError("fuse/mount/ask", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

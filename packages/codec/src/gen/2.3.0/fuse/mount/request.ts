@@ -14,8 +14,8 @@ export const FuseMountRequestTag = {
  * Tag `2`. Layout: `[2][request: JSON …]`
  */
 export interface FuseMountRequestMount {
-  /** Tag `2`. */
-  endpoint: "Mount";
+  /** Tag `2`. The spec, and a conformance view, name this member `endpoint`. */
+  variant: "Mount";
   /** The object `{"path": [string, …], "kind": "file" | "directory"}`; the proxy checks its members. */
   request: Record<string, unknown>;
 }
@@ -67,7 +67,7 @@ function $decodeFuseMountRequestRest(bytes: Uint8Array, $at: number, $end: numbe
       }
       const $requestProblem = checkObject(request);
       if ($requestProblem !== undefined) throw new FuseMountRequestError({ variant: "Body", reason: $requestProblem });
-      return { endpoint: "Mount", request };
+      return { variant: "Mount", request };
     }
     default:
       throw new FuseMountRequestError({ variant: "UnexpectedTag", tag });
@@ -80,12 +80,12 @@ function $decodeFuseMountRequestRest(bytes: Uint8Array, $at: number, $end: numbe
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseMountRequest(value: FuseMountRequest): Uint8Array {
-  switch (value.endpoint) {
+  switch (value.variant) {
     case "Mount": {
       return $encodeFuseMountRequestMount(value);
     }
     default:
-      throw new EncodeError("fuse/mount/request", "endpoint", `unknown endpoint ${String((value as { endpoint?: unknown }).endpoint)}`);
+      throw new EncodeError("fuse/mount/request", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

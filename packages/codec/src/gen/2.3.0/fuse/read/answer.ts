@@ -17,8 +17,8 @@ export const FuseReadAnswerTag = {
  * Tag `0`. Layout: `[0][data: bytes …]`
  */
 export interface FuseReadAnswerData {
-  /** Tag `0`. */
-  answer: "Data";
+  /** Tag `0`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Data";
   /** The bytes. */
   data: Uint8Array;
 }
@@ -29,8 +29,8 @@ export interface FuseReadAnswerData {
  * Tag `1`. Layout: `[1][ignored …]`
  */
 export interface FuseReadAnswerMissing {
-  /** Tag `1`. */
-  answer: "Missing";
+  /** Tag `1`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Missing";
 }
 
 /**
@@ -39,8 +39,8 @@ export interface FuseReadAnswerMissing {
  * Tag `2`. Layout: `[2][message: UTF-8 …]`
  */
 export interface FuseReadAnswerFailed {
-  /** Tag `2`. */
-  answer: "Failed";
+  /** Tag `2`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Failed";
   /** The reason. */
   message: string;
 }
@@ -78,10 +78,10 @@ export function decodeFuseReadAnswer(bytes: Uint8Array, options?: DecodeOptions)
   switch (kind) {
     case 0: {
       const data = bytes.subarray($at, $end);
-      return { answer: "Data", data };
+      return { variant: "Data", data };
     }
     case 1: {
-      return { answer: "Missing" };
+      return { variant: "Missing" };
     }
     default:
       return $decodeFuseReadAnswerRest(bytes, $at, $end, kind, options);
@@ -94,7 +94,7 @@ function $decodeFuseReadAnswerRest(bytes: Uint8Array, $at: number, $end: number,
     case 2: {
       const message = readUtf8(bytes, $at, $end);
       if (message === undefined) throw new FuseResponseError({ variant: "MessageUtf8" });
-      return { answer: "Failed", message };
+      return { variant: "Failed", message };
     }
     default:
       throw new FuseResponseError({ variant: "UnknownKind", kind });
@@ -107,7 +107,7 @@ function $decodeFuseReadAnswerRest(bytes: Uint8Array, $at: number, $end: number,
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseReadAnswer(value: FuseReadAnswer): Uint8Array {
-  switch (value.answer) {
+  switch (value.variant) {
     case "Data": {
       return $encodeFuseReadAnswerData(value);
     }
@@ -118,7 +118,7 @@ export function encodeFuseReadAnswer(value: FuseReadAnswer): Uint8Array {
       return $encodeFuseReadAnswerFailed(value);
     }
     default:
-      throw new EncodeError("fuse/read/answer", "answer", `unknown answer ${String((value as { answer?: unknown }).answer)}`);
+      throw new EncodeError("fuse/read/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -17,8 +17,8 @@ export const FuseStatAnswerTag = {
  * Tag `0`. Layout: `[0][file_kind: u8][size: u64, big-endian][mode: u32, big-endian][uid: u32, big-endian][gid: u32, big-endian][atime_secs: u64, big-endian][atime_nanos: u32, big-endian][mtime_secs: u64, big-endian][mtime_nanos: u32, big-endian][ctime_secs: u64, big-endian][ctime_nanos: u32, big-endian][ignored …]`
  */
 export interface FuseStatAnswerStat {
-  /** Tag `0`. */
-  answer: "Stat";
+  /** Tag `0`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Stat";
   /** 0 a file, 1 a directory. */
   file_kind: number;
   /** Byte length; 0 for a directory. */
@@ -49,8 +49,8 @@ export interface FuseStatAnswerStat {
  * Tag `1`. Layout: `[1][ignored …]`
  */
 export interface FuseStatAnswerMissing {
-  /** Tag `1`. */
-  answer: "Missing";
+  /** Tag `1`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Missing";
 }
 
 /**
@@ -59,8 +59,8 @@ export interface FuseStatAnswerMissing {
  * Tag `2`. Layout: `[2][message: UTF-8 …]`
  */
 export interface FuseStatAnswerFailed {
-  /** Tag `2`. */
-  answer: "Failed";
+  /** Tag `2`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Failed";
   /** The reason. */
   message: string;
 }
@@ -130,10 +130,10 @@ export function decodeFuseStatAnswer(bytes: Uint8Array, options?: DecodeOptions)
       if ($end - $at < 4) throw new FuseResponseError({ variant: "Truncated" });
       const ctime_nanos = readU32(bytes, $at);
       if (file_kind > 1) throw new FuseResponseError({ variant: "UnknownKind", kind: file_kind });
-      return { answer: "Stat", file_kind, size, mode, uid, gid, atime_secs, atime_nanos, mtime_secs, mtime_nanos, ctime_secs, ctime_nanos };
+      return { variant: "Stat", file_kind, size, mode, uid, gid, atime_secs, atime_nanos, mtime_secs, mtime_nanos, ctime_secs, ctime_nanos };
     }
     case 1: {
-      return { answer: "Missing" };
+      return { variant: "Missing" };
     }
     default:
       return $decodeFuseStatAnswerRest(bytes, $at, $end, kind, options);
@@ -146,7 +146,7 @@ function $decodeFuseStatAnswerRest(bytes: Uint8Array, $at: number, $end: number,
     case 2: {
       const message = readUtf8(bytes, $at, $end);
       if (message === undefined) throw new FuseResponseError({ variant: "MessageUtf8" });
-      return { answer: "Failed", message };
+      return { variant: "Failed", message };
     }
     default:
       throw new FuseResponseError({ variant: "UnknownKind", kind });
@@ -159,7 +159,7 @@ function $decodeFuseStatAnswerRest(bytes: Uint8Array, $at: number, $end: number,
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFuseStatAnswer(value: FuseStatAnswer): Uint8Array {
-  switch (value.answer) {
+  switch (value.variant) {
     case "Stat": {
       return $encodeFuseStatAnswerStat(value);
     }
@@ -170,7 +170,7 @@ export function encodeFuseStatAnswer(value: FuseStatAnswer): Uint8Array {
       return $encodeFuseStatAnswerFailed(value);
     }
     default:
-      throw new EncodeError("fuse/stat/answer", "answer", `unknown answer ${String((value as { answer?: unknown }).answer)}`);
+      throw new EncodeError("fuse/stat/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -35,8 +35,8 @@ export const RequestsAskTag = {
  * Tag `0`. Layout: `[channel: u32, big-endian][0][params: JSON …]`
  */
 export interface RequestsAskMcpListTools {
-  /** Tag `0`. */
-  kind: "McpListTools";
+  /** Tag `0`. The spec, and a conformance view, name this member `kind`. */
+  variant: "McpListTools";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The params as JSON, or `null` for none. */
@@ -49,8 +49,8 @@ export interface RequestsAskMcpListTools {
  * Tag `1`. Layout: `[channel: u32, big-endian][1][params: JSON …]`
  */
 export interface RequestsAskMcpListResources {
-  /** Tag `1`. */
-  kind: "McpListResources";
+  /** Tag `1`. The spec, and a conformance view, name this member `kind`. */
+  variant: "McpListResources";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The params as JSON, or `null` for none. */
@@ -63,8 +63,8 @@ export interface RequestsAskMcpListResources {
  * Tag `2`. Layout: `[channel: u32, big-endian][2][params: JSON …]`
  */
 export interface RequestsAskMcpCallTool {
-  /** Tag `2`. */
-  kind: "McpCallTool";
+  /** Tag `2`. The spec, and a conformance view, name this member `kind`. */
+  variant: "McpCallTool";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The params as JSON. */
@@ -77,8 +77,8 @@ export interface RequestsAskMcpCallTool {
  * Tag `3`. Layout: `[channel: u32, big-endian][3][params: JSON …]`
  */
 export interface RequestsAskMcpReadResource {
-  /** Tag `3`. */
-  kind: "McpReadResource";
+  /** Tag `3`. The spec, and a conformance view, name this member `kind`. */
+  variant: "McpReadResource";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The params as JSON. */
@@ -91,8 +91,8 @@ export interface RequestsAskMcpReadResource {
  * Tag `4`. Layout: `[channel: u32, big-endian][4][ignored …]`
  */
 export interface RequestsAskMcpNotifications {
-  /** Tag `4`. */
-  kind: "McpNotifications";
+  /** Tag `4`. The spec, and a conformance view, name this member `kind`. */
+  variant: "McpNotifications";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
 }
@@ -103,8 +103,8 @@ export interface RequestsAskMcpNotifications {
  * Tag `5`. Layout: `[channel: u32, big-endian][5][key: UTF-8 …]`
  */
 export interface RequestsAskVaultGet {
-  /** Tag `5`. */
-  kind: "VaultGet";
+  /** Tag `5`. The spec, and a conformance view, name this member `kind`. */
+  variant: "VaultGet";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The key, UTF-8, chosen by the container; the store is the provider's choice. */
@@ -117,8 +117,8 @@ export interface RequestsAskVaultGet {
  * Tag `6`. Layout: `[channel: u32, big-endian][6][key_len: u16, big-endian][key: UTF-8][value: bytes …]`
  */
 export interface RequestsAskVaultSet {
-  /** Tag `6`. */
-  kind: "VaultSet";
+  /** Tag `6`. The spec, and a conformance view, name this member `kind`. */
+  variant: "VaultSet";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The key, UTF-8, after its byte length as a big-endian u16. */
@@ -133,8 +133,8 @@ export interface RequestsAskVaultSet {
  * Tag `7`. Layout: `[channel: u32, big-endian][7][key: UTF-8 …]`
  */
 export interface RequestsAskVaultDelete {
-  /** Tag `7`. */
-  kind: "VaultDelete";
+  /** Tag `7`. The spec, and a conformance view, name this member `kind`. */
+  variant: "VaultDelete";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The key, UTF-8, to the end of the payload. */
@@ -147,8 +147,8 @@ export interface RequestsAskVaultDelete {
  * Tag `8`. Layout: `[channel: u32, big-endian][8][ttl: u32, big-endian][key: UTF-8 …]`
  */
 export interface RequestsAskVaultLock {
-  /** Tag `8`. */
-  kind: "VaultLock";
+  /** Tag `8`. The spec, and a conformance view, name this member `kind`. */
+  variant: "VaultLock";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** How long the lock holds, in seconds. Zero is refused by the provider. */
@@ -163,8 +163,8 @@ export interface RequestsAskVaultLock {
  * Tag `9`. Layout: `[channel: u32, big-endian][9][key: UTF-8 …]`
  */
 export interface RequestsAskVaultUnlock {
-  /** Tag `9`. */
-  kind: "VaultUnlock";
+  /** Tag `9`. The spec, and a conformance view, name this member `kind`. */
+  variant: "VaultUnlock";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The key, UTF-8, to the end of the payload. */
@@ -177,8 +177,8 @@ export interface RequestsAskVaultUnlock {
  * Tag `10`. Layout: `[channel: u32, big-endian][10][command: bytes …]`
  */
 export interface RequestsAskCommand {
-  /** Tag `10`. */
-  kind: "Command";
+  /** Tag `10`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Command";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The command, opaque, possibly empty. */
@@ -191,8 +191,8 @@ export interface RequestsAskCommand {
  * Tag `11`. Layout: `[channel: u32, big-endian][11][ignored …]`
  */
 export interface RequestsAskPostgres {
-  /** Tag `11`. */
-  kind: "Postgres";
+  /** Tag `11`. The spec, and a conformance view, name this member `kind`. */
+  variant: "Postgres";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
 }
@@ -203,8 +203,8 @@ export interface RequestsAskPostgres {
  * Tag `12`. Layout: `[channel: u32, big-endian][12][id_len: u16, big-endian][id: UTF-8][path: UTF-8 …]`
  */
 export interface RequestsAskFuseRead {
-  /** Tag `12`. */
-  kind: "FuseRead";
+  /** Tag `12`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseRead";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id as the provider gave it, after its byte length as a big-endian u16. */
@@ -219,8 +219,8 @@ export interface RequestsAskFuseRead {
  * Tag `13`. Layout: `[channel: u32, big-endian][13][id_len: u16, big-endian][id: UTF-8][path_len: u16, big-endian][path: UTF-8][data: bytes …]`
  */
 export interface RequestsAskFuseWrite {
-  /** Tag `13`. */
-  kind: "FuseWrite";
+  /** Tag `13`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseWrite";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id, after its byte length as a big-endian u16. */
@@ -237,8 +237,8 @@ export interface RequestsAskFuseWrite {
  * Tag `14`. Layout: `[channel: u32, big-endian][14][id_len: u16, big-endian][id: UTF-8][path: UTF-8 …]`
  */
 export interface RequestsAskFuseList {
-  /** Tag `14`. */
-  kind: "FuseList";
+  /** Tag `14`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseList";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id as the provider gave it, after its byte length as a big-endian u16. */
@@ -253,8 +253,8 @@ export interface RequestsAskFuseList {
  * Tag `15`. Layout: `[channel: u32, big-endian][15][id_len: u16, big-endian][id: UTF-8][path: UTF-8 …]`
  */
 export interface RequestsAskFuseRemove {
-  /** Tag `15`. */
-  kind: "FuseRemove";
+  /** Tag `15`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseRemove";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id as the provider gave it, after its byte length as a big-endian u16. */
@@ -269,8 +269,8 @@ export interface RequestsAskFuseRemove {
  * Tag `16`. Layout: `[channel: u32, big-endian][16][id_len: u16, big-endian][id: UTF-8][from_len: u16, big-endian][from: UTF-8][to: UTF-8 …]`
  */
 export interface RequestsAskFuseRename {
-  /** Tag `16`. */
-  kind: "FuseRename";
+  /** Tag `16`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseRename";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id, after its byte length as a big-endian u16. */
@@ -287,8 +287,8 @@ export interface RequestsAskFuseRename {
  * Tag `17`. Layout: `[channel: u32, big-endian][17][id_len: u16, big-endian][id: UTF-8][path: UTF-8 …]`
  */
 export interface RequestsAskFuseMkdir {
-  /** Tag `17`. */
-  kind: "FuseMkdir";
+  /** Tag `17`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseMkdir";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id as the provider gave it, after its byte length as a big-endian u16. */
@@ -303,8 +303,8 @@ export interface RequestsAskFuseMkdir {
  * Tag `18`. Layout: `[channel: u32, big-endian][18][id_len: u16, big-endian][id: UTF-8][path: UTF-8 …]`
  */
 export interface RequestsAskFuseStat {
-  /** Tag `18`. */
-  kind: "FuseStat";
+  /** Tag `18`. The spec, and a conformance view, name this member `kind`. */
+  variant: "FuseStat";
   /** Minted by the proxy in ascending order, unique among the asks it has sent that are not yet answered. A re-asked exchange gets a fresh channel. */
   channel: number;
   /** The mount's id as the provider gave it, after its byte length as a big-endian u16. */
@@ -364,14 +364,14 @@ export function decodeRequestsAsk(bytes: Uint8Array, options?: DecodeOptions): R
   let $at = 5;
   switch (kind) {
     case 4: {
-      return { kind: "McpNotifications", channel };
+      return { variant: "McpNotifications", channel };
     }
     case 10: {
       const command = bytes.subarray($at, $end);
-      return { kind: "Command", channel, command };
+      return { variant: "Command", channel, command };
     }
     case 11: {
-      return { kind: "Postgres", channel };
+      return { variant: "Postgres", channel };
     }
     default:
       return $decodeRequestsAskRest(bytes, $at, $end, kind, channel, options);
@@ -393,7 +393,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
         const $problem = checkObject(params) ?? options?.check?.("PaginatedRequestParams", params);
         if ($problem !== undefined) throw new RequestsAskError({ variant: "Mcp", reason: $problem });
       }
-      return { kind: "McpListTools", channel, params };
+      return { variant: "McpListTools", channel, params };
     }
     case 1: {
       let params: PaginatedRequestParams | null;
@@ -407,7 +407,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
         const $problem = checkObject(params) ?? options?.check?.("PaginatedRequestParams", params);
         if ($problem !== undefined) throw new RequestsAskError({ variant: "Mcp", reason: $problem });
       }
-      return { kind: "McpListResources", channel, params };
+      return { variant: "McpListResources", channel, params };
     }
     case 2: {
       let params: CallToolRequestParams;
@@ -421,7 +421,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
         const $problem = checkObject(params) ?? options?.check?.("CallToolRequestParams", params);
         if ($problem !== undefined) throw new RequestsAskError({ variant: "Mcp", reason: $problem });
       }
-      return { kind: "McpCallTool", channel, params };
+      return { variant: "McpCallTool", channel, params };
     }
     case 3: {
       let params: ReadResourceRequestParams;
@@ -435,12 +435,12 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
         const $problem = checkObject(params) ?? options?.check?.("ReadResourceRequestParams", params);
         if ($problem !== undefined) throw new RequestsAskError({ variant: "Mcp", reason: $problem });
       }
-      return { kind: "McpReadResource", channel, params };
+      return { variant: "McpReadResource", channel, params };
     }
     case 5: {
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
-      return { kind: "VaultGet", channel, key };
+      return { variant: "VaultGet", channel, key };
     }
     case 6: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "Truncated" }) });
@@ -451,12 +451,12 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       const key = readUtf8(bytes, $keyStart, $keyEnd);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
       const value = bytes.subarray($at, $end);
-      return { kind: "VaultSet", channel, key, value };
+      return { variant: "VaultSet", channel, key, value };
     }
     case 7: {
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
-      return { kind: "VaultDelete", channel, key };
+      return { variant: "VaultDelete", channel, key };
     }
     case 8: {
       if ($end - $at < 4) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "Truncated" }) });
@@ -464,12 +464,12 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       $at += 4;
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
-      return { kind: "VaultLock", channel, ttl, key };
+      return { variant: "VaultLock", channel, ttl, key };
     }
     case 9: {
       const key = readUtf8(bytes, $at, $end);
       if (key === undefined) throw new RequestsAskError({ variant: "Vault", source: new VaultRequestError({ variant: "KeyUtf8" }) });
-      return { kind: "VaultUnlock", channel, key };
+      return { variant: "VaultUnlock", channel, key };
     }
     case 12: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -481,7 +481,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (id === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "IdUtf8" }) });
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseRead", channel, id, path };
+      return { variant: "FuseRead", channel, id, path };
     }
     case 13: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -499,7 +499,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       const path = readUtf8(bytes, $pathStart, $pathEnd);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
       const data = bytes.subarray($at, $end);
-      return { kind: "FuseWrite", channel, id, path, data };
+      return { variant: "FuseWrite", channel, id, path, data };
     }
     case 14: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -511,7 +511,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (id === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "IdUtf8" }) });
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseList", channel, id, path };
+      return { variant: "FuseList", channel, id, path };
     }
     case 15: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -523,7 +523,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (id === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "IdUtf8" }) });
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseRemove", channel, id, path };
+      return { variant: "FuseRemove", channel, id, path };
     }
     case 16: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -542,7 +542,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (from === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
       const to = readUtf8(bytes, $at, $end);
       if (to === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseRename", channel, id, from, to };
+      return { variant: "FuseRename", channel, id, from, to };
     }
     case 17: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -554,7 +554,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (id === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "IdUtf8" }) });
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseMkdir", channel, id, path };
+      return { variant: "FuseMkdir", channel, id, path };
     }
     case 18: {
       if ($end - $at < 2) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "Truncated" }) });
@@ -566,7 +566,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
       if (id === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "IdUtf8" }) });
       const path = readUtf8(bytes, $at, $end);
       if (path === undefined) throw new RequestsAskError({ variant: "Fuse", source: new FuseRequestError({ variant: "PathUtf8" }) });
-      return { kind: "FuseStat", channel, id, path };
+      return { variant: "FuseStat", channel, id, path };
     }
     default:
       throw new RequestsAskError({ variant: "UnknownKind", kind });
@@ -579,7 +579,7 @@ function $decodeRequestsAskRest(bytes: Uint8Array, $at: number, $end: number, ki
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeRequestsAsk(value: RequestsAsk): Uint8Array {
-  switch (value.kind) {
+  switch (value.variant) {
     case "McpListTools": {
       return $encodeRequestsAskMcpListTools(value);
     }
@@ -638,7 +638,7 @@ export function encodeRequestsAsk(value: RequestsAsk): Uint8Array {
       return $encodeRequestsAskFuseStat(value);
     }
     default:
-      throw new EncodeError("proxy/requests/ask", "kind", `unknown kind ${String((value as { kind?: unknown }).kind)}`);
+      throw new EncodeError("proxy/requests/ask", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

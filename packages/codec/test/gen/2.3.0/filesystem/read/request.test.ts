@@ -20,11 +20,11 @@ function failure(run: () => unknown): ReadRequestError {
 describe("filesystem/read/request (2.3.0) golden examples", () => {
   it("decodes read etc/hostname (fs-fuse.md D1)", () => {
     const value = decodeReadRequest(fromHex("047b2270617468223a5b22657463222c22686f73746e616d65225d7d"), options);
-    expect(value).toEqual({ "endpoint": "Read", "request": {"path":["etc","hostname"]} });
+    expect(value).toEqual({ "variant": "Read", "request": {"path":["etc","hostname"]} });
     expect(toHex(encodeReadRequest(value))).toBe("047b2270617468223a5b22657463222c22686f73746e616d65225d7d");
   });
   it("encodes read etc/hostname (fs-fuse.md D1)", () => {
-    expect(toHex(encodeReadRequest({ "endpoint": "Read", "request": {"path":["etc","hostname"]} } as Parameters<typeof encodeReadRequest>[0]))).toBe("047b2270617468223a5b22657463222c22686f73746e616d65225d7d");
+    expect(toHex(encodeReadRequest({ "variant": "Read", "request": {"path":["etc","hostname"]} } as Parameters<typeof encodeReadRequest>[0]))).toBe("047b2270617468223a5b22657463222c22686f73746e616d65225d7d");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeReadRequest(fromHex(""), options));

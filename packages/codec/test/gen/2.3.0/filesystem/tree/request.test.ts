@@ -20,11 +20,11 @@ function failure(run: () => unknown): TreeRequestError {
 describe("filesystem/tree/request (2.3.0) golden examples", () => {
   it("decodes ignore the workspace (fs-fuse.md T1)", () => {
     const value = decodeTreeRequest(fromHex("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d"), options);
-    expect(value).toEqual({ "endpoint": "Tree", "request": {"ignore":[["workspace"]]} });
+    expect(value).toEqual({ "variant": "Tree", "request": {"ignore":[["workspace"]]} });
     expect(toHex(encodeTreeRequest(value))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
   });
   it("encodes ignore the workspace (fs-fuse.md T1)", () => {
-    expect(toHex(encodeTreeRequest({ "endpoint": "Tree", "request": {"ignore":[["workspace"]]} } as Parameters<typeof encodeTreeRequest>[0]))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
+    expect(toHex(encodeTreeRequest({ "variant": "Tree", "request": {"ignore":[["workspace"]]} } as Parameters<typeof encodeTreeRequest>[0]))).toBe("037b2269676e6f7265223a5b5b22776f726b7370616365225d5d7d");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeTreeRequest(fromHex(""), options));

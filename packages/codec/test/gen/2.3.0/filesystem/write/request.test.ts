@@ -20,11 +20,11 @@ function failure(run: () => unknown): WriteRequestError {
 describe("filesystem/write/request (2.3.0) golden examples", () => {
   it("decodes write tmp/x (fs-fuse.md W1)", () => {
     const value = decodeWriteRequest(fromHex("057b2270617468223a5b22746d70222c2278225d7d"), options);
-    expect(value).toEqual({ "endpoint": "Write", "request": {"path":["tmp","x"]} });
+    expect(value).toEqual({ "variant": "Write", "request": {"path":["tmp","x"]} });
     expect(toHex(encodeWriteRequest(value))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
   });
   it("encodes write tmp/x (fs-fuse.md W1)", () => {
-    expect(toHex(encodeWriteRequest({ "endpoint": "Write", "request": {"path":["tmp","x"]} } as Parameters<typeof encodeWriteRequest>[0]))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
+    expect(toHex(encodeWriteRequest({ "variant": "Write", "request": {"path":["tmp","x"]} } as Parameters<typeof encodeWriteRequest>[0]))).toBe("057b2270617468223a5b22746d70222c2278225d7d");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeWriteRequest(fromHex(""), options));

@@ -21,35 +21,35 @@ function failure(run: () => unknown): FuseResponseError {
 describe("fuse/list/answer (2.3.0) golden examples", () => {
   it("decodes a file and a directory (fs-fuse.md R4)", () => {
     const value = decodeFuseListAnswer(fromHex("000000000200000161010003737263"), options);
-    expect(value).toEqual({ "answer": "Entries", "entries": [{"kind":0,"name":"a"},{"kind":1,"name":"src"}] });
+    expect(value).toEqual({ "variant": "Entries", "entries": [{"kind":0,"name":"a"},{"kind":1,"name":"src"}] });
     expect(toHex(encodeFuseListAnswer(value))).toBe("000000000200000161010003737263");
   });
   it("encodes a file and a directory (fs-fuse.md R4)", () => {
-    expect(toHex(encodeFuseListAnswer({ "answer": "Entries", "entries": [{"kind":0,"name":"a"},{"kind":1,"name":"src"}] } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("000000000200000161010003737263");
+    expect(toHex(encodeFuseListAnswer({ "variant": "Entries", "entries": [{"kind":0,"name":"a"},{"kind":1,"name":"src"}] } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("000000000200000161010003737263");
   });
   it("decodes an empty directory", () => {
     const value = decodeFuseListAnswer(fromHex("0000000000"), options);
-    expect(value).toEqual({ "answer": "Entries", "entries": [] });
+    expect(value).toEqual({ "variant": "Entries", "entries": [] });
     expect(toHex(encodeFuseListAnswer(value))).toBe("0000000000");
   });
   it("encodes an empty directory", () => {
-    expect(toHex(encodeFuseListAnswer({ "answer": "Entries", "entries": [] } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("0000000000");
+    expect(toHex(encodeFuseListAnswer({ "variant": "Entries", "entries": [] } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("0000000000");
   });
   it("decodes no directory", () => {
     const value = decodeFuseListAnswer(fromHex("01"), options);
-    expect(value).toEqual({ "answer": "Missing" });
+    expect(value).toEqual({ "variant": "Missing" });
     expect(toHex(encodeFuseListAnswer(value))).toBe("01");
   });
   it("encodes no directory", () => {
-    expect(toHex(encodeFuseListAnswer({ "answer": "Missing" } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("01");
+    expect(toHex(encodeFuseListAnswer({ "variant": "Missing" } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("01");
   });
   it("decodes an error", () => {
     const value = decodeFuseListAnswer(fromHex("026e6f"), options);
-    expect(value).toEqual({ "answer": "Failed", "message": "no" });
+    expect(value).toEqual({ "variant": "Failed", "message": "no" });
     expect(toHex(encodeFuseListAnswer(value))).toBe("026e6f");
   });
   it("encodes an error", () => {
-    expect(toHex(encodeFuseListAnswer({ "answer": "Failed", "message": "no" } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("026e6f");
+    expect(toHex(encodeFuseListAnswer({ "variant": "Failed", "message": "no" } as Parameters<typeof encodeFuseListAnswer>[0]))).toBe("026e6f");
   });
   it("refuses no count", () => {
     const error = failure(() => decodeFuseListAnswer(fromHex("00000000"), options));

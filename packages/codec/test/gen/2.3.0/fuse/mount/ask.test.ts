@@ -20,87 +20,87 @@ function failure(run: () => unknown): FuseAskError {
 describe("fuse/mount/ask (2.3.0) golden examples", () => {
   it("decodes read a/b.c from 4096, 131072 bytes (fs-fuse.md A1)", () => {
     const value = decodeFuseAsk(fromHex("000005612f622e63000000000000100000020000"), options);
-    expect(value).toEqual({ "ask": "Read", "path": "a/b.c", "offset": 4096n, "length": 131072 });
+    expect(value).toEqual({ "variant": "Read", "path": "a/b.c", "offset": 4096n, "length": 131072 });
     expect(toHex(encodeFuseAsk(value))).toBe("000005612f622e63000000000000100000020000");
   });
   it("encodes read a/b.c from 4096, 131072 bytes (fs-fuse.md A1)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Read", "path": "a/b.c", "offset": 4096n, "length": 131072 } as Parameters<typeof encodeFuseAsk>[0]))).toBe("000005612f622e63000000000000100000020000");
+    expect(toHex(encodeFuseAsk({ "variant": "Read", "path": "a/b.c", "offset": 4096n, "length": 131072 } as Parameters<typeof encodeFuseAsk>[0]))).toBe("000005612f622e63000000000000100000020000");
   });
   it("decodes write hi at 0 (A2)", () => {
     const value = decodeFuseAsk(fromHex("0100016600000000000000006869"), options);
-    expect(value).toEqual({ "ask": "Write", "path": "f", "offset": 0n, "data": fromHex("6869") });
+    expect(value).toEqual({ "variant": "Write", "path": "f", "offset": 0n, "data": fromHex("6869") });
     expect(toHex(encodeFuseAsk(value))).toBe("0100016600000000000000006869");
   });
   it("encodes write hi at 0 (A2)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Write", "path": "f", "offset": 0n, "data": fromHex("6869") } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0100016600000000000000006869");
+    expect(toHex(encodeFuseAsk({ "variant": "Write", "path": "f", "offset": 0n, "data": fromHex("6869") } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0100016600000000000000006869");
   });
   it("decodes list the root (A3)", () => {
     const value = decodeFuseAsk(fromHex("02"), options);
-    expect(value).toEqual({ "ask": "List", "path": "" });
+    expect(value).toEqual({ "variant": "List", "path": "" });
     expect(toHex(encodeFuseAsk(value))).toBe("02");
   });
   it("encodes list the root (A3)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "List", "path": "" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("02");
+    expect(toHex(encodeFuseAsk({ "variant": "List", "path": "" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("02");
   });
   it("decodes remove old (A4)", () => {
     const value = decodeFuseAsk(fromHex("036f6c64"), options);
-    expect(value).toEqual({ "ask": "Remove", "path": "old" });
+    expect(value).toEqual({ "variant": "Remove", "path": "old" });
     expect(toHex(encodeFuseAsk(value))).toBe("036f6c64");
   });
   it("encodes remove old (A4)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Remove", "path": "old" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("036f6c64");
+    expect(toHex(encodeFuseAsk({ "variant": "Remove", "path": "old" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("036f6c64");
   });
   it("decodes rename a to b (A5)", () => {
     const value = decodeFuseAsk(fromHex("0400016162"), options);
-    expect(value).toEqual({ "ask": "Rename", "from": "a", "to": "b" });
+    expect(value).toEqual({ "variant": "Rename", "from": "a", "to": "b" });
     expect(toHex(encodeFuseAsk(value))).toBe("0400016162");
   });
   it("encodes rename a to b (A5)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Rename", "from": "a", "to": "b" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0400016162");
+    expect(toHex(encodeFuseAsk({ "variant": "Rename", "from": "a", "to": "b" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0400016162");
   });
   it("decodes mkdir d (A6)", () => {
     const value = decodeFuseAsk(fromHex("0564"), options);
-    expect(value).toEqual({ "ask": "Mkdir", "path": "d" });
+    expect(value).toEqual({ "variant": "Mkdir", "path": "d" });
     expect(toHex(encodeFuseAsk(value))).toBe("0564");
   });
   it("encodes mkdir d (A6)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Mkdir", "path": "d" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0564");
+    expect(toHex(encodeFuseAsk({ "variant": "Mkdir", "path": "d" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0564");
   });
   it("decodes stat a file mount (A7)", () => {
     const value = decodeFuseAsk(fromHex("06"), options);
-    expect(value).toEqual({ "ask": "Stat", "path": "" });
+    expect(value).toEqual({ "variant": "Stat", "path": "" });
     expect(toHex(encodeFuseAsk(value))).toBe("06");
   });
   it("encodes stat a file mount (A7)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Stat", "path": "" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("06");
+    expect(toHex(encodeFuseAsk({ "variant": "Stat", "path": "" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("06");
   });
   it("decodes truncate f to 10 (A8)", () => {
     const value = decodeFuseAsk(fromHex("07000000000000000a66"), options);
-    expect(value).toEqual({ "ask": "Truncate", "size": 10n, "path": "f" });
+    expect(value).toEqual({ "variant": "Truncate", "size": 10n, "path": "f" });
     expect(toHex(encodeFuseAsk(value))).toBe("07000000000000000a66");
   });
   it("encodes truncate f to 10 (A8)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Truncate", "size": 10n, "path": "f" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("07000000000000000a66");
+    expect(toHex(encodeFuseAsk({ "variant": "Truncate", "size": 10n, "path": "f" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("07000000000000000a66");
   });
   it("decodes chmod f 0644, 37-byte attrs (A9)", () => {
     const value = decodeFuseAsk(fromHex("0801000001a4000000000000000000000000000000000000000000000000000000000000000066"), options);
-    expect(value).toEqual({ "ask": "Setattr", "set": 1, "mode": 420, "uid": 0, "gid": 0, "atime_secs": 0n, "atime_nanos": 0, "mtime_secs": 0n, "mtime_nanos": 0, "path": "f" });
+    expect(value).toEqual({ "variant": "Setattr", "set": 1, "mode": 420, "uid": 0, "gid": 0, "atime_secs": 0n, "atime_nanos": 0, "mtime_secs": 0n, "mtime_nanos": 0, "path": "f" });
     expect(toHex(encodeFuseAsk(value))).toBe("0801000001a4000000000000000000000000000000000000000000000000000000000000000066");
   });
   it("encodes chmod f 0644, 37-byte attrs (A9)", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Setattr", "set": 1, "mode": 420, "uid": 0, "gid": 0, "atime_secs": 0n, "atime_nanos": 0, "mtime_secs": 0n, "mtime_nanos": 0, "path": "f" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0801000001a4000000000000000000000000000000000000000000000000000000000000000066");
+    expect(toHex(encodeFuseAsk({ "variant": "Setattr", "set": 1, "mode": 420, "uid": 0, "gid": 0, "atime_secs": 0n, "atime_nanos": 0, "mtime_secs": 0n, "mtime_nanos": 0, "path": "f" } as Parameters<typeof encodeFuseAsk>[0]))).toBe("0801000001a4000000000000000000000000000000000000000000000000000000000000000066");
   });
   it("decodes the largest offset", () => {
     const value = decodeFuseAsk(fromHex("000000ffffffffffffffff00200000"), options);
-    expect(value).toEqual({ "ask": "Read", "path": "", "offset": 18446744073709551615n, "length": 2097152 });
+    expect(value).toEqual({ "variant": "Read", "path": "", "offset": 18446744073709551615n, "length": 2097152 });
     expect(toHex(encodeFuseAsk(value))).toBe("000000ffffffffffffffff00200000");
   });
   it("encodes the largest offset", () => {
-    expect(toHex(encodeFuseAsk({ "ask": "Read", "path": "", "offset": 18446744073709551615n, "length": 2097152 } as Parameters<typeof encodeFuseAsk>[0]))).toBe("000000ffffffffffffffff00200000");
+    expect(toHex(encodeFuseAsk({ "variant": "Read", "path": "", "offset": 18446744073709551615n, "length": 2097152 } as Parameters<typeof encodeFuseAsk>[0]))).toBe("000000ffffffffffffffff00200000");
   });
   it("decodes bytes after a read's length are ignored", () => {
     const value = decodeFuseAsk(fromHex("000000000000000000000000000001ff"), options);
-    expect(value).toEqual({ "ask": "Read", "path": "", "offset": 0n, "length": 1 });
+    expect(value).toEqual({ "variant": "Read", "path": "", "offset": 0n, "length": 1 });
   });
   it("refuses empty", () => {
     const error = failure(() => decodeFuseAsk(fromHex(""), options));

@@ -20,19 +20,19 @@ function failure(run: () => unknown): FuseMountRequestError {
 describe("fuse/mount/request (2.3.0) golden examples", () => {
   it("decodes a file mount (fs-fuse.md M1)", () => {
     const value = decodeFuseMountRequest(fromHex("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d"), options);
-    expect(value).toEqual({ "endpoint": "Mount", "request": {"path":["etc","app.conf"],"kind":"file"} });
+    expect(value).toEqual({ "variant": "Mount", "request": {"path":["etc","app.conf"],"kind":"file"} });
     expect(toHex(encodeFuseMountRequest(value))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
   });
   it("encodes a file mount (fs-fuse.md M1)", () => {
-    expect(toHex(encodeFuseMountRequest({ "endpoint": "Mount", "request": {"path":["etc","app.conf"],"kind":"file"} } as Parameters<typeof encodeFuseMountRequest>[0]))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
+    expect(toHex(encodeFuseMountRequest({ "variant": "Mount", "request": {"path":["etc","app.conf"],"kind":"file"} } as Parameters<typeof encodeFuseMountRequest>[0]))).toBe("027b2270617468223a5b22657463222c226170702e636f6e66225d2c226b696e64223a2266696c65227d");
   });
   it("decodes a directory mount (fs-fuse.md M2)", () => {
     const value = decodeFuseMountRequest(fromHex("027b2270617468223a5b22776f726b7370616365225d2c226b696e64223a226469726563746f7279227d"), options);
-    expect(value).toEqual({ "endpoint": "Mount", "request": {"path":["workspace"],"kind":"directory"} });
+    expect(value).toEqual({ "variant": "Mount", "request": {"path":["workspace"],"kind":"directory"} });
     expect(toHex(encodeFuseMountRequest(value))).toBe("027b2270617468223a5b22776f726b7370616365225d2c226b696e64223a226469726563746f7279227d");
   });
   it("encodes a directory mount (fs-fuse.md M2)", () => {
-    expect(toHex(encodeFuseMountRequest({ "endpoint": "Mount", "request": {"path":["workspace"],"kind":"directory"} } as Parameters<typeof encodeFuseMountRequest>[0]))).toBe("027b2270617468223a5b22776f726b7370616365225d2c226b696e64223a226469726563746f7279227d");
+    expect(toHex(encodeFuseMountRequest({ "variant": "Mount", "request": {"path":["workspace"],"kind":"directory"} } as Parameters<typeof encodeFuseMountRequest>[0]))).toBe("027b2270617468223a5b22776f726b7370616365225d2c226b696e64223a226469726563746f7279227d");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeFuseMountRequest(fromHex(""), options));

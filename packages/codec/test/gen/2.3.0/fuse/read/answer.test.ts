@@ -21,39 +21,39 @@ function failure(run: () => unknown): FuseResponseError {
 describe("fuse/read/answer (2.3.0) golden examples", () => {
   it("decodes a piece (fs-fuse.md R3)", () => {
     const value = decodeFuseReadAnswer(fromHex("006869"), options);
-    expect(value).toEqual({ "answer": "Data", "data": fromHex("6869") });
+    expect(value).toEqual({ "variant": "Data", "data": fromHex("6869") });
     expect(toHex(encodeFuseReadAnswer(value))).toBe("006869");
   });
   it("encodes a piece (fs-fuse.md R3)", () => {
-    expect(toHex(encodeFuseReadAnswer({ "answer": "Data", "data": fromHex("6869") } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("006869");
+    expect(toHex(encodeFuseReadAnswer({ "variant": "Data", "data": fromHex("6869") } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("006869");
   });
   it("decodes nothing read", () => {
     const value = decodeFuseReadAnswer(fromHex("00"), options);
-    expect(value).toEqual({ "answer": "Data", "data": fromHex("") });
+    expect(value).toEqual({ "variant": "Data", "data": fromHex("") });
     expect(toHex(encodeFuseReadAnswer(value))).toBe("00");
   });
   it("encodes nothing read", () => {
-    expect(toHex(encodeFuseReadAnswer({ "answer": "Data", "data": fromHex("") } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("00");
+    expect(toHex(encodeFuseReadAnswer({ "variant": "Data", "data": fromHex("") } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("00");
   });
   it("decodes missing", () => {
     const value = decodeFuseReadAnswer(fromHex("01"), options);
-    expect(value).toEqual({ "answer": "Missing" });
+    expect(value).toEqual({ "variant": "Missing" });
     expect(toHex(encodeFuseReadAnswer(value))).toBe("01");
   });
   it("encodes missing", () => {
-    expect(toHex(encodeFuseReadAnswer({ "answer": "Missing" } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("01");
+    expect(toHex(encodeFuseReadAnswer({ "variant": "Missing" } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("01");
   });
   it("decodes missing, bytes after it ignored", () => {
     const value = decodeFuseReadAnswer(fromHex("01ff"), options);
-    expect(value).toEqual({ "answer": "Missing" });
+    expect(value).toEqual({ "variant": "Missing" });
   });
   it("decodes an error", () => {
     const value = decodeFuseReadAnswer(fromHex("026e6f"), options);
-    expect(value).toEqual({ "answer": "Failed", "message": "no" });
+    expect(value).toEqual({ "variant": "Failed", "message": "no" });
     expect(toHex(encodeFuseReadAnswer(value))).toBe("026e6f");
   });
   it("encodes an error", () => {
-    expect(toHex(encodeFuseReadAnswer({ "answer": "Failed", "message": "no" } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("026e6f");
+    expect(toHex(encodeFuseReadAnswer({ "variant": "Failed", "message": "no" } as Parameters<typeof encodeFuseReadAnswer>[0]))).toBe("026e6f");
   });
   it("refuses empty", () => {
     const error = failure(() => decodeFuseReadAnswer(fromHex(""), options));

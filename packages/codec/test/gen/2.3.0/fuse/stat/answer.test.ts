@@ -21,27 +21,27 @@ function failure(run: () => unknown): FuseResponseError {
 describe("fuse/stat/answer (2.3.0) golden examples", () => {
   it("decodes a file of 5 bytes, 0644, 1000:1000, mtime 500 ns past 1700000000 (fs-fuse.md R1)", () => {
     const value = decodeFuseStatAnswer(fromHex("00000000000000000005000001a4000003e8000003e8000000006553f10000000000000000006553f100000001f4000000006553f10000000000"), options);
-    expect(value).toEqual({ "answer": "Stat", "file_kind": 0, "size": 5n, "mode": 420, "uid": 1000, "gid": 1000, "atime_secs": 1700000000n, "atime_nanos": 0, "mtime_secs": 1700000000n, "mtime_nanos": 500, "ctime_secs": 1700000000n, "ctime_nanos": 0 });
+    expect(value).toEqual({ "variant": "Stat", "file_kind": 0, "size": 5n, "mode": 420, "uid": 1000, "gid": 1000, "atime_secs": 1700000000n, "atime_nanos": 0, "mtime_secs": 1700000000n, "mtime_nanos": 500, "ctime_secs": 1700000000n, "ctime_nanos": 0 });
     expect(toHex(encodeFuseStatAnswer(value))).toBe("00000000000000000005000001a4000003e8000003e8000000006553f10000000000000000006553f100000001f4000000006553f10000000000");
   });
   it("encodes a file of 5 bytes, 0644, 1000:1000, mtime 500 ns past 1700000000 (fs-fuse.md R1)", () => {
-    expect(toHex(encodeFuseStatAnswer({ "answer": "Stat", "file_kind": 0, "size": 5n, "mode": 420, "uid": 1000, "gid": 1000, "atime_secs": 1700000000n, "atime_nanos": 0, "mtime_secs": 1700000000n, "mtime_nanos": 500, "ctime_secs": 1700000000n, "ctime_nanos": 0 } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("00000000000000000005000001a4000003e8000003e8000000006553f10000000000000000006553f100000001f4000000006553f10000000000");
+    expect(toHex(encodeFuseStatAnswer({ "variant": "Stat", "file_kind": 0, "size": 5n, "mode": 420, "uid": 1000, "gid": 1000, "atime_secs": 1700000000n, "atime_nanos": 0, "mtime_secs": 1700000000n, "mtime_nanos": 500, "ctime_secs": 1700000000n, "ctime_nanos": 0 } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("00000000000000000005000001a4000003e8000003e8000000006553f10000000000000000006553f100000001f4000000006553f10000000000");
   });
   it("decodes missing (R2)", () => {
     const value = decodeFuseStatAnswer(fromHex("01"), options);
-    expect(value).toEqual({ "answer": "Missing" });
+    expect(value).toEqual({ "variant": "Missing" });
     expect(toHex(encodeFuseStatAnswer(value))).toBe("01");
   });
   it("encodes missing (R2)", () => {
-    expect(toHex(encodeFuseStatAnswer({ "answer": "Missing" } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("01");
+    expect(toHex(encodeFuseStatAnswer({ "variant": "Missing" } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("01");
   });
   it("decodes an error", () => {
     const value = decodeFuseStatAnswer(fromHex("026e6f"), options);
-    expect(value).toEqual({ "answer": "Failed", "message": "no" });
+    expect(value).toEqual({ "variant": "Failed", "message": "no" });
     expect(toHex(encodeFuseStatAnswer(value))).toBe("026e6f");
   });
   it("encodes an error", () => {
-    expect(toHex(encodeFuseStatAnswer({ "answer": "Failed", "message": "no" } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("026e6f");
+    expect(toHex(encodeFuseStatAnswer({ "variant": "Failed", "message": "no" } as Parameters<typeof encodeFuseStatAnswer>[0]))).toBe("026e6f");
   });
   it("refuses stat shorter than 57 bytes", () => {
     const error = failure(() => decodeFuseStatAnswer(fromHex("00000000000000000005000001a4000003e8000003e8000000006553f10000000000000000006553f100000001f4000000006553f100000000"), options));

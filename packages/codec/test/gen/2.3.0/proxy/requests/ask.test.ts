@@ -20,183 +20,183 @@ function failure(run: () => unknown): RequestsAskError {
 describe("proxy/requests/ask (2.3.0) golden examples", () => {
   it("decodes list tools without params on channel 1", () => {
     const value = decodeRequestsAsk(fromHex("00000001006e756c6c"), options);
-    expect(value).toEqual({ "channel": 1, "kind": "McpListTools", "params": null });
+    expect(value).toEqual({ "channel": 1, "variant": "McpListTools", "params": null });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000001006e756c6c");
   });
   it("encodes list tools without params on channel 1", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 1, "kind": "McpListTools", "params": null } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000001006e756c6c");
+    expect(toHex(encodeRequestsAsk({ "channel": 1, "variant": "McpListTools", "params": null } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000001006e756c6c");
   });
   it("decodes list resources from a cursor on channel 2", () => {
     const value = decodeRequestsAsk(fromHex("00000002017b22637572736f72223a227032227d"), options);
-    expect(value).toEqual({ "channel": 2, "kind": "McpListResources", "params": {"cursor":"p2"} });
+    expect(value).toEqual({ "channel": 2, "variant": "McpListResources", "params": {"cursor":"p2"} });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000002017b22637572736f72223a227032227d");
   });
   it("encodes list resources from a cursor on channel 2", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 2, "kind": "McpListResources", "params": {"cursor":"p2"} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000002017b22637572736f72223a227032227d");
+    expect(toHex(encodeRequestsAsk({ "channel": 2, "variant": "McpListResources", "params": {"cursor":"p2"} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000002017b22637572736f72223a227032227d");
   });
   it("decodes call a tool on channel 3", () => {
     const value = decodeRequestsAsk(fromHex("00000003027b226e616d65223a226563686f222c22617267756d656e7473223a7b2274657874223a226869227d7d"), options);
-    expect(value).toEqual({ "channel": 3, "kind": "McpCallTool", "params": {"name":"echo","arguments":{"text":"hi"}} });
+    expect(value).toEqual({ "channel": 3, "variant": "McpCallTool", "params": {"name":"echo","arguments":{"text":"hi"}} });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000003027b226e616d65223a226563686f222c22617267756d656e7473223a7b2274657874223a226869227d7d");
   });
   it("encodes call a tool on channel 3", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 3, "kind": "McpCallTool", "params": {"name":"echo","arguments":{"text":"hi"}} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000003027b226e616d65223a226563686f222c22617267756d656e7473223a7b2274657874223a226869227d7d");
+    expect(toHex(encodeRequestsAsk({ "channel": 3, "variant": "McpCallTool", "params": {"name":"echo","arguments":{"text":"hi"}} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000003027b226e616d65223a226563686f222c22617267756d656e7473223a7b2274657874223a226869227d7d");
   });
   it("decodes read a resource on channel 4", () => {
     const value = decodeRequestsAsk(fromHex("00000004037b22757269223a226d656d3a2f2f61227d"), options);
-    expect(value).toEqual({ "channel": 4, "kind": "McpReadResource", "params": {"uri":"mem://a"} });
+    expect(value).toEqual({ "channel": 4, "variant": "McpReadResource", "params": {"uri":"mem://a"} });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000004037b22757269223a226d656d3a2f2f61227d");
   });
   it("encodes read a resource on channel 4", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 4, "kind": "McpReadResource", "params": {"uri":"mem://a"} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000004037b22757269223a226d656d3a2f2f61227d");
+    expect(toHex(encodeRequestsAsk({ "channel": 4, "variant": "McpReadResource", "params": {"uri":"mem://a"} } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000004037b22757269223a226d656d3a2f2f61227d");
   });
   it("decodes notifications on channel 5", () => {
     const value = decodeRequestsAsk(fromHex("0000000504"), options);
-    expect(value).toEqual({ "channel": 5, "kind": "McpNotifications" });
+    expect(value).toEqual({ "channel": 5, "variant": "McpNotifications" });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000504");
   });
   it("encodes notifications on channel 5", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 5, "kind": "McpNotifications" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000504");
+    expect(toHex(encodeRequestsAsk({ "channel": 5, "variant": "McpNotifications" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000504");
   });
   it("decodes notifications ignore bytes after the kind", () => {
     const value = decodeRequestsAsk(fromHex("0000000504ff"), options);
-    expect(value).toEqual({ "channel": 5, "kind": "McpNotifications" });
+    expect(value).toEqual({ "channel": 5, "variant": "McpNotifications" });
   });
   it("decodes channel 0 is a channel", () => {
     const value = decodeRequestsAsk(fromHex("0000000004"), options);
-    expect(value).toEqual({ "channel": 0, "kind": "McpNotifications" });
+    expect(value).toEqual({ "channel": 0, "variant": "McpNotifications" });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000004");
   });
   it("encodes channel 0 is a channel", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 0, "kind": "McpNotifications" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000004");
+    expect(toHex(encodeRequestsAsk({ "channel": 0, "variant": "McpNotifications" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000004");
   });
   it("decodes the highest channel", () => {
     const value = decodeRequestsAsk(fromHex("ffffffff0b"), options);
-    expect(value).toEqual({ "channel": 4294967295, "kind": "Postgres" });
+    expect(value).toEqual({ "channel": 4294967295, "variant": "Postgres" });
     expect(toHex(encodeRequestsAsk(value))).toBe("ffffffff0b");
   });
   it("encodes the highest channel", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 4294967295, "kind": "Postgres" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("ffffffff0b");
+    expect(toHex(encodeRequestsAsk({ "channel": 4294967295, "variant": "Postgres" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("ffffffff0b");
   });
   it("decodes postgres on channel 6", () => {
     const value = decodeRequestsAsk(fromHex("000000060b"), options);
-    expect(value).toEqual({ "channel": 6, "kind": "Postgres" });
+    expect(value).toEqual({ "channel": 6, "variant": "Postgres" });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000060b");
   });
   it("encodes postgres on channel 6", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 6, "kind": "Postgres" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000060b");
+    expect(toHex(encodeRequestsAsk({ "channel": 6, "variant": "Postgres" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000060b");
   });
   it("decodes vault get", () => {
     const value = decodeRequestsAsk(fromHex("00000007056b6579"), options);
-    expect(value).toEqual({ "channel": 7, "kind": "VaultGet", "key": "key" });
+    expect(value).toEqual({ "channel": 7, "variant": "VaultGet", "key": "key" });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000007056b6579");
   });
   it("encodes vault get", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 7, "kind": "VaultGet", "key": "key" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000007056b6579");
+    expect(toHex(encodeRequestsAsk({ "channel": 7, "variant": "VaultGet", "key": "key" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000007056b6579");
   });
   it("decodes vault set with an empty value", () => {
     const value = decodeRequestsAsk(fromHex("000000080600016b"), options);
-    expect(value).toEqual({ "channel": 8, "kind": "VaultSet", "key": "k", "value": fromHex("") });
+    expect(value).toEqual({ "channel": 8, "variant": "VaultSet", "key": "k", "value": fromHex("") });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000080600016b");
   });
   it("encodes vault set with an empty value", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 8, "kind": "VaultSet", "key": "k", "value": fromHex("") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000080600016b");
+    expect(toHex(encodeRequestsAsk({ "channel": 8, "variant": "VaultSet", "key": "k", "value": fromHex("") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000080600016b");
   });
   it("decodes vault lock", () => {
     const value = decodeRequestsAsk(fromHex("00000009080000003c6b"), options);
-    expect(value).toEqual({ "channel": 9, "kind": "VaultLock", "ttl": 60, "key": "k" });
+    expect(value).toEqual({ "channel": 9, "variant": "VaultLock", "ttl": 60, "key": "k" });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000009080000003c6b");
   });
   it("encodes vault lock", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 9, "kind": "VaultLock", "ttl": 60, "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000009080000003c6b");
+    expect(toHex(encodeRequestsAsk({ "channel": 9, "variant": "VaultLock", "ttl": 60, "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000009080000003c6b");
   });
   it("decodes vault delete", () => {
     const value = decodeRequestsAsk(fromHex("00000010076b"), options);
-    expect(value).toEqual({ "channel": 16, "kind": "VaultDelete", "key": "k" });
+    expect(value).toEqual({ "channel": 16, "variant": "VaultDelete", "key": "k" });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000010076b");
   });
   it("encodes vault delete", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 16, "kind": "VaultDelete", "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000010076b");
+    expect(toHex(encodeRequestsAsk({ "channel": 16, "variant": "VaultDelete", "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000010076b");
   });
   it("decodes vault unlock", () => {
     const value = decodeRequestsAsk(fromHex("00000011096b"), options);
-    expect(value).toEqual({ "channel": 17, "kind": "VaultUnlock", "key": "k" });
+    expect(value).toEqual({ "channel": 17, "variant": "VaultUnlock", "key": "k" });
     expect(toHex(encodeRequestsAsk(value))).toBe("00000011096b");
   });
   it("encodes vault unlock", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 17, "kind": "VaultUnlock", "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000011096b");
+    expect(toHex(encodeRequestsAsk({ "channel": 17, "variant": "VaultUnlock", "key": "k" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("00000011096b");
   });
   it("decodes a command", () => {
     const value = decodeRequestsAsk(fromHex("000000120a6c73"), options);
-    expect(value).toEqual({ "channel": 18, "kind": "Command", "command": fromHex("6c73") });
+    expect(value).toEqual({ "channel": 18, "variant": "Command", "command": fromHex("6c73") });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000120a6c73");
   });
   it("encodes a command", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 18, "kind": "Command", "command": fromHex("6c73") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000120a6c73");
+    expect(toHex(encodeRequestsAsk({ "channel": 18, "variant": "Command", "command": fromHex("6c73") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000120a6c73");
   });
   it("decodes a fuse read", () => {
     const value = decodeRequestsAsk(fromHex("000000130c00016d612f62"), options);
-    expect(value).toEqual({ "channel": 19, "kind": "FuseRead", "id": "m", "path": "a/b" });
+    expect(value).toEqual({ "channel": 19, "variant": "FuseRead", "id": "m", "path": "a/b" });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000130c00016d612f62");
   });
   it("encodes a fuse read", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 19, "kind": "FuseRead", "id": "m", "path": "a/b" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000130c00016d612f62");
+    expect(toHex(encodeRequestsAsk({ "channel": 19, "variant": "FuseRead", "id": "m", "path": "a/b" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000130c00016d612f62");
   });
   it("decodes a fuse list of a mount's root", () => {
     const value = decodeRequestsAsk(fromHex("000000140e00016d"), options);
-    expect(value).toEqual({ "channel": 20, "kind": "FuseList", "id": "m", "path": "" });
+    expect(value).toEqual({ "channel": 20, "variant": "FuseList", "id": "m", "path": "" });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000140e00016d");
   });
   it("encodes a fuse list of a mount's root", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 20, "kind": "FuseList", "id": "m", "path": "" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000140e00016d");
+    expect(toHex(encodeRequestsAsk({ "channel": 20, "variant": "FuseList", "id": "m", "path": "" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000140e00016d");
   });
   it("decodes a fuse remove", () => {
     const value = decodeRequestsAsk(fromHex("000000150f00016d61"), options);
-    expect(value).toEqual({ "channel": 21, "kind": "FuseRemove", "id": "m", "path": "a" });
+    expect(value).toEqual({ "channel": 21, "variant": "FuseRemove", "id": "m", "path": "a" });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000150f00016d61");
   });
   it("encodes a fuse remove", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 21, "kind": "FuseRemove", "id": "m", "path": "a" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000150f00016d61");
+    expect(toHex(encodeRequestsAsk({ "channel": 21, "variant": "FuseRemove", "id": "m", "path": "a" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000150f00016d61");
   });
   it("decodes a fuse mkdir", () => {
     const value = decodeRequestsAsk(fromHex("000000161100016d64"), options);
-    expect(value).toEqual({ "channel": 22, "kind": "FuseMkdir", "id": "m", "path": "d" });
+    expect(value).toEqual({ "channel": 22, "variant": "FuseMkdir", "id": "m", "path": "d" });
     expect(toHex(encodeRequestsAsk(value))).toBe("000000161100016d64");
   });
   it("encodes a fuse mkdir", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 22, "kind": "FuseMkdir", "id": "m", "path": "d" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000161100016d64");
+    expect(toHex(encodeRequestsAsk({ "channel": 22, "variant": "FuseMkdir", "id": "m", "path": "d" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("000000161100016d64");
   });
   it("decodes an empty command", () => {
     const value = decodeRequestsAsk(fromHex("0000000a0a"), options);
-    expect(value).toEqual({ "channel": 10, "kind": "Command", "command": fromHex("") });
+    expect(value).toEqual({ "channel": 10, "variant": "Command", "command": fromHex("") });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000a0a");
   });
   it("encodes an empty command", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 10, "kind": "Command", "command": fromHex("") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000a0a");
+    expect(toHex(encodeRequestsAsk({ "channel": 10, "variant": "Command", "command": fromHex("") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000a0a");
   });
   it("decodes a fuse write", () => {
     const value = decodeRequestsAsk(fromHex("0000000b0d00016d0003612f626869"), options);
-    expect(value).toEqual({ "channel": 11, "kind": "FuseWrite", "id": "m", "path": "a/b", "data": fromHex("6869") });
+    expect(value).toEqual({ "channel": 11, "variant": "FuseWrite", "id": "m", "path": "a/b", "data": fromHex("6869") });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000b0d00016d0003612f626869");
   });
   it("encodes a fuse write", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 11, "kind": "FuseWrite", "id": "m", "path": "a/b", "data": fromHex("6869") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000b0d00016d0003612f626869");
+    expect(toHex(encodeRequestsAsk({ "channel": 11, "variant": "FuseWrite", "id": "m", "path": "a/b", "data": fromHex("6869") } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000b0d00016d0003612f626869");
   });
   it("decodes a fuse rename", () => {
     const value = decodeRequestsAsk(fromHex("0000000c1000016d00016162"), options);
-    expect(value).toEqual({ "channel": 12, "kind": "FuseRename", "id": "m", "from": "a", "to": "b" });
+    expect(value).toEqual({ "channel": 12, "variant": "FuseRename", "id": "m", "from": "a", "to": "b" });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000c1000016d00016162");
   });
   it("encodes a fuse rename", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 12, "kind": "FuseRename", "id": "m", "from": "a", "to": "b" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000c1000016d00016162");
+    expect(toHex(encodeRequestsAsk({ "channel": 12, "variant": "FuseRename", "id": "m", "from": "a", "to": "b" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000c1000016d00016162");
   });
   it("decodes a fuse stat of a mount's root", () => {
     const value = decodeRequestsAsk(fromHex("0000000d1200016d"), options);
-    expect(value).toEqual({ "channel": 13, "kind": "FuseStat", "id": "m", "path": "" });
+    expect(value).toEqual({ "channel": 13, "variant": "FuseStat", "id": "m", "path": "" });
     expect(toHex(encodeRequestsAsk(value))).toBe("0000000d1200016d");
   });
   it("encodes a fuse stat of a mount's root", () => {
-    expect(toHex(encodeRequestsAsk({ "channel": 13, "kind": "FuseStat", "id": "m", "path": "" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000d1200016d");
+    expect(toHex(encodeRequestsAsk({ "channel": 13, "variant": "FuseStat", "id": "m", "path": "" } as Parameters<typeof encodeRequestsAsk>[0]))).toBe("0000000d1200016d");
   });
   it("refuses nothing", () => {
     const error = failure(() => decodeRequestsAsk(fromHex(""), options));

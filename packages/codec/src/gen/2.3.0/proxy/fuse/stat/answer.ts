@@ -17,8 +17,8 @@ export const FusePathsStatAnswerTag = {
  * Tag `0`. Layout: `[0][file_kind: u8][size: u64, big-endian][ignored …]`
  */
 export interface FusePathsStatAnswerStat {
-  /** Tag `0`. */
-  answer: "Stat";
+  /** Tag `0`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Stat";
   /** 0 a file, 1 a directory. */
   file_kind: number;
   /** Byte length; 0 for a directory. */
@@ -31,8 +31,8 @@ export interface FusePathsStatAnswerStat {
  * Tag `1`. Layout: `[1][ignored …]`
  */
 export interface FusePathsStatAnswerMissing {
-  /** Tag `1`. */
-  answer: "Missing";
+  /** Tag `1`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Missing";
 }
 
 /**
@@ -41,8 +41,8 @@ export interface FusePathsStatAnswerMissing {
  * Tag `2`. Layout: `[2][message: UTF-8 …]`
  */
 export interface FusePathsStatAnswerFailed {
-  /** Tag `2`. */
-  answer: "Failed";
+  /** Tag `2`. The spec, and a conformance view, name this member `answer`. */
+  variant: "Failed";
   /** The reason. */
   message: string;
 }
@@ -85,10 +85,10 @@ export function decodeFusePathsStatAnswer(bytes: Uint8Array, options?: DecodeOpt
       if ($end - $at < 8) throw new FuseResponseError({ variant: "Truncated" });
       const size = readU64(bytes, $at);
       if (file_kind > 1) throw new FuseResponseError({ variant: "UnknownKind", kind: file_kind });
-      return { answer: "Stat", file_kind, size };
+      return { variant: "Stat", file_kind, size };
     }
     case 1: {
-      return { answer: "Missing" };
+      return { variant: "Missing" };
     }
     default:
       return $decodeFusePathsStatAnswerRest(bytes, $at, $end, kind, options);
@@ -101,7 +101,7 @@ function $decodeFusePathsStatAnswerRest(bytes: Uint8Array, $at: number, $end: nu
     case 2: {
       const message = readUtf8(bytes, $at, $end);
       if (message === undefined) throw new FuseResponseError({ variant: "MessageUtf8" });
-      return { answer: "Failed", message };
+      return { variant: "Failed", message };
     }
     default:
       throw new FuseResponseError({ variant: "UnknownKind", kind });
@@ -114,7 +114,7 @@ function $decodeFusePathsStatAnswerRest(bytes: Uint8Array, $at: number, $end: nu
  * Throws {@link EncodeError} when a field cannot be written (an integer out of range, a length over its prefix).
  */
 export function encodeFusePathsStatAnswer(value: FusePathsStatAnswer): Uint8Array {
-  switch (value.answer) {
+  switch (value.variant) {
     case "Stat": {
       return $encodeFusePathsStatAnswerStat(value);
     }
@@ -125,7 +125,7 @@ export function encodeFusePathsStatAnswer(value: FusePathsStatAnswer): Uint8Arra
       return $encodeFusePathsStatAnswerFailed(value);
     }
     default:
-      throw new EncodeError("proxy/fuse/stat/answer", "answer", `unknown answer ${String((value as { answer?: unknown }).answer)}`);
+      throw new EncodeError("proxy/fuse/stat/answer", "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
 

@@ -20,11 +20,11 @@ function failure(run: () => unknown): TreeMessageError {
 describe("proxy/filesystem/tree/message (2.3.0) golden examples", () => {
   it("decodes a snapshot of one file", () => {
     const value = decodeTreeMessage(fromHex("0000010001610105000180e2cfaa06"), options);
-    expect(value).toEqual({ "variant": "Frame", "frame": {"kind":"Snapshot","children":[{"kind":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} });
+    expect(value).toEqual({ "variant": "Frame", "frame": {"variant":"Snapshot","children":[{"variant":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} });
     expect(toHex(encodeTreeMessage(value))).toBe("0000010001610105000180e2cfaa06");
   });
   it("encodes a snapshot of one file", () => {
-    expect(toHex(encodeTreeMessage({ "variant": "Frame", "frame": {"kind":"Snapshot","children":[{"kind":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} } as Parameters<typeof encodeTreeMessage>[0]))).toBe("0000010001610105000180e2cfaa06");
+    expect(toHex(encodeTreeMessage({ "variant": "Frame", "frame": {"variant":"Snapshot","children":[{"variant":"File","name":"a","size":5n,"created_at":null,"modified_at":1700000000n}]} } as Parameters<typeof encodeTreeMessage>[0]))).toBe("0000010001610105000180e2cfaa06");
   });
   it("decodes the watch failed", () => {
     const value = decodeTreeMessage(fromHex("016e6f207761746368"), options);

@@ -21,35 +21,35 @@ function failure(run: () => unknown): FuseResponseError {
 describe("proxy/fuse/stat/answer (2.3.0) golden examples", () => {
   it("decodes a directory", () => {
     const value = decodeFusePathsStatAnswer(fromHex("00010000000000000000"), options);
-    expect(value).toEqual({ "answer": "Stat", "file_kind": 1, "size": 0n });
+    expect(value).toEqual({ "variant": "Stat", "file_kind": 1, "size": 0n });
     expect(toHex(encodeFusePathsStatAnswer(value))).toBe("00010000000000000000");
   });
   it("encodes a directory", () => {
-    expect(toHex(encodeFusePathsStatAnswer({ "answer": "Stat", "file_kind": 1, "size": 0n } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("00010000000000000000");
+    expect(toHex(encodeFusePathsStatAnswer({ "variant": "Stat", "file_kind": 1, "size": 0n } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("00010000000000000000");
   });
   it("decodes a file of 300 bytes", () => {
     const value = decodeFusePathsStatAnswer(fromHex("0000000000000000012c"), options);
-    expect(value).toEqual({ "answer": "Stat", "file_kind": 0, "size": 300n });
+    expect(value).toEqual({ "variant": "Stat", "file_kind": 0, "size": 300n });
     expect(toHex(encodeFusePathsStatAnswer(value))).toBe("0000000000000000012c");
   });
   it("encodes a file of 300 bytes", () => {
-    expect(toHex(encodeFusePathsStatAnswer({ "answer": "Stat", "file_kind": 0, "size": 300n } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("0000000000000000012c");
+    expect(toHex(encodeFusePathsStatAnswer({ "variant": "Stat", "file_kind": 0, "size": 300n } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("0000000000000000012c");
   });
   it("decodes missing", () => {
     const value = decodeFusePathsStatAnswer(fromHex("01"), options);
-    expect(value).toEqual({ "answer": "Missing" });
+    expect(value).toEqual({ "variant": "Missing" });
     expect(toHex(encodeFusePathsStatAnswer(value))).toBe("01");
   });
   it("encodes missing", () => {
-    expect(toHex(encodeFusePathsStatAnswer({ "answer": "Missing" } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("01");
+    expect(toHex(encodeFusePathsStatAnswer({ "variant": "Missing" } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("01");
   });
   it("decodes an error", () => {
     const value = decodeFusePathsStatAnswer(fromHex("026e6f"), options);
-    expect(value).toEqual({ "answer": "Failed", "message": "no" });
+    expect(value).toEqual({ "variant": "Failed", "message": "no" });
     expect(toHex(encodeFusePathsStatAnswer(value))).toBe("026e6f");
   });
   it("encodes an error", () => {
-    expect(toHex(encodeFusePathsStatAnswer({ "answer": "Failed", "message": "no" } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("026e6f");
+    expect(toHex(encodeFusePathsStatAnswer({ "variant": "Failed", "message": "no" } as Parameters<typeof encodeFusePathsStatAnswer>[0]))).toBe("026e6f");
   });
   it("refuses shorter than 9 bytes", () => {
     const error = failure(() => decodeFusePathsStatAnswer(fromHex("000000000000"), options));
