@@ -17,7 +17,9 @@ describe("the changeset of a spec bump", () => {
     expect(names).toContain("@diverge/codec");
     expect(names).toContain("@diverge/spec-compiler");
     expect(names).not.toContain("@diverge/demo");
-    expect(names).not.toContain("@diverge/example-container");
+    expect(names).not.toContain("@diverge/example-agent");
+    // The guide's container is published, so a provider can try a container in one command.
+    expect(names).toContain("@diverge/example-container");
     expect(names).toEqual([...names].sort());
   });
 
