@@ -130,7 +130,11 @@ export class VaultApi {
         };
         // A program that leaves while waiting no longer awaits the key.
         controller.signal.addEventListener("abort", () => (stopWaiting(), this.releaseDeparted(key, false)), { once: true });
-        for (let release = this.releasing.get(key); release; release = this.releasing.get(key)) await release;
+        if (this.releasing.has(key)) {
+          // The wait ends with the program too: a release the provider is slow to answer holds no one who left.
+          const gone = new Promise<void>((resolve) => controller.signal.addEventListener("abort", () => resolve(), { once: true }));
+          for (let release = this.releasing.get(key); release && !controller.signal.aborted; release = this.releasing.get(key)) await Promise.race([release, gone]);
+        }
         if (controller.signal.aborted) return; // Gone while a release was answered: nothing was asked.
         try {
           outcome = await this.asks.vaultLock(
