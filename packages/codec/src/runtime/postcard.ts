@@ -156,25 +156,52 @@ export class PostcardReader {
 
 const encoder = new TextEncoder();
 
-/** A growing buffer postcard values are written into. */
+/** Past this many bytes the writer stops doubling its buffer and starts a new chunk instead. */
+const CHUNK = 64 * 1024;
+
+/**
+ * A growing buffer postcard values are written into. It doubles up to 64 KiB, then keeps full chunks
+ * in a list and starts a new one (of at least 64 KiB), never copying what is written, so a
+ * multi-megabyte value holds about its own size plus one chunk until {@link finish} copies it once.
+ */
 export class PostcardWriter {
   private buffer = new Uint8Array(64);
   private length = 0;
+  /** Full chunks before `buffer`, and their bytes. */
+  private chunks: Uint8Array[] = [];
+  private before = 0;
   constructor(readonly frame: string) {}
+
+  /** The bytes written so far. */
+  get byteLength(): number {
+    return this.before + this.length;
+  }
 
   private room(n: number): void {
     if (this.length + n <= this.buffer.length) return;
-    let size = this.buffer.length * 2;
-    while (size < this.length + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buffer.subarray(0, this.length));
-    this.buffer = next;
+    if (this.length + n <= CHUNK) {
+      let size = this.buffer.length * 2;
+      while (size < this.length + n) size *= 2;
+      const next = new Uint8Array(size);
+      next.set(this.buffer.subarray(0, this.length));
+      this.buffer = next;
+      return;
+    }
+    this.chunks.push(this.buffer.subarray(0, this.length));
+    this.before += this.length;
+    this.buffer = new Uint8Array(Math.max(CHUNK, n));
+    this.length = 0;
   }
 
   /** Everything written, after `prefix` bytes left for the caller to fill. */
   finish(prefix = 0): Uint8Array {
-    const out = new Uint8Array(prefix + this.length);
-    out.set(this.buffer.subarray(0, this.length), prefix);
+    const out = new Uint8Array(prefix + this.before + this.length);
+    let at = prefix;
+    for (const chunk of this.chunks) {
+      out.set(chunk, at);
+      at += chunk.length;
+    }
+    out.set(this.buffer.subarray(0, this.length), at);
     return out;
   }
 
@@ -242,13 +269,28 @@ export class PostcardWriter {
     this.usize(value.length);
     return value as T[];
   }
+  /** A sequence's count the caller states, before writing exactly that many elements itself. */
+  count(field: string, value: unknown): void {
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+      throw new EncodeError(this.frame, field, `${field} count must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`);
+    }
+    this.varint(value);
+  }
   variant(index: number): void {
     this.varint(index);
   }
   private raw(bytes: Uint8Array): void {
-    this.room(bytes.length);
-    this.buffer.set(bytes, this.length);
-    this.length += bytes.length;
+    let rest = bytes;
+    const free = this.buffer.length - this.length;
+    if (bytes.length > free && this.length + bytes.length > CHUNK) {
+      // Fill the current buffer first, so no chunk is kept mostly empty.
+      this.buffer.set(bytes.subarray(0, free), this.length);
+      this.length += free;
+      rest = bytes.subarray(free);
+    }
+    this.room(rest.length);
+    this.buffer.set(rest, this.length);
+    this.length += rest.length;
   }
   private int(field: string, value: unknown, max: number): number {
     if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > max) {
