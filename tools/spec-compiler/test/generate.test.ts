@@ -1,6 +1,7 @@
 // The compiler's output is deterministic, and `generate --check` catches every drift.
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { findDrift, generateAll } from "../src/generate.js";
@@ -57,5 +58,49 @@ describe("generation", () => {
     expect(run.status).toBe(1);
     expect(run.stdout).toContain("-// a hand edit");
     expect(run.stdout).toContain("stale (no longer generated): packages/codec/src/gen/2.3.0/leftover.ts");
+  });
+});
+
+describe("postcard head writers", () => {
+  const text = (files: ReturnType<typeof generateAll>, path: string) => files.find((f) => f.path === path)!.text;
+
+  it("are generated, exported, for every variant whose last field is a sequence, and for no other", () => {
+    const files = generateAll(repoRoot, version);
+    const node = text(files, "packages/codec/src/gen/2.3.0/filetree/node.ts");
+    const frame = text(files, "packages/codec/src/gen/2.3.0/filetree/frame.ts");
+    expect(node).toContain(
+      'export function writeFiletreeNodeDirectoryHead($w: PostcardWriter, head: Omit<FiletreeNodeDirectory, "variant" | "children">, count: number): void {',
+    );
+    expect(node).toContain('$w.bool("changes", head.changes);\n  $w.count("children", count);\n}');
+    expect(node).toMatch(/then writes exactly `count` elements with \{@link writeFiletreeNode\}/);
+    // Symlink ends in an option (its sequence is in the middle), File has none: no head writer.
+    expect(node).not.toMatch(/writeFiletreeNode(File|Symlink)Head/);
+    // A frame's whole writer stays private; its head writers are exported all the same.
+    expect(frame).toContain("function $writeFiletreeFrame(");
+    expect(frame).not.toContain("export function $writeFiletreeFrame(");
+    expect(frame).toContain('export function writeFiletreeFrameSnapshotHead($w: PostcardWriter, head: Omit<FiletreeFrameSnapshot, "variant" | "children">, count: number): void {');
+    expect(frame).toContain('export function writeFiletreeFrameRemovedHead($w: PostcardWriter, head: Omit<FiletreeFrameRemoved, "variant" | "path">, count: number): void {');
+    expect(frame).not.toMatch(/writeFiletreeFrame(Inserted|Modified)Head/);
+  });
+
+  it("are generated for a struct ending in a sequence, without a variant index", () => {
+    const root = mkdtempSync(join(tmpdir(), "diverge-heads-"));
+    cpSync(join(repoRoot, "spec"), join(root, "spec"), { recursive: true });
+    const path = join(root, "spec/2.3.0/filesystem.yaml");
+    const struct = [
+      "  - id: filetree/listing",
+      "    name: FiletreeListing",
+      "    doc: A test struct ending in a sequence.",
+      "    fields:",
+      '      - { name: at, type: u32, doc: "A number." }',
+      '      - { name: names, type: { vec: string }, doc: "Some names." }',
+      "",
+    ].join("\n");
+    writeFileSync(path, readFileSync(path, "utf8").replace("postcardTypes:\n", `postcardTypes:\n${struct}`));
+    const listing = text(generateAll(root, version), "packages/codec/src/gen/2.3.0/filetree/listing.ts");
+    expect(listing).toContain('export function writeFiletreeListingHead($w: PostcardWriter, head: Omit<FiletreeListing, "names">, count: number): void {');
+    const body = listing.slice(listing.indexOf("export function writeFiletreeListingHead"));
+    expect(body).toContain('$w.u32("at", head.at);\n  $w.count("names", count);\n}');
+    expect(body).not.toContain("$w.variant(");
   });
 });

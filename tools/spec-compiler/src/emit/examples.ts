@@ -129,7 +129,7 @@ export function emitArbitraries(ir: IrRevision, compilerVersion: string): Genera
   }
   if (ir.postcardTypes.length > 0 || ir.frames.some((f) => f.postcard)) {
     lines.push(`/** Every postcard shape of the revision, by id. */`);
-    lines.push(`const postcard: Record<string, fc.Arbitrary<unknown>> = ${postcardArbitraries(ir)};`);
+    lines.push(`export const postcard: Record<string, fc.Arbitrary<unknown>> = ${postcardArbitraries(ir)};`);
   }
   lines.push("");
   const fieldArb = (f: IrField): string => {

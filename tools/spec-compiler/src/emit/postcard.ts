@@ -91,12 +91,27 @@ function writeStatements(w: CodeBlockWriter, p: PostcardPlaces, imports: ImportS
   }
 }
 
+/** How a caller writes one element of a sequence of `ref` named `field`, for doc comments. */
+function elementWriterText(p: PostcardPlaces, ref: PostcardTypeRef, field: string): string {
+  switch (ref.kind) {
+    case "ref":
+      return `{@link ${writeName(namedType(p.ir, ref.id).name)}}`;
+    case "scalar":
+      return `\`$w.${ref.scalar === "bytes" ? "byteString" : ref.scalar}(${lit(field)}, …)\``;
+    default:
+      return `the writes {@link PostcardWriter} makes for \`${refText(ref)}\``;
+  }
+}
+
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").replace(/\*\//g, "*\\/").trim();
 }
 
-/** The value types, reader and writer of one shape named `name`; `exported` readers/writers for named types. */
-function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, self: string, name: string, doc: string, shape: IrPostcardShape, exported: boolean, frameId: string): void {
+/**
+ * The value types, reader, writer and head writers of one shape named `name`; `exported` readers/writers
+ * for named types, else `encoder` names the frame's encoder.
+ */
+function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, self: string, name: string, doc: string, shape: IrPostcardShape, exported: boolean, frameId: string, encoder?: string): void {
   imports.type(RUNTIME, "PostcardReader");
   imports.type(RUNTIME, "PostcardWriter");
   const props = (fields: readonly IrPostcardField[]) => fields.map((f) => ({ name: f.name, type: tsType(p, imports, self, f.type), docs: [f.doc] }));
@@ -181,6 +196,38 @@ function emitShape(file: SourceFile, imports: ImportSink, p: PostcardPlaces, sel
       });
     },
   });
+  // Head writers: for a struct or variant ending in a sequence, everything before the sequence's
+  // elements, so a caller can stream the elements with the element writer.
+  const heads = shape.kind === "struct" ? [{ type: name, variant: undefined, index: 0, fields: shape.fields }] : shape.variants.map((v, i) => ({ type: `${name}${v.name}`, variant: v.name, index: i, fields: v.fields }));
+  for (const head of heads) {
+    const last = head.fields[head.fields.length - 1];
+    if (last?.type.kind !== "vec") continue;
+    const omitted = [...(head.variant === undefined ? [] : [DISCRIMINANT]), last.name].map(lit).join(" | ");
+    const before = [...(head.variant === undefined ? [] : ["its variant index"]), ...(head.fields.length > 1 ? [`every field before \`${last.name}\``] : [])];
+    const what = [before.join(", "), `\`${last.name}\`'s count`].filter(Boolean).join(", then ");
+    file.addFunction({
+      isExported: true,
+      name: `${writeName(head.type)}Head`,
+      parameters: [
+        { name: "$w", type: "PostcardWriter" },
+        { name: "head", type: `Omit<${head.type}, ${omitted}>` },
+        { name: "count", type: "number" },
+      ],
+      returnType: "void",
+      docs: [
+        `Writes the head of one {@link ${head.type}}: ${what}. ` +
+          `The caller then writes exactly \`count\` elements with ${elementWriterText(p, last.type.of, last.name)}, and the bytes equal ` +
+          `${exported ? `what {@link ${writer}} writes for the whole value` : `the whole value's encoding ({@link ${encoder}})`}, so a long sequence is written without holding it.\n\n` +
+          `Throws \`EncodeError\` as the whole writer does for the same field, or when \`count\` is not a whole number from 0 to 9007199254740991.`,
+      ],
+      statements: (w) => {
+        w.write(`if (typeof head !== "object" || head === null)`).block(() => w.writeLine(`throw new ${encodeError}($w.frame, undefined, ${lit(`${head.type} head must be an object`)});`));
+        if (head.variant !== undefined) w.writeLine(`$w.variant(${head.index});`);
+        for (const f of head.fields.slice(0, -1)) writeStatements(w, p, imports, f.type, `head.${f.name}`, f.name);
+        w.writeLine(`$w.count(${lit(last.name)}, count);`);
+      },
+    });
+  }
   void frameId;
 }
 
@@ -192,7 +239,7 @@ export function emitPostcardTypeModule(file: SourceFile, imports: ImportSink, p:
 /** A postcard frame: its value types, then `decode…`/`encode…` as every frame has. */
 export function emitPostcardFrame(file: SourceFile, imports: ImportSink, p: PostcardPlaces, frame: IrFrame, errorType: IrErrorType): void {
   const self = `${p.rev}/${frame.id}.ts`;
-  emitShape(file, imports, p, self, frame.name, `${frame.doc}\n\nSpec: \`${frame.id}\` (revision ${p.ir.revision}).`, frame.postcard!, false, frame.id);
+  emitShape(file, imports, p, self, frame.name, `${frame.doc}\n\nSpec: \`${frame.id}\` (revision ${p.ir.revision}).`, frame.postcard!, false, frame.id, encodeName(frame));
   const errorClass = imports.value(p.errorPath(errorType.id), errorType.name);
   imports.type(RUNTIME, "DecodeOptions");
   const reader = imports.value(RUNTIME, "PostcardReader");

@@ -146,6 +146,32 @@ function $writeFiletreeFrame($w: PostcardWriter, value: FiletreeFrame): void {
 }
 
 /**
+ * Writes the head of one {@link FiletreeFrameSnapshot}: its variant index, then `children`'s count. The caller then writes exactly `count` elements with {@link writeFiletreeNode}, and the bytes equal the whole value's encoding ({@link encodeFiletreeFrame}), so a long sequence is written without holding it.
+ *
+ * Throws `EncodeError` as the whole writer does for the same field, or when `count` is not a whole number from 0 to 9007199254740991.
+ */
+export function writeFiletreeFrameSnapshotHead($w: PostcardWriter, head: Omit<FiletreeFrameSnapshot, "variant" | "children">, count: number): void {
+  if (typeof head !== "object" || head === null) {
+    throw new EncodeError($w.frame, undefined, "FiletreeFrameSnapshot head must be an object");
+  }
+  $w.variant(0);
+  $w.count("children", count);
+}
+
+/**
+ * Writes the head of one {@link FiletreeFrameRemoved}: its variant index, then `path`'s count. The caller then writes exactly `count` elements with `$w.string("path", …)`, and the bytes equal the whole value's encoding ({@link encodeFiletreeFrame}), so a long sequence is written without holding it.
+ *
+ * Throws `EncodeError` as the whole writer does for the same field, or when `count` is not a whole number from 0 to 9007199254740991.
+ */
+export function writeFiletreeFrameRemovedHead($w: PostcardWriter, head: Omit<FiletreeFrameRemoved, "variant" | "path">, count: number): void {
+  if (typeof head !== "object" || head === null) {
+    throw new EncodeError($w.frame, undefined, "FiletreeFrameRemoved head must be an object");
+  }
+  $w.variant(3);
+  $w.count("path", count);
+}
+
+/**
  * Reads one {@link FiletreeFrame} from `bytes` as postcard's `from_bytes` does: bytes after a complete value are ignored.
  *
  * Throws {@link PostcardError} and nothing else when the bytes are not one; never reads outside them. Byte strings of the result are views into `bytes` (no copy).

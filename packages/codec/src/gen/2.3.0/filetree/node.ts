@@ -183,3 +183,30 @@ export function writeFiletreeNode($w: PostcardWriter, value: FiletreeNode): void
       throw new EncodeError($w.frame, "variant", `unknown variant ${String((value as { variant?: unknown }).variant)}`);
   }
 }
+
+/**
+ * Writes the head of one {@link FiletreeNodeDirectory}: its variant index, every field before `children`, then `children`'s count. The caller then writes exactly `count` elements with {@link writeFiletreeNode}, and the bytes equal what {@link writeFiletreeNode} writes for the whole value, so a long sequence is written without holding it.
+ *
+ * Throws `EncodeError` as the whole writer does for the same field, or when `count` is not a whole number from 0 to 9007199254740991.
+ */
+export function writeFiletreeNodeDirectoryHead($w: PostcardWriter, head: Omit<FiletreeNodeDirectory, "variant" | "children">, count: number): void {
+  if (typeof head !== "object" || head === null) {
+    throw new EncodeError($w.frame, undefined, "FiletreeNodeDirectory head must be an object");
+  }
+  $w.variant(1);
+  $w.string("name", head.name);
+  {
+    const $o0 = head.created_at;
+    if ($w.some($o0)) {
+      $w.u64("created_at", $o0);
+    }
+  }
+  {
+    const $o0 = head.modified_at;
+    if ($w.some($o0)) {
+      $w.u64("modified_at", $o0);
+    }
+  }
+  $w.bool("changes", head.changes);
+  $w.count("children", count);
+}
