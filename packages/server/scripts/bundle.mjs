@@ -6,8 +6,8 @@
 //                          `node diverge-proxy.mjs …` (in two stages: see twoStageEsm below)
 //   OUT/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
 //   OUT/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
-//   OUT/node_modules/      the native packages (src/natives.ts: the filesystem watcher, the FUSE
-//                          binding, ws's optional helpers where installed) with their dependencies:
+//   OUT/node_modules/      the native packages (src/natives.ts: the FUSE binding, ws's optional
+//                          helpers where installed) with their dependencies:
 //                          each form finds them beside its own file, wherever it is started from
 //
 //   node scripts/bundle.mjs [--no-sea] [--require-sea] [--no-natives] [--out DIR]
@@ -46,8 +46,8 @@ const { buildSea, carryNatives, reportNatives, SEA_NAME, seaUnavailable } = awai
 /**
  * Native modules are never bundled (they load a .node file from beside themselves): the proxy loads
  * them with a `require` made from its own file's location (src/natives.ts), so they are found in
- * `node_modules/` beside the bundle or the executable; a lone bundle answers a tree or a mount with
- * the reason they cannot load.
+ * `node_modules/` beside the bundle or the executable; a lone bundle answers a mount with the reason
+ * the binding cannot load (a tree needs no native part).
  */
 const external = [...OPTIONAL_NATIVE_PACKAGES, ...NATIVE_PACKAGES];
 const common = {

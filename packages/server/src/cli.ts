@@ -175,14 +175,14 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
 const bundleHelp = `Usage: diverge-proxy bundle --out <dir> [--no-sea] [--sea] [--no-natives]
 
 Writes the proxy for an image into <dir>: diverge-proxy.mjs (run with node 20.19+),
-diverge-proxy.cjs, node_modules/ with the native packages (the filesystem watcher, the FUSE
-binding, ws's optional helpers) as installed here, and the single executable diverge-proxy (this
+diverge-proxy.cjs, node_modules/ with the native packages (the FUSE binding, ws's optional
+helpers) as installed here, and the single executable diverge-proxy (this
 node with the proxy inside; made when postject is installed: npm i -D postject@1.0.0-alpha.6).
 Each form finds node_modules/ beside its own file: copy the directory whole.
 
   --no-sea      make no single executable
   --sea         fail when the single executable cannot be made
-  --no-natives  copy no node_modules/ (a tree or a mount then answers why it cannot serve)
+  --no-natives  copy no node_modules/ (a mount then answers why it cannot serve)
 `;
 
 /** \`diverge-proxy bundle\`: the bundles this package ships, their native parts and the executable (image.ts). */

@@ -6,16 +6,17 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-/** The filesystem watcher of `filesystem::tree` (inotify on Linux; its binary is a per-platform package). */
-export const WATCHER_PACKAGE = "@parcel/watcher";
 /**
  * The FUSE binding of `fuse::mount` (families/fuse/mount.ts loads it by this name): this repository's
  * packages/fuse-native, fuse-native 2.2.6 with its fixes (one time alone, nanoseconds) and a
  * prebuilt linux-x64 binary, so a registry install gets the same binding as this workspace.
  */
 export const FUSE_PACKAGE = "@diverge/fuse-native";
-/** What a tree or a mount needs at run time: the bundle carries each beside itself, with its dependencies. */
-export const NATIVE_PACKAGES: readonly string[] = [WATCHER_PACKAGE, FUSE_PACKAGE];
+/**
+ * What a mount needs at run time: the bundle carries each beside itself, with its dependencies. (A
+ * tree needs none: it watches with Node's own inotify watches.)
+ */
+export const NATIVE_PACKAGES: readonly string[] = [FUSE_PACKAGE];
 /** ws's optional native helpers: used when found beside the bundle, else ws's JavaScript code runs. */
 export const OPTIONAL_NATIVE_PACKAGES: readonly string[] = ["bufferutil", "utf-8-validate"];
 

@@ -137,7 +137,7 @@ async function endToEnd(command: string, args: string[], cwd: string): Promise<v
 const fuseMissing = existsSync("/dev/fuse") ? undefined : "this machine has no /dev/fuse";
 
 /**
- * A provider asks for the container's tree (the watcher, native) and mounts a directory of its own
+ * A provider asks for the container's tree and mounts a directory of its own
  * in the container (the FUSE binding, native): the proxy is started from `cwd`, which is not where
  * its file and node_modules/ are, so they are found by the file's own location.
  */
@@ -200,9 +200,11 @@ describe("the proxy as one file, run from an empty directory", () => {
     await endToEnd(join(dir, seaName), [], dir);
   }, 60_000);
 
-  it("carries the native packages beside it: the watcher and the FUSE binding, with their dependencies", () => {
-    expect(bundleOutput).toMatch(/node_modules: @parcel\/watcher@[\d.]+, @diverge\/fuse-native@[\d.]+/);
-    for (const name of ["@parcel/watcher", "@diverge/fuse-native", "node-gyp-build"]) expect(existsSync(join(built, "node_modules", name, "package.json")), name).toBe(true);
+  it("carries the native package beside it: the FUSE binding, with its dependencies (a tree needs none)", () => {
+    expect(bundleOutput).toMatch(/node_modules: @diverge\/fuse-native@[\d.]+/);
+    expect(bundleOutput).not.toMatch(/@parcel\/watcher/);
+    for (const name of ["@diverge/fuse-native", "node-gyp-build"]) expect(existsSync(join(built, "node_modules", name, "package.json")), name).toBe(true);
+    expect(existsSync(join(built, "node_modules", "@parcel"))).toBe(false);
     // The binding is this repository's build (a change of one time alone, nanoseconds), prebuilt.
     const binding = join(built, "node_modules", "@diverge", "fuse-native", "prebuilds", `${process.platform}-${process.arch}`, "node.napi.node");
     const probe = spawnSync(process.execPath, ["-e", "process.stdout.write(String(require(process.argv[1]).utime_omit_ok))", binding], { encoding: "utf8" });
@@ -221,20 +223,26 @@ describe("the proxy as one file, run from an empty directory", () => {
     await treeAndMount(join(dir, seaName), [], elsewhere);
   }, 60_000);
 
-  it("a lone bundle answers a tree with the reason, and keeps serving", async () => {
+  it("a lone bundle serves a tree (it needs no native part), answers a mount with the reason, and keeps serving", async () => {
     const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
     const dir = alone("diverge-proxy.mjs");
     const root = mkdtempSync(join(tmpdir(), "diverge-bundle-root-"));
     writeFileSync(join(root, "f.txt"), "read without a native part");
+    const served = mkdtempSync(join(tmpdir(), "diverge-bundle-served-"));
     const proxy = startProxy(process.execPath, [join(dir, "diverge-proxy.mjs"), "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--root", root, "--quiet"], dir);
     const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(await proxy.line)![1]);
     const connection = await client.openContainer(`ws://127.0.0.1:${port}/`);
     try {
-      const failure = await (async () => {
-        for await (const _ of connection.tree()) return undefined;
-        return undefined;
-      })().catch((error: unknown) => error as { error?: string; message?: string });
-      expect(JSON.stringify(failure)).toMatch(/@parcel\/watcher/);
+      for await (const frame of connection.tree()) {
+        expect(frame.children!.map((c) => c.name)).toEqual(["f.txt"]);
+        break;
+      }
+      const failure = await connection.mount(["mnt"], served, { kind: "directory" }).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      expect(failure).toBeDefined();
+      if (!fuseMissing) expect(String(failure?.message)).toMatch(/@diverge\/fuse-native/);
       // The connection still serves: a read (no native part) answers.
       const chunks: Uint8Array[] = [];
       for await (const chunk of connection.read(["f.txt"])) chunks.push(chunk);
@@ -245,5 +253,6 @@ describe("the proxy as one file, run from an empty directory", () => {
     }
     expect(await proxy.exit).toBe(0);
     rmSync(root, { recursive: true, force: true });
+    rmSync(served, { recursive: true, force: true });
   }, 60_000);
 });

@@ -3,7 +3,7 @@
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
-import { ContentError, FsError, prepareWrite, readPieces, tooLarge, watchTree } from "./index.js";
+import { ContentError, FsError, messageHead, prepareWrite, readPieces, tooLarge, watchTreeEncoded } from "./index.js";
 import { pathMembers, treeMembers } from "./requests.js";
 import { ContentQueue, type Flow } from "./content-queue.js";
 import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
@@ -30,6 +30,8 @@ export interface FilesystemScopeOptions {
 }
 
 /** A read Piece's bytes before the piece itself: the encoding of an empty piece. */
+/** What a tree response puts before its frame (a Snapshot is written behind it as it is walked). */
+const TREE_RESPONSE_HEAD = messageHead((frame) => encodeTreeResponse({ variant: "Frame", frame }));
 const READ_PIECE_HEAD = encodeReadResponse({ variant: "Piece", piece: new Uint8Array(0) });
 
 /** What a failure sends: the FsError's `{"kind","error"}`, or the provider's own content error as it came. */
@@ -70,14 +72,14 @@ export class FilesystemScopes {
     this.options.signal.addEventListener("abort", onEnd, { once: true });
     this.stops.set(responder.scope, () => stop.abort());
     try {
-      const watch = watchTree(await this.options.root(), { ignore: members.ignore, signal: stop.signal });
       // A frame's header (type, scope, channel) is 9 bytes beside its payload.
       const limit = (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) - 9;
-      for await (const frame of watch) {
+      const watch = watchTreeEncoded(await this.options.root(), { ignore: members.ignore, signal: stop.signal, head: TREE_RESPONSE_HEAD, maxBytes: limit });
+      for await (const output of watch) {
         if (responder.finished) break;
-        const payload = encodeTreeResponse({ variant: "Frame", frame });
+        const payload = output.variant === "EncodedSnapshot" ? output.message : encodeTreeResponse({ variant: "Frame", frame: output });
         // Never an oversized frame: the tree ends with the spec's error instead (fs-fuse.md §5.2 step 3).
-        if (payload.length > limit) throw tooLarge(frame, payload.length, limit);
+        if (payload.length > limit) throw tooLarge(output.variant === "EncodedSnapshot" ? "Snapshot" : output.variant, payload.length, limit);
         responder.respond(payload);
         await this.options.frames.drained(LOW_WATER);
       }

@@ -4,12 +4,14 @@
 import type { IncomingMessage } from "node:http";
 import type { RawData, WebSocket } from "ws";
 import { FilesystemPathsRequestError, decodeFilesystemPathsRequest, encodeReadAnswer, encodeTreeMessage, encodeWriteAnswer } from "@diverge/codec";
-import { FsError, prepareWrite, readPieces, realRoot, tooLarge, watchTree } from "./index.js";
+import { FsError, messageHead, prepareWrite, readPieces, realRoot, tooLarge, watchTreeEncoded } from "./index.js";
 import { pathMembers, treeMembers } from "./requests.js";
 import { ContentQueue } from "./content-queue.js";
 import type { UpgradeDecision, UpgradeRoute } from "../../listener.js";
 
 const LOW_WATER = 4 * 1024 * 1024;
+/** What a tree message puts before its frame (a Snapshot is written behind it as it is walked). */
+const TREE_MESSAGE_HEAD = messageHead((frame) => encodeTreeMessage({ variant: "Frame", frame }));
 
 export interface FilesystemPathsOptions {
   readonly root: string;
@@ -112,13 +114,13 @@ export class FilesystemPaths implements UpgradeRoute {
       const members = treeMembers(request);
       if (!members) return socket.close();
       try {
-        for await (const frame of watchTree(await this.realRoot(), { ignore: members.ignore, signal })) {
+        const limit = this.options.maxMessageBytes ?? 16 * 1024 * 1024;
+        for await (const output of watchTreeEncoded(await this.realRoot(), { ignore: members.ignore, signal, head: TREE_MESSAGE_HEAD, maxBytes: limit })) {
           // Closing (the provider's close frame came): the stop, before the socket's own end.
           if (socket.readyState !== socket.OPEN) return;
-          const message = encodeTreeMessage({ variant: "Frame", frame });
-          const limit = this.options.maxMessageBytes ?? 16 * 1024 * 1024;
+          const message = output.variant === "EncodedSnapshot" ? output.message : encodeTreeMessage({ variant: "Frame", frame: output });
           // Never an oversized message: the tree ends with the spec's error instead.
-          if (message.length > limit) throw tooLarge(frame, message.length, limit);
+          if (message.length > limit) throw tooLarge(output.variant === "EncodedSnapshot" ? "Snapshot" : output.variant, message.length, limit);
           socket.send(message);
           await drained(socket, LOW_WATER);
         }

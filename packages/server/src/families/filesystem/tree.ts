@@ -1,32 +1,50 @@
 // filesystem::tree and /filesystem/tree: a Snapshot of the tree under the root, then one delta per
 // change (complete values; a rename is Removed then Inserted), a fresh Snapshot after lost events.
 //
-// The watcher is @parcel/watcher (inotify on Linux, native, prebuilt in the npm registry). Measured
-// on Node 20.20.2 / Linux before choosing (see the package README): it saw a file written 0.8 ms
-// after the write and all of a 5,000-file burst within 2 s; Node 20's own `fs.watch(…, {recursive:
-// true})`, a JavaScript walk over per-directory watches on Linux, had not delivered the same burst
-// after 60 s. A watcher that misses a file created inside a directory created the same instant
-// costs nothing here: a new directory is sent as one Inserted node with its whole subtree.
+// Watching is plain inotify, one watch per directory (`fs.watch`, not recursive), armed on a
+// directory just before it is listed (fs-fuse.md §5.2: armed before the walk, so a change during the
+// walk arrives as a delta after the Snapshot). A plain watch delivers within a millisecond; it holds
+// no tree of its own (the native recursive watcher this replaced kept ~22 MB for 100,000 files and
+// added a 50 ms debounce). A directory that cannot be watched (the user's inotify watches used up,
+// ENOSPC) is sent with `changes: false`, as is everything under it (§5.2 step 5). inotify's queue
+// overflow is not reported by Node's watch; the recursive watcher dropped it too.
+//
+// The Snapshot is never held as objects: the walk writes each entry's postcard into the message as
+// it goes (the codec's head writers put a directory's fields and count before its entries), and the
+// watch remembers the tree as a compact shadow (`shadow.ts`). So the proxy's peak for a Snapshot is a
+// few times the message: the message, its one copy into a frame, the shadow and one directory's
+// listing at a time (bench case 5).
 //
 // The walk never names a path: it holds each directory by descriptor (O_PATH) from the root down,
 // lists it through that descriptor, stats each entry as the held directory's name with lstat and
 // enters a subdirectory only by opening it O_NOFOLLOW from its parent's descriptor, so a directory
 // swapped for a link mid-walk is listed as the link (or not at all), never followed out of the root.
-// Stats run a bounded number at a time (STAT_CONCURRENCY) and subdirectories one at a time, so a
-// walk of 100,000 entries holds a few dozen requests, not 100,000. A FUSE mount this process serves
-// is never entered nor stat'ed (a dead provider's mount would hang the walk): it is left out, as the
-// provider's ignore list should have it. The root's identity (birth time, device, inode) is checked on every
-// batch and every ROOT_CHECK_MS: a root removed or replaced ends the tree with `watch`.
+// Watches are armed through the held descriptor too (`/proc/self/fd/<fd>`), never by name. Stats run
+// a bounded number at a time (STAT_CONCURRENCY) and subdirectories one at a time. A FUSE mount this
+// process serves is never entered nor stat'ed (a dead provider's mount would hang the walk): it is
+// left out, as the provider's ignore list should have it. The root's identity (birth time, device,
+// inode) is checked on every batch and every ROOT_CHECK_MS: a root removed or replaced ends the tree
+// with `watch`.
 import { constants } from "node:fs";
 import * as fs from "node:fs";
 import { lstat, readdir, readlink, stat } from "node:fs/promises";
 import { dirname, basename, isAbsolute, join, relative, sep } from "node:path";
 import { promisify } from "node:util";
-import type { FiletreeFrame, FiletreeNode } from "@diverge/codec";
+import {
+  decodeFiletreeFrame,
+  encodeFiletreeFrame,
+  readFiletreeNode,
+  writeFiletreeFrameSnapshotHead,
+  writeFiletreeNode,
+  writeFiletreeNodeDirectoryHead,
+  type FiletreeFrame,
+  type FiletreeNode,
+} from "@diverge/codec";
+import { PostcardReader, PostcardWriter } from "@diverge/codec/runtime";
 import { Beneath, BeneathError, O_PATH, fdPath } from "@diverge/multiplexer/beneath";
 import { servedMountPoints } from "../fuse/served.js";
-import { requireNative, WATCHER_PACKAGE } from "../../natives.js";
-import { containerText, FsError, isName, osText } from "./path-checks.js";
+import { FsError, isName, osText } from "./path-checks.js";
+import { DirShadow, fileSig, linkSig, type ShadowEntry } from "./shadow.js";
 
 const openFd = promisify(fs.open) as (path: string, flags: number) => Promise<number>;
 const closeFd = promisify(fs.close);
@@ -34,21 +52,14 @@ const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 
 /** Entries stat'ed at once during a walk. */
 export const STAT_CONCURRENCY = 32;
-/**
- * Directories watched besides @parcel/watcher by a plain inotify watch each (`fs.watch`, one
- * directory, not recursive): @parcel/watcher delivers its events after a compiled-in 50 ms debounce
- * (its Debounce.hh, MIN_WAIT_TIME), which was the whole of the tree delta's 51 ms p50; a plain inotify
- * watch delivers within a millisecond. Each such event is handled at once as the watcher's would be;
- * the watcher's own event for the same change comes later and finds nothing new (the signature
- * check in `change`), and it still covers everything past this many directories, events a plain
- * watch misses and lost events. Shallow directories first.
- */
-export const FAST_WATCH_DIRS = 512;
-/** Changes first seen by a plain inotify watch, every tree together (for the tests). */
-export const fastWatchStats = { events: 0, watched: 0 };
+/** Changes seen by the plain inotify watches and directories watched, every tree together (for the tests). */
+export const watchStats = { events: 0, watched: 0 };
 /** How often the root's identity is checked when no event comes. */
 const ROOT_CHECK_MS = 1000;
 export const ROOT_REPLACED = "the root was removed or replaced";
+/** Past the message limit a Snapshot's bytes are only counted (to say its size), in steps of this many. */
+const COUNT_STEP = 1 << 20;
+const FRAME_ID = "filetree/frame";
 
 /** The container's own filesystems, always left out (fs-fuse.md §5.1). */
 export const ALWAYS_LEFT_OUT: readonly (readonly string[])[] = [["proc"], ["sys"], ["dev"]];
@@ -62,14 +73,43 @@ export interface TreeOptions {
   readonly maxQueued?: number;
 }
 
+/** Options of a watch whose Snapshots come as the transport's messages. */
+export interface EncodedTreeOptions extends TreeOptions {
+  /** The bytes a transport's message puts before a frame (`messageHead`); a Snapshot's message starts with them. */
+  readonly head: Uint8Array;
+  /** The largest message (head and frame) the transport sends: a larger Snapshot or delta ends the tree (`tooLarge`). */
+  readonly maxBytes: number;
+}
+
+/** A Snapshot as the transport's whole message: `head`, then the postcard FiletreeFrame. */
+export interface EncodedSnapshot {
+  readonly variant: "EncodedSnapshot";
+  readonly message: Uint8Array;
+}
+export type TreeDelta = Exclude<FiletreeFrame, { variant: "Snapshot" }>;
+export type TreeOutput = TreeDelta | EncodedSnapshot;
+
+/**
+ * The bytes that `encodeMessage` (a transport's generated encoder of a message carrying one
+ * FiletreeFrame) writes before the frame's own postcard, found from the encoders themselves.
+ */
+export function messageHead(encodeMessage: (frame: FiletreeFrame) => Uint8Array): Uint8Array {
+  const empty: FiletreeFrame = { variant: "Snapshot", children: [] };
+  const whole = encodeMessage(empty);
+  const frame = encodeFiletreeFrame(empty);
+  const head = whole.slice(0, whole.length - frame.length);
+  if (!Buffer.from(whole.subarray(head.length)).equals(frame)) throw new Error("the message does not end with its frame");
+  return head;
+}
+
 /**
  * The error that ends a tree whose next frame is larger than the provider's message limit:
  * fs-fuse.md has no way to split a frame, so the tree ends (`walk` for a Snapshot, `map` for a
  * delta), and the provider may ask again with more of the tree in its ignore list.
  */
-export function tooLarge(frame: FiletreeFrame, bytes: number, limit: number): FsError {
-  const what = frame.variant === "Snapshot" ? "snapshot" : `${frame.variant} frame`;
-  return new FsError(frame.variant === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
+export function tooLarge(variant: FiletreeFrame["variant"], bytes: number, limit: number): FsError {
+  const what = variant === "Snapshot" ? "snapshot" : `${variant} frame`;
+  return new FsError(variant === "Snapshot" ? "walk" : "map", `the ${what} is ${bytes} bytes, more than the message limit of ${limit} bytes; leave part of the tree out (ignore)`);
 }
 
 /** The left-out paths as `a/b` keys of components (the same list as `leftOut`, relative). */
@@ -86,35 +126,21 @@ function leftOutKeys(ignore: unknown): string[] {
  * so `dev:ino` alone cannot tell the two apart; the birth time, to the sub-millisecond, does.
  */
 const identity = (s: fs.Stats) => `${s.birthtimeMs}:${s.dev}:${s.ino}`;
+const isDir = (entry: ShadowEntry | undefined): entry is DirShadow => entry instanceof DirShadow;
+/** The identity a walked directory's sig ends with (its last three fields). */
+const dirIdentity = (shadow: DirShadow): string => shadow.sig.split(":").slice(-3).join(":");
+const sigOf = (entry: ShadowEntry): string | number => (isDir(entry) ? entry.sig : entry);
 
-/** Runs at most `limit` of the calls at once, in order of `items`; results in that order. */
-async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
+/** Runs `run(i)` for i in [0, count), at most `limit` at once. */
+async function forEachLimit(count: number, limit: number, run: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await run(items[i]!);
-    }
+    while (next < count) await run(next++);
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
+  await Promise.all(Array.from({ length: Math.min(limit, count) }, worker));
 }
 
-/** What a watch remembers of a directory. A file or link is remembered as its node itself (no copy). */
-interface Shadow {
-  sig: string;
-  children: Map<string, Entry>;
-}
-type Entry = Shadow | Exclude<FiletreeNode, { variant: "Directory" }>;
-const isDir = (entry: Entry | undefined): entry is Shadow => entry !== undefined && "sig" in entry;
-/** The identity a walked directory's sig ends with (its last three fields). */
-const dirIdentity = (shadow: Shadow): string => shadow.sig.split(":").slice(-3).join(":");
-/** What tells an entry's change: kind, size or target, times. */
-const sigOf = (entry: Entry): string =>
-  isDir(entry) ? entry.sig : entry.variant === "File" ? `f:${entry.size}:${entry.created_at}:${entry.modified_at}` : `l:${entry.path.join("/")}:${entry.created_at}:${entry.modified_at}`;
-
-/** Equal second counts and sizes share one bigint (a checkout's files share a few dozen times), so 100,000 nodes hold far fewer. */
+/** Equal second counts and sizes share one bigint (a checkout's files share a few dozen times). */
 const interned = new Map<number, bigint>();
 function big(value: number): bigint {
   let out = interned.get(value);
@@ -124,14 +150,6 @@ function big(value: number): bigint {
   }
   return out;
 }
-
-type Watcher = typeof import("@parcel/watcher");
-type WatchEvent = { readonly type: "create" | "update" | "delete"; readonly path: string };
-
-let watcherModule: Promise<Watcher> | undefined;
-// Loaded by `require` from the file the proxy runs from (natives.ts): a dynamic import() would fail
-// in the single executable, and would look beside nothing in the bundle.
-const loadWatcher = () => (watcherModule ??= Promise.resolve().then(() => requireNative<Watcher>(WATCHER_PACKAGE)));
 
 /** The paths to leave out, as real absolute paths under `root`: the listed ones that are valid, and /proc, /sys, /dev. */
 export function leftOut(root: string, ignore: unknown): string[] {
@@ -146,31 +164,106 @@ export function leftOut(root: string, ignore: unknown): string[] {
 }
 
 /**
- * Watches the tree under `root` (a real path). The first frame is a Snapshot; the iteration ends
- * when stopped (signal or `return()`), or throws FsError `watch` / `walk` when the watch cannot
- * exist or the walk of the root dies.
+ * Watches the tree under `root` (a real path), its Snapshots as transport messages (`options.head`
+ * then the frame). The first output is a Snapshot; the iteration ends when stopped (signal or
+ * `return()`), or throws FsError `watch` / `walk` / `map` when the watch cannot exist, the walk of the
+ * root dies or a frame is over `maxBytes`.
  */
+export function watchTreeEncoded(root: string, options: EncodedTreeOptions): AsyncIterableIterator<TreeOutput> {
+  return new TreeWatch(root, options, options.head, options.maxBytes);
+}
+
+/** Watches the tree under `root` (a real path), every frame as a value (Snapshots decoded: for tests and tools, not transports). */
 export function watchTree(root: string, options: TreeOptions = {}): AsyncIterableIterator<FiletreeFrame> {
-  return new TreeWatch(root, options);
+  const watch = new TreeWatch(root, options, new Uint8Array(0), Infinity);
+  const value = (output: TreeOutput): FiletreeFrame => (output.variant === "EncodedSnapshot" ? decodeFiletreeFrame(output.message) : output);
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    next: async () => {
+      const result = await watch.next();
+      return result.done ? result : { value: value(result.value), done: false };
+    },
+    return: async () => {
+      await watch.return();
+      return { value: undefined, done: true };
+    },
+  };
 }
 
 /** One Snapshot of the tree under `root` (a real path), walked as a watch's is, with no watch. */
 export async function snapshotOf(root: string, options: Pick<TreeOptions, "ignore"> = {}): Promise<{ kind: "Snapshot"; children: FiletreeNode[] }> {
-  return { kind: "Snapshot", children: await new TreeWatch(root, options).once() };
+  const frame = decodeFiletreeFrame(await new TreeWatch(root, options, new Uint8Array(0), Infinity).once());
+  return { kind: "Snapshot", children: frame.variant === "Snapshot" ? frame.children : [] };
 }
 
-class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
+/** Where a walk writes its postcard: counted past the limit instead of kept. */
+class Sink {
+  w = new PostcardWriter(FRAME_ID);
+  private counted = 0;
+  constructor(
+    private readonly head: Uint8Array,
+    private readonly limit: number,
+  ) {}
+  /** The message's bytes so far: head and postcard. */
+  get bytes(): number {
+    return this.head.length + this.counted + this.w.byteLength;
+  }
+  get over(): boolean {
+    return this.bytes > this.limit;
+  }
+  /** Once over the limit, what is written is only counted (the tree ends saying its size), never held. */
+  settle(): void {
+    if (this.over && this.w.byteLength >= COUNT_STEP) {
+      this.counted += this.w.byteLength;
+      this.w = new PostcardWriter(FRAME_ID);
+    }
+  }
+  /** The message: the head, then what was written (one copy). */
+  message(): Uint8Array {
+    const out = this.w.finish(this.head.length);
+    out.set(this.head, 0);
+    return out;
+  }
+}
+
+/** A walk was stopped (the watch ended, or a delta passed the limit): nothing it wrote is used. */
+class WalkStopped extends Error {}
+
+/** An entry of a listed directory, by index. */
+const FILE = 1;
+const DIRECTORY = 2;
+const LINK = 3;
+interface Listing {
+  readonly names: string[];
+  /** 0 (left out, or gone before its stat), FILE, DIRECTORY or LINK. */
+  readonly kinds: Uint8Array;
+  readonly sizes: Float64Array;
+  readonly births: Float64Array;
+  readonly mtimes: Float64Array;
+  readonly targets: Map<number, string[]>;
+  count: number;
+}
+
+interface HeldWatch {
+  readonly id: string;
+  readonly watcher: fs.FSWatcher;
+  /** The walk that last saw this directory (stale ones are closed after a walk of what held them). */
+  walk: number;
+}
+
+class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   private readonly left: string[];
   private readonly leftKeys: string[];
   private readonly maxQueued: number;
-  private readonly queue: FiletreeFrame[] = [];
-  private waiting: { resolve: (r: IteratorResult<FiletreeFrame>) => void; reject: (e: unknown) => void } | undefined;
+  private readonly queue: TreeOutput[] = [];
+  private waiting: { resolve: (r: IteratorResult<TreeOutput>) => void; reject: (e: unknown) => void } | undefined;
   private failure: unknown;
   private ended = false;
   private started = false;
-  private subscription: { unsubscribe(): Promise<void> } | undefined;
-  private shadow: Shadow = { sig: "root", children: new Map() };
-  /** Events arrive here and are handled one batch at a time, in order. */
+  private shadow = DirShadow.of([]);
+  /** Events are handled here one batch at a time, in order. */
   private work: Promise<void> = Promise.resolve();
   private resyncPending = false;
   private readonly onAbort = () => void this.return();
@@ -180,15 +273,21 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   private rootTimer: NodeJS.Timeout | undefined;
   /** Served FUSE mount points as the identity of their parent directory → names in it (refreshed per walk). */
   private mounts = new Map<string, Set<string>>();
-  /** The plain inotify watches (FAST_WATCH_DIRS), by the directory's host path. */
-  private readonly fast = new Map<string, fs.FSWatcher>();
-  /** Paths the plain watches reported and not yet handled: one batch per turn of the work, however many come meanwhile. */
-  private readonly fastPending = new Set<string>();
-  private fastScheduled = false;
+  /** The inotify watches, by the directory's host path. */
+  private readonly watches = new Map<string, HeldWatch>();
+  /** Whether walks arm watches (not for `once`). */
+  private arming = true;
+  private walks = 0;
+  /** Paths the watches reported and not yet handled: one batch per turn of the work, however many come meanwhile. */
+  private readonly pending = new Set<string>();
+  private scheduled = false;
+  private readonly signal: AbortSignal | undefined;
 
   constructor(
     private readonly root: string,
     options: TreeOptions,
+    private readonly head: Uint8Array,
+    private readonly maxBytes: number,
   ) {
     this.left = leftOut(root, options.ignore);
     this.leftKeys = leftOutKeys(options.ignore);
@@ -197,19 +296,18 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     options.signal?.addEventListener("abort", this.onAbort, { once: true });
     this.signal = options.signal;
   }
-  private readonly signal: AbortSignal | undefined;
 
-  [Symbol.asyncIterator](): AsyncIterableIterator<FiletreeFrame> {
+  [Symbol.asyncIterator](): AsyncIterableIterator<TreeOutput> {
     return this;
   }
 
-  next(): Promise<IteratorResult<FiletreeFrame>> {
+  next(): Promise<IteratorResult<TreeOutput>> {
     if (!this.started && !this.ended) {
       this.started = true;
       this.work = this.start();
     }
-    const frame = this.queue.shift();
-    if (frame) return Promise.resolve({ value: frame, done: false });
+    const output = this.queue.shift();
+    if (output) return Promise.resolve({ value: output, done: false });
     if (this.failure !== undefined) {
       const failure = this.failure;
       this.failure = undefined;
@@ -220,7 +318,7 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     return new Promise((resolve, reject) => (this.waiting = { resolve, reject }));
   }
 
-  async return(): Promise<IteratorResult<FiletreeFrame>> {
+  async return(): Promise<IteratorResult<TreeOutput>> {
     if (!this.ended) {
       this.ended = true;
       this.queue.length = 0;
@@ -228,40 +326,45 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
       const waiting = this.waiting;
       this.waiting = undefined;
       waiting?.resolve({ value: undefined, done: true });
-      await this.release();
+      this.release();
     }
     return { value: undefined, done: true };
   }
 
-  /** Drops the watch, the timer and the root's descriptor. */
-  private async release(): Promise<void> {
-    this.unwatchFast(undefined);
+  /** Drops the watches, the timer and the root's descriptor. */
+  private release(): void {
+    this.unwatch(undefined);
     clearInterval(this.rootTimer);
     this.rootTimer = undefined;
-    const subscription = this.subscription;
-    this.subscription = undefined;
-    await subscription?.unsubscribe().catch(() => undefined);
     // Closed once the work in flight (a walk using it) is over.
     const beneath = this.beneath;
     this.beneath = undefined;
     if (beneath) void this.work.finally(() => beneath.close().catch(() => undefined));
   }
 
-  private emit(frame: FiletreeFrame): void {
+  private emit(output: TreeOutput): void {
     if (this.ended) return;
     if (this.waiting) {
       const waiting = this.waiting;
       this.waiting = undefined;
-      waiting.resolve({ value: frame, done: false });
+      waiting.resolve({ value: output, done: false });
       return;
     }
-    this.queue.push(frame);
+    this.queue.push(output);
     if (this.queue.length > this.maxQueued && !this.resyncPending) {
       // The reader is too slow: what is queued is lost, and one fresh snapshot replaces it.
       this.queue.length = 0;
-      this.resyncPending = true;
-      this.work = this.work.then(() => this.resync());
+      this.lost();
     }
+  }
+
+  /** Events were lost (a slow reader, a watch's error): the next thing sent is a fresh Snapshot. */
+  private lost(): void {
+    if (this.resyncPending || this.ended) return;
+    this.resyncPending = true;
+    this.work = this.work.then(async () => {
+      if (await this.rootHolds()) await this.resync();
+    });
   }
 
   /** Ends the watch with an error: frames already queued are still read first, then the error. */
@@ -269,16 +372,11 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     if (this.ended) return;
     this.ended = true;
     this.signal?.removeEventListener("abort", this.onAbort);
-    void this.release();
+    this.release();
     const waiting = this.waiting;
     this.waiting = undefined;
     if (waiting) waiting.reject(error);
     else this.failure = error;
-  }
-
-  /** An error of the watcher (not ours): its text with the root's host path named as the container's. */
-  private watchError(error: unknown): FsError {
-    return new FsError("watch", containerText(this.root, error instanceof Error ? error.message : String(error)));
   }
 
   /** Whether the root path still names the directory this watch holds; fails the watch when not. */
@@ -291,111 +389,78 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
   }
 
   private async start(): Promise<void> {
-    let watcher: Watcher;
-    try {
-      watcher = await loadWatcher();
-    } catch (error) {
-      return this.fail(this.watchError(error));
-    }
     try {
       this.beneath = await Beneath.open(this.root);
       this.rootId = identity(await fstat(this.beneath.fd));
     } catch (error) {
       return this.fail(new FsError("watch", `the root cannot be opened: ${osText(error)}`));
     }
-    if (this.ended) return void (await this.release());
-    const pending: WatchEvent[][] = [];
-    let live = false;
-    // Served FUSE mounts under the root are never watched either (the watcher would walk into them).
-    const served = () => [...servedMountPoints()].filter((m) => m.startsWith(this.root === sep ? sep : this.root + sep));
-    const subscribe = (ignore: string[]) =>
-      watcher.subscribe(
-        this.root,
-        (error, events) => {
-          if (this.ended) return;
-          if (error) {
-            // Lost events: the next thing sent is a fresh snapshot (if the root still holds).
-            this.work = this.work.then(async () => {
-              if (await this.rootHolds()) await this.resync();
-            });
-            return;
-          }
-          if (!live) pending.push(events);
-          else this.work = this.work.then(() => this.apply(events));
-        },
-        { ignore },
-      );
-    let subscription: { unsubscribe(): Promise<void> };
-    // Armed before the walk, so that changes during the walk arrive as deltas after the snapshot.
-    try {
-      subscription = await subscribe([...this.left, ...served()]);
-    } catch (first) {
-      // The watcher gives up on a whole tree when one directory in it cannot be read. Such a
-      // directory cannot be watched: it is left out of the watch (not the tree, where it is an
-      // empty directory with `changes: false`) and the watch is armed again.
-      const unreadable = (await this.unreadable(this.root).catch(() => [])).filter((d) => d !== this.root);
-      if (unreadable.length === 0) return this.fail(this.watchError(first));
-      try {
-        subscription = await subscribe([...this.left, ...served(), ...unreadable]);
-      } catch (error) {
-        return this.fail(this.watchError(error));
-      }
-    }
-    if (this.ended) {
-      await subscription.unsubscribe().catch(() => undefined);
-      return;
-    }
-    this.subscription = subscription;
+    if (this.ended) return this.release();
     this.rootTimer = setInterval(() => {
       this.work = this.work.then(async () => void (await this.rootHolds()));
     }, ROOT_CHECK_MS);
     this.rootTimer.unref();
+    this.resyncPending = true;
     await this.resync();
-    live = true;
-    for (const events of pending) await this.apply(events);
   }
 
-  /** Arms the plain inotify watches on the known directories, shallow ones first, up to FAST_WATCH_DIRS. */
-  private watchKnown(): void {
-    this.unwatchFast(undefined);
-    this.watchSubtree(this.root, this.shadow);
-  }
-
-  private watchFast(dir: string): void {
-    if (this.ended || this.fast.size >= FAST_WATCH_DIRS || this.fast.has(dir) || (dir !== this.root && this.isLeftOut(dir))) return;
+  /**
+   * Arms the inotify watch of the directory held by `fd` (host path `path`, identity `id`), through
+   * the descriptor; true when it is watched. A watch of another directory at the same path (one
+   * removed and made again) is replaced.
+   */
+  private arm(path: string, fd: number, id: string): boolean {
+    if (!this.arming) return true;
+    if (this.ended) return false;
+    const held = this.watches.get(path);
+    if (held?.id === id) {
+      held.walk = this.walks;
+      return true;
+    }
+    if (held) {
+      held.watcher.close();
+      this.watches.delete(path);
+    }
     let watcher: fs.FSWatcher;
     try {
-      watcher = fs.watch(dir, { persistent: false }, (_type, name) => {
-        if (this.ended) return;
-        fastWatchStats.events++;
-        // Past this many waiting the rest is the watcher's (a storm of changes is its to batch).
-        if (this.fastPending.size < 4096) this.fastPending.add(name ? join(dir, name.toString()) : dir);
-        if (this.fastScheduled) return;
-        this.fastScheduled = true;
-        this.work = this.work.then(() => {
-          this.fastScheduled = false;
-          const paths = [...this.fastPending];
-          this.fastPending.clear();
-          return this.apply(paths.map((path) => ({ type: "update" as const, path })));
-        });
-      });
+      watcher = fs.watch(fdPath(fd), { persistent: false }, (_type, name) => this.changed(path, name));
     } catch {
-      return; // Gone, unreadable or out of watches: the watcher's events still come.
+      return false; // Out of inotify watches (ENOSPC), or gone: not watched, `changes: false`.
     }
     watcher.on("error", () => {
       watcher.close();
-      if (this.fast.get(dir) === watcher) this.fast.delete(dir);
+      if (this.watches.get(path)?.watcher === watcher) this.watches.delete(path);
+      this.lost();
     });
-    this.fast.set(dir, watcher);
-    fastWatchStats.watched++;
+    this.watches.set(path, { id, watcher, walk: this.walks });
+    watchStats.watched++;
+    return true;
   }
 
-  /** Closes the plain watches on `under` and below it (every one when undefined). */
-  private unwatchFast(under: string | undefined): void {
-    for (const [dir, watcher] of this.fast) {
-      if (under !== undefined && dir !== under && !dir.startsWith(under + sep)) continue;
-      watcher.close();
-      this.fast.delete(dir);
+  /** A watch's event: `name` in the directory at `dir` changed (or the directory itself). */
+  private changed(dir: string, name: string | Buffer | null): void {
+    if (this.ended) return;
+    watchStats.events++;
+    // Past this many waiting, the rest is lost: a fresh Snapshot covers it.
+    if (this.pending.size >= 65_536) return this.lost();
+    this.pending.add(name ? join(dir, name.toString()) : dir);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    this.work = this.work.then(() => {
+      this.scheduled = false;
+      const paths = [...this.pending];
+      this.pending.clear();
+      return this.apply(paths);
+    });
+  }
+
+  /** Closes the watches of `under` and below it (every one when undefined); with `walk`, only those that walk did not see. */
+  private unwatch(under: string | undefined, walk?: number): void {
+    for (const [dir, held] of this.watches) {
+      if (under !== undefined && dir !== under && !dir.startsWith(under === sep ? sep : under + sep)) continue;
+      if (walk !== undefined && held.walk >= walk) continue;
+      held.watcher.close();
+      this.watches.delete(dir);
     }
   }
 
@@ -413,158 +478,212 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     this.mounts = mounts;
   }
 
+  /** Walks the whole tree afresh and sends it as a Snapshot; watches of directories gone are closed. */
   private async resync(): Promise<void> {
     if (this.ended || !this.beneath) return;
     this.resyncPending = false;
-    let children: FiletreeNode[];
-    const shadow: Shadow = { sig: "root", children: new Map() };
+    // Events up to here are in the walk.
+    this.pending.clear();
     await this.refreshMounts();
+    const walk = ++this.walks;
+    const sink = new Sink(this.head, this.maxBytes);
+    let shadow: DirShadow;
     try {
-      children = await this.walkDir(this.beneath.fd, this.rootId, [], shadow, false, true);
+      shadow = await this.walkRoot(sink, this.beneath.fd);
     } catch (error) {
-      return this.fail(new FsError("walk", error instanceof FsError ? error.error : osText(error)));
+      if (error instanceof WalkStopped) return;
+      if (error instanceof FsError) return this.fail(error);
+      return this.fail(new FsError("walk", osText(error)));
     }
     if (this.ended) return;
+    if (sink.over) return this.fail(tooLarge("Snapshot", sink.bytes, this.maxBytes));
+    this.unwatch(this.root, walk);
     this.shadow = shadow;
     this.queue.length = 0;
-    this.emit({ variant: "Snapshot", children });
-    this.watchKnown();
+    this.emit({ variant: "EncodedSnapshot", message: sink.message() });
   }
 
-  /** One walk with no watch: the Snapshot's children. */
-  async once(): Promise<FiletreeNode[]> {
-    const beneath = await Beneath.open(this.root).catch((error: unknown) => {
+  /** One walk with no watch: the Snapshot's postcard. */
+  async once(): Promise<Uint8Array> {
+    this.arming = false;
+    this.beneath = await Beneath.open(this.root).catch((error: unknown) => {
       throw new FsError("walk", `the root cannot be opened: ${osText(error)}`);
     });
     try {
+      this.rootId = identity(await fstat(this.beneath.fd));
       await this.refreshMounts();
-      return await this.walkDir(beneath.fd, identity(await fstat(beneath.fd)), [], { sig: "root", children: new Map() }, false, true).catch((error: unknown) => {
-        throw new FsError("walk", osText(error));
+      const sink = new Sink(new Uint8Array(0), Infinity);
+      await this.walkRoot(sink, this.beneath.fd).catch((error: unknown) => {
+        throw error instanceof FsError ? error : new FsError("walk", osText(error));
       });
+      return sink.message();
     } finally {
-      await beneath.close().catch(() => undefined);
+      await this.beneath.close().catch(() => undefined);
+      this.beneath = undefined;
     }
-  }
-
-  /** Every directory under `dir` (not left out, links not followed) that cannot be listed (for the watcher's ignore list only). */
-  private async unreadable(dir: string): Promise<string[]> {
-    let entries;
-    try {
-      entries = await readdir(dir, { withFileTypes: true });
-    } catch {
-      return [dir];
-    }
-    const out: string[] = [];
-    for (const e of entries) {
-      const absolute = join(dir, e.name);
-      if (!e.isDirectory() || this.isLeftOut(absolute) || servedMountPoints().has(absolute)) continue;
-      out.push(...(await this.unreadable(absolute)));
-    }
-    return out;
   }
 
   private isLeftOut(absolute: string): boolean {
     return this.left.some((l) => absolute === l || absolute.startsWith(l + sep));
   }
 
-  private isLeftOutPath(components: readonly string[]): boolean {
-    const key = components.join("/");
+  /** Whether `name` in the directory at `prefix` (components joined by "/", "" for the root) is left out. */
+  private isLeftOutName(prefix: string, name: string): boolean {
+    const key = prefix === "" ? name : `${prefix}/${name}`;
     return this.leftKeys.some((l) => key === l || key.startsWith(l + "/"));
   }
 
-  /**
-   * The entries of the directory held by `dir` (identity `id`) as nodes, recording them in
-   * `shadow`: entries stat'ed STAT_CONCURRENCY at a time, subdirectories walked one at a time.
-   * The root's own failure to read is thrown.
-   */
-  private async walkDir(dir: number, id: string, components: readonly string[], shadow: Shadow, unwatched: boolean, isRoot = false): Promise<FiletreeNode[]> {
-    let names: string[];
-    try {
-      names = await readdir(fdPath(dir));
-    } catch (error) {
-      if (isRoot) throw error;
-      // An unreadable directory is an empty list, and cannot be watched either.
-      shadow.sig = "d:unreadable";
-      return [];
-    }
+  /** The root's entries as a Snapshot frame, written into `sink`; the root's own failure to be watched or read is thrown. */
+  private async walkRoot(sink: Sink, fd: number): Promise<DirShadow> {
+    if (!this.arm(this.root, fd, this.rootId)) throw new FsError("watch", "the root cannot be watched");
+    const listing = await this.list(fd, this.rootId, []);
+    writeFiletreeFrameSnapshotHead(sink.w, {}, listing.count);
+    const shadow = await this.writeEntries(sink, fd, listing, [], this.root, true);
+    shadow.sig = "root";
+    return shadow;
+  }
+
+  /** Lists the directory held by `dir` (identity `id`) and stats its entries, STAT_CONCURRENCY at a time; throws when it cannot be listed. */
+  private async list(dir: number, id: string, components: readonly string[]): Promise<Listing> {
+    const names = await readdir(fdPath(dir));
+    const n = names.length;
+    const listing: Listing = {
+      names,
+      kinds: new Uint8Array(n),
+      sizes: new Float64Array(n),
+      births: new Float64Array(n),
+      mtimes: new Float64Array(n),
+      targets: new Map(),
+      count: 0,
+    };
     const mounted = this.mounts.get(id);
-    const nodes = await mapLimit(names, STAT_CONCURRENCY, async (name) => {
-      if (this.ended || mounted?.has(name)) return undefined;
-      const path = [...components, name];
-      if (this.isLeftOutPath(path)) return undefined;
-      return this.entry(dir, path, shadow, unwatched, false);
+    const prefix = components.join("/");
+    await forEachLimit(n, STAT_CONCURRENCY, async (i) => {
+      const name = names[i]!;
+      if (this.ended || mounted?.has(name) || this.isLeftOutName(prefix, name)) return;
+      let stats: fs.Stats;
+      try {
+        stats = await lstat(fdPath(dir, name));
+      } catch {
+        return; // Gone since the listing: absent, and the watch reports it.
+      }
+      if (stats.isSymbolicLink()) {
+        try {
+          listing.targets.set(i, lexical(components, await readlink(fdPath(dir, name))));
+        } catch {
+          return; // A link whose target cannot be read is left out.
+        }
+        listing.kinds[i] = LINK;
+      } else {
+        listing.kinds[i] = stats.isDirectory() ? DIRECTORY : FILE;
+        listing.sizes[i] = stats.size;
+      }
+      listing.births[i] = stats.birthtimeMs;
+      listing.mtimes[i] = stats.mtimeMs;
+      listing.count++;
     });
-    // Directories, one at a time: each holds a descriptor while its subtree is walked.
-    for (let i = 0; i < nodes.length; i++) {
-      const node = nodes[i];
-      if (node?.variant !== "Directory") continue;
-      nodes[i] = await this.entry(dir, [...components, node.name], shadow, unwatched, true);
+    if (this.ended) throw new WalkStopped();
+    return listing;
+  }
+
+  /** The listed entries written in directory order (subdirectories walked, one at a time), and their shadow. */
+  private async writeEntries(sink: Sink, dir: number, listing: Listing, components: readonly string[], hostDir: string, watched: boolean): Promise<DirShadow> {
+    const entries: [string, ShadowEntry][] = [];
+    for (let i = 0; i < listing.names.length; i++) {
+      const kind = listing.kinds[i];
+      if (!kind) continue;
+      const name = listing.names[i]!;
+      entries.push([name, await this.writeEntry(sink, dir, name, components, hostDir, watched, kind, listing.sizes[i]!, listing.births[i]!, listing.mtimes[i]!, listing.targets.get(i))]);
+      if (this.ended) throw new WalkStopped();
     }
-    return nodes.filter((n): n is FiletreeNode => n !== undefined);
+    return DirShadow.of(entries);
+  }
+
+  /** One entry of the held directory `dir` written as a node (a directory entered and walked); its shadow entry. */
+  private async writeEntry(
+    sink: Sink,
+    dir: number,
+    name: string,
+    components: readonly string[],
+    hostDir: string,
+    watched: boolean,
+    kind: number,
+    size: number,
+    birth: number,
+    mtime: number,
+    target: string[] | undefined,
+  ): Promise<ShadowEntry> {
+    const created_at = seconds(birth);
+    const modified_at = seconds(mtime);
+    let entry: ShadowEntry;
+    if (kind === FILE) {
+      const bytes = big(size);
+      writeFiletreeNode(sink.w, { variant: "File", name, size: bytes, created_at, modified_at });
+      entry = fileSig(bytes, created_at, modified_at);
+    } else if (kind === LINK) {
+      writeFiletreeNode(sink.w, { variant: "Symlink", name, path: target!, created_at, modified_at });
+      entry = linkSig(target!, created_at, modified_at);
+    } else {
+      entry = await this.writeDirectory(sink, dir, name, [...components, name], join(hostDir, name), watched, created_at, modified_at);
+    }
+    sink.settle();
+    return entry;
   }
 
   /**
-   * One entry of the held directory `dir` as a node, recorded under `parent`; undefined when it
-   * cannot be stat'ed (or, entered, is no longer a directory). A directory is returned as a
-   * placeholder (no subtree) unless `enter`, which opens it O_NOFOLLOW from `dir` and walks it.
+   * The directory `name` of the held directory `parent`, opened O_NOFOLLOW, watched (when its
+   * parent is) and listed, written as a Directory node with its subtree. One swapped for something
+   * else or removed since its parent's listing is written as it was stat'ed, empty and unwatched (as
+   * an unreadable one is): the parent's watch reports what is there now.
    */
-  private async entry(dir: number, components: readonly string[], parent: Shadow, unwatched: boolean, enter: boolean): Promise<FiletreeNode | undefined> {
-    const name = components[components.length - 1]!;
-    const where = fdPath(dir, name);
-    if (enter) {
-      let fd: number;
-      try {
-        fd = await openFd(where, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-      } catch {
-        return undefined; // Swapped for something else since: the watcher reports it.
-      }
-      try {
-        const stats = await fstat(fd);
-        const created_at = seconds(stats.birthtimeMs);
-        const modified_at = seconds(stats.mtimeMs);
-        const shadow: Shadow = { sig: "", children: new Map() };
-        const id = identity(stats);
-        const children = await this.walkDir(fd, id, components, shadow, unwatched);
-        const changes = !unwatched && shadow.sig !== "d:unreadable";
-        // The directory's identity is part of it: one removed and made again within the same second
-        // (times in whole seconds) is another directory, sent whole, with what was made in it meanwhile.
-        shadow.sig = `d:${changes}:${created_at}:${modified_at}:${id}`;
-        parent.children.set(name, shadow);
-        return { variant: "Directory", name, created_at, modified_at, changes, children };
-      } catch {
-        return undefined;
-      } finally {
-        await closeFd(fd).catch(() => undefined);
-      }
-    }
-    let stats;
+  private async writeDirectory(sink: Sink, parent: number, name: string, components: string[], path: string, parentWatched: boolean, created: bigint | null, modified: bigint | null): Promise<DirShadow> {
+    const empty = (id: string) => {
+      writeFiletreeNodeDirectoryHead(sink.w, { name, created_at: created, modified_at: modified, changes: false }, 0);
+      const shadow = DirShadow.of([]);
+      shadow.sig = `d:false:${created}:${modified}:${id}`;
+      return shadow;
+    };
+    let fd: number;
     try {
-      stats = await lstat(where);
+      fd = await openFd(fdPath(parent, name), O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
     } catch {
-      return undefined;
+      return empty("gone:gone:gone");
     }
-    const created_at = seconds(stats.birthtimeMs);
-    const modified_at = seconds(stats.mtimeMs);
-    if (stats.isDirectory()) return { variant: "Directory", name, created_at, modified_at, changes: false, children: [] };
-    if (stats.isSymbolicLink()) {
-      let target: string;
+    try {
+      let stats: fs.Stats;
       try {
-        target = await readlink(where);
+        stats = await fstat(fd);
       } catch {
-        return undefined; // A link whose target cannot be read is left out.
+        return empty("gone:gone:gone");
       }
-      const path = lexical(components.slice(0, -1), target);
-      const node = { variant: "Symlink" as const, name, path, created_at, modified_at };
-      parent.children.set(name, node);
-      return node;
+      created = seconds(stats.birthtimeMs);
+      modified = seconds(stats.mtimeMs);
+      const id = identity(stats);
+      const watched = parentWatched && this.arm(path, fd, id);
+      let listing: Listing;
+      try {
+        listing = await this.list(fd, id, components);
+      } catch (error) {
+        if (error instanceof WalkStopped) throw error;
+        // An unreadable directory is an empty list, and cannot be watched either.
+        this.watches.get(path)?.watcher.close();
+        this.watches.delete(path);
+        return empty(id);
+      }
+      writeFiletreeNodeDirectoryHead(sink.w, { name, created_at: created, modified_at: modified, changes: watched }, listing.count);
+      const shadow = await this.writeEntries(sink, fd, listing, components, path, watched);
+      shadow.sig = `d:${watched}:${created}:${modified}:${id}`;
+      return shadow;
+    } finally {
+      await closeFd(fd).catch(() => undefined);
     }
-    const node = { variant: "File" as const, name, size: big(stats.size), created_at, modified_at };
-    parent.children.set(name, node);
-    return node;
   }
 
-  /** One node at `components` (from the root), resolved by descriptor with no link followed; undefined when absent. */
-  private async node(components: readonly string[], parent: Shadow, unwatched: boolean): Promise<FiletreeNode | undefined> {
+  /**
+   * The node at `components` (from the root) now, resolved by descriptor with no link followed,
+   * and its shadow entry; undefined when absent. Throws FsError `map` when it is over the limit.
+   */
+  private async nodeAt(components: readonly string[], watched: boolean, variant: TreeDelta["variant"]): Promise<{ node: FiletreeNode; entry: ShadowEntry } | undefined> {
     if (!this.beneath) return undefined;
     let dir: number;
     try {
@@ -575,10 +694,24 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
     try {
       const id = identity(await fstat(dir));
-      if (this.mounts.get(id)?.has(components[components.length - 1]!)) return undefined;
-      const first = await this.entry(dir, components, parent, unwatched, false);
-      return first?.variant === "Directory" ? await this.entry(dir, components, parent, unwatched, true) : first;
-    } catch {
+      const name = components[components.length - 1]!;
+      if (this.mounts.get(id)?.has(name)) return undefined;
+      let stats: fs.Stats;
+      let target: string[] | undefined;
+      try {
+        stats = await lstat(fdPath(dir, name));
+        if (stats.isSymbolicLink()) target = lexical(components.slice(0, -1), await readlink(fdPath(dir, name)));
+      } catch {
+        return undefined;
+      }
+      const kind = stats.isSymbolicLink() ? LINK : stats.isDirectory() ? DIRECTORY : FILE;
+      const sink = new Sink(new Uint8Array(0), this.maxBytes);
+      const entry = await this.writeEntry(sink, dir, name, components.slice(0, -1), join(this.root, ...components.slice(0, -1)), watched, kind, stats.size, stats.birthtimeMs, stats.mtimeMs, target);
+      if (sink.over) throw tooLarge(variant, sink.bytes, this.maxBytes);
+      const bytes = sink.message();
+      return { node: readFiletreeNode(new PostcardReader(bytes, 0, bytes.length)), entry };
+    } catch (error) {
+      if (error instanceof FsError || error instanceof WalkStopped) throw error;
       return undefined;
     } finally {
       await closeFd(dir).catch(() => undefined);
@@ -603,24 +736,26 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     }
   }
 
-  private lookup(components: readonly string[]): Entry | undefined {
-    let at: Entry | undefined = this.shadow;
-    for (const c of components) at = isDir(at) ? at.children.get(c) : undefined;
+  private lookup(components: readonly string[]): ShadowEntry | undefined {
+    let at: ShadowEntry | undefined = this.shadow;
+    for (const c of components) at = isDir(at) ? at.get(c) : undefined;
     return at;
   }
 
-  /** One batch of watcher events, as deltas in order. */
-  private async apply(events: readonly WatchEvent[]): Promise<void> {
+  /** One batch of changed paths, as deltas in order. */
+  private async apply(paths: readonly string[]): Promise<void> {
     if (!(await this.rootHolds())) return;
     await this.refreshMounts();
-    const seen = new Set<string>();
-    for (const event of events) {
+    for (const path of paths) {
       if (this.ended || this.resyncPending) return;
-      if (seen.has(event.path)) continue;
-      seen.add(event.path);
-      const rel = relative(this.root, event.path);
-      if (rel === "" || rel.startsWith("..") || isAbsolute(rel) || this.isLeftOut(event.path)) continue;
-      await this.change(rel.split(sep));
+      const rel = relative(this.root, path);
+      if (rel === "" || rel.startsWith("..") || isAbsolute(rel) || this.isLeftOut(path)) continue;
+      try {
+        await this.change(rel.split(sep));
+      } catch (error) {
+        if (error instanceof WalkStopped) return;
+        return this.fail(error instanceof FsError ? error : new FsError("map", osText(error)));
+      }
     }
   }
 
@@ -641,56 +776,32 @@ class TreeWatch implements AsyncIterableIterator<FiletreeFrame> {
     const parent = this.lookup(top.slice(0, -1));
     if (!isDir(parent)) return;
     const name = top[top.length - 1]!;
-    const before = parent.children.get(name);
-    const scratch: Shadow = { sig: "", children: new Map() };
-    const node = await this.node(top, scratch, !this.watchedUnder(top));
+    const before = parent.get(name);
+    const path = join(this.root, ...top);
+    const walk = ++this.walks;
+    // A directory is walked whole, its watches armed before each listing (a file made in a new
+    // directory before its watch existed is in the walk; one made after is told by the watch).
+    const found = await this.nodeAt(top, this.watchedUnder(top), before === undefined ? "Inserted" : "Modified");
     if (this.ended) return;
-    if (!node) {
-      if (before) {
-        parent.children.delete(name);
-        if (isDir(before)) this.unwatchFast(join(this.root, ...top));
+    // Watches under this path the walk did not see are of directories gone.
+    this.unwatch(path, found && isDir(found.entry) ? walk : undefined);
+    if (!found) {
+      if (before !== undefined) {
+        parent.delete(name);
         this.emit({ variant: "Removed", path: [...top] });
       }
       return;
     }
-    let after = scratch.children.get(name)!;
-    let sent = node;
-    if (isDir(after) && (!isDir(before) || dirIdentity(before) !== dirIdentity(after))) {
-      // A directory new here, or another one at the same name (its identity, the sig's end, differs):
-      // its plain watches (the old one's died with it) are armed afresh, before a second walk, so
-      // that a file made in it between the first walk and the arming is in the second walk, and one
-      // made after is told by the new watch.
-      const path = join(this.root, ...top);
-      if (isDir(before)) this.unwatchFast(path);
-      this.watchSubtree(path, after);
-      const again: Shadow = { sig: "", children: new Map() };
-      const second = await this.node(top, again, !this.watchedUnder(top));
-      if (this.ended) return;
-      if (second) {
-        after = again.children.get(name)!;
-        sent = second;
-      }
-    }
-    if (before && sigOf(before) === sigOf(after)) return; // Nothing new (a replayed event, or one already sent inside its directory).
-    parent.children.set(name, after);
-    this.emit(before ? { variant: "Modified", path: [...top], node: sent } : { variant: "Inserted", path: [...top], node: sent });
-  }
-
-  /** Arms the plain watches of a directory and those below it (shallow first), within FAST_WATCH_DIRS. */
-  private watchSubtree(path: string, shadow: Shadow): void {
-    const queue: { path: string; shadow: Shadow }[] = [{ path, shadow }];
-    while (queue.length > 0 && this.fast.size < FAST_WATCH_DIRS && !this.ended) {
-      const next = queue.shift()!;
-      this.watchFast(next.path);
-      for (const [child, entry] of next.shadow.children) if (isDir(entry)) queue.push({ path: join(next.path, child), shadow: entry });
-    }
+    if (before !== undefined && sigOf(before) === sigOf(found.entry)) return; // Nothing new (a replayed event, or one already sent inside its directory).
+    parent.set(name, found.entry);
+    this.emit(before !== undefined ? { variant: "Modified", path: [...top], node: found.node } : { variant: "Inserted", path: [...top], node: found.node });
   }
 
   /** Whether the directory holding `components` is watched (no unwatched directory above it). */
   private watchedUnder(components: readonly string[]): boolean {
-    let at: Entry | undefined = this.shadow;
+    let at: ShadowEntry | undefined = this.shadow;
     for (const c of components.slice(0, -1)) {
-      at = isDir(at) ? at.children.get(c) : undefined;
+      at = isDir(at) ? at.get(c) : undefined;
       if (!isDir(at) || at.sig.startsWith("d:false")) return false;
     }
     return true;
