@@ -203,6 +203,16 @@ const ops: fc.Arbitrary<Op[]> = fc.array(
 );
 
 describe("PostcardWriter, chunked", () => {
+  it("writes a string's UTF-8 in place exactly as TextEncoder does: ASCII, two-, three- and four-byte characters, lone surrogates as U+FFFD", () => {
+    for (const text of ["", "plain", "é", "€uro", "𝄞 clef", "\ud800", "a\udc00b", "\ud83d\ude00\ud83d", "x".repeat(70_000) + "é"]) {
+      const w = new PostcardWriter("test");
+      w.string("f", text);
+      const ref = new Reference();
+      ref.bytes(utf8.encode(text));
+      expectBytes(w.finish(), ref.finish());
+    }
+  });
+
   it("writes exactly what a plain concatenation does, byteLength right after every write, finish(prefix) zeros in front", () => {
     fc.assert(
       fc.property(ops, fc.integer({ min: 0, max: 16 }), (list, prefix) => {
@@ -235,6 +245,10 @@ describe("PostcardWriter, chunked", () => {
         }
         const expected = ref.finish();
         expectBytes(w.finish(), expected);
+        // parts(): the same bytes in the pieces held, none empty, none copied.
+        const parts = w.parts();
+        expect(parts.every((part) => part.length > 0)).toBe(true);
+        expectBytes(Uint8Array.from(parts.flatMap((part) => Array.from(part))), expected);
         const prefixed = w.finish(prefix);
         expect(prefixed.length).toBe(prefix + expected.length);
         expectBytes(prefixed.subarray(0, prefix), new Uint8Array(prefix));

@@ -47,12 +47,13 @@ export interface Responder {
   /** Sends one piece of the answer. Ignored once finished. */
   respond(payload: Uint8Array): void;
   /**
-   * Sends one piece of the answer whose payload is `head` then `body`, the same bytes as
-   * `respond(head ++ body)`, built in one buffer: a large body (a file's piece behind its one-byte
-   * tag) is copied once, not into a payload and again into its frame. Ignored once finished.
-   * Optional: an implementation without it is sent the parts joined.
+   * Sends one piece of the answer whose payload is `head` then `body` (one array, or several in
+   * order), the same bytes as `respond(head ++ body)`, built in one buffer: a large body (a file's
+   * piece behind its one-byte tag, a Snapshot written in chunks) is copied once, not into a payload
+   * and again into its frame. Ignored once finished. Optional: an implementation without it is sent
+   * the parts joined.
    */
-  respondParts?(head: Uint8Array, body: Uint8Array): void;
+  respondParts?(head: Uint8Array, body: Uint8Array | readonly Uint8Array[]): void;
   /** Ends the stream; without a response before it, this means "not served". Idempotent. */
   finish(): void;
 }
@@ -320,7 +321,7 @@ export class Multiplexer {
         state.responded = true;
         mux.send(isScope ? { variant: "Response", scope, channel: 0, payload } : { variant: "ChannelResponse", scope, channel: channel!, payload });
       },
-      respondParts(head: Uint8Array, body: Uint8Array) {
+      respondParts(head: Uint8Array, body: Uint8Array | readonly Uint8Array[]) {
         if (state.finished || mux.over) return;
         state.responded = true;
         mux.sendParts(isScope ? { variant: "Response", scope, channel: 0, payload: NO_BYTES } : { variant: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, head, body);
@@ -388,13 +389,16 @@ export class Multiplexer {
    * A frame whose payload (its last field: the rest of the frame) is `head` then `body`: the
    * generated encoder writes the frame with no payload, which is its header, and the parts follow it.
    */
-  private sendParts(frame: ClientFrame | ServerFrame, head: Uint8Array, body: Uint8Array): void {
+  private sendParts(frame: ClientFrame | ServerFrame, head: Uint8Array, body: Uint8Array | readonly Uint8Array[]): void {
     if (this.over) return;
     const header = this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame);
-    const out = new Uint8Array(header.length + head.length + body.length);
-    out.set(header, 0);
-    out.set(head, header.length);
-    out.set(body, header.length + head.length);
+    const parts = [header, head, ...(body instanceof Uint8Array ? [body] : body)];
+    const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+    let at = 0;
+    for (const part of parts) {
+      out.set(part, at);
+      at += part.length;
+    }
     this.sendBytes(out);
   }
 

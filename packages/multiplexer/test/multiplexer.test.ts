@@ -288,6 +288,15 @@ describe("a response in two parts", () => {
     expect(server.sent).toEqual(["020000000200000000" + "07beef", "030000000200000000"]);
     expect(scope.responded).toBe(true);
   });
+
+  it("respondParts takes the body in several pieces: the same frame as the pieces joined", () => {
+    const server = harness("server");
+    server.feed("01 00000002 00000000 01");
+    const scope = server.scopes[0]!.responder;
+    scope.respondParts!(fromHex("00"), [fromHex("0102"), fromHex(""), fromHex("03"), fromHex("040506")]);
+    scope.respondParts!(fromHex(""), []);
+    expect(server.sent).toEqual(["020000000200000000" + "00010203040506", "020000000200000000"]);
+  });
 });
 
 describe("two multiplexers joined back to back", () => {

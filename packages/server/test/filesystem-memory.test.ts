@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeTreeResponse, encodeTreeResponse } from "@diverge/codec";
 import { afterEach, expect, it } from "vitest";
-import { messageHead, watchTreeEncoded } from "../src/families/filesystem/index.js";
+import { joined, messageHead, watchTreeEncoded } from "../src/families/filesystem/index.js";
 
 const FILES = Number(process.env.FILES ?? 20_000);
 let base: string | undefined;
@@ -41,9 +41,9 @@ it(`a Snapshot of ${FILES} files peaks the heap within 10 times its message size
     const watch = watchTreeEncoded(base, { ignore: [], head, maxBytes: 16 * 1024 * 1024 });
     const first = await watch.next();
     if (first.done || first.value.variant !== "EncodedSnapshot") throw new Error("no snapshot");
-    bytes = first.value.message.length;
+    bytes = first.value.length;
     clearInterval(sampler);
-    const response = decodeTreeResponse(first.value.message);
+    const response = decodeTreeResponse(joined(first.value));
     if (response.variant === "Frame" && response.frame.variant === "Snapshot") children = response.frame.children.length;
     await watch.return?.();
   } finally {

@@ -4,7 +4,7 @@
 // and /write (paths.ts). Only the transport-free pieces are exported here: the adapters import them.
 // Spec: spec/2.3.0/filesystem.yaml, fuse-asks.yaml; ../shared/protocol/fs-fuse.md §5–§8, §10,
 // paths.md §9.
-export { watchTree, watchTreeEncoded, messageHead, snapshotOf, leftOut, lexical, tooLarge, ALWAYS_LEFT_OUT, ROOT_REPLACED, STAT_CONCURRENCY, type TreeOptions, type TreeOutput } from "./tree.js";
+export { watchTree, watchTreeEncoded, messageHead, joined, snapshotOf, leftOut, lexical, tooLarge, ALWAYS_LEFT_OUT, ROOT_REPLACED, STAT_CONCURRENCY, type TreeOptions, type TreeOutput } from "./tree.js";
 export { readPieces, CHUNK_SIZE, type ReadOptions } from "./read.js";
 export { prepareWrite, writeFile, temporaryName, removeTemporaries, settleTemporaries, ContentError, type PreparedWrite, type WriteOptions } from "./write.js";
 export { checkPath, isName, realRoot, inside, FsError, PATH_NAMES_NO_FILE } from "./path-checks.js";

@@ -3,7 +3,7 @@
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
-import { ContentError, FsError, messageHead, prepareWrite, readPieces, tooLarge, watchTreeEncoded } from "./index.js";
+import { ContentError, FsError, joined, messageHead, prepareWrite, readPieces, tooLarge, watchTreeEncoded } from "./index.js";
 import { pathMembers, treeMembers } from "./requests.js";
 import { ContentQueue, type Flow } from "./content-queue.js";
 import type { ConnectionServices, ScopeRoutes } from "../../multiplexed/family.js";
@@ -32,6 +32,7 @@ export interface FilesystemScopeOptions {
 /** A read Piece's bytes before the piece itself: the encoding of an empty piece. */
 /** What a tree response puts before its frame (a Snapshot is written behind it as it is walked). */
 const TREE_RESPONSE_HEAD = messageHead((frame) => encodeTreeResponse({ variant: "Frame", frame }));
+const NO_BYTES = new Uint8Array(0);
 const READ_PIECE_HEAD = encodeReadResponse({ variant: "Piece", piece: new Uint8Array(0) });
 
 /** What a failure sends: the FsError's `{"kind","error"}`, or the provider's own content error as it came. */
@@ -77,10 +78,17 @@ export class FilesystemScopes {
       const watch = watchTreeEncoded(await this.options.root(), { ignore: members.ignore, signal: stop.signal, head: TREE_RESPONSE_HEAD, maxBytes: limit });
       for await (const output of watch) {
         if (responder.finished) break;
-        const payload = output.variant === "EncodedSnapshot" ? output.message : encodeTreeResponse({ variant: "Frame", frame: output });
-        // Never an oversized frame: the tree ends with the spec's error instead (fs-fuse.md §5.2 step 3).
-        if (payload.length > limit) throw tooLarge(output.variant === "EncodedSnapshot" ? "Snapshot" : output.variant, payload.length, limit);
-        responder.respond(payload);
+        if (output.variant === "EncodedSnapshot") {
+          // Never an oversized frame: the tree ends with the spec's error instead (fs-fuse.md §5.2 step 3).
+          if (output.length > limit) throw tooLarge("Snapshot", output.length, limit);
+          // Its pieces copied once, into the frame.
+          if (responder.respondParts) responder.respondParts(NO_BYTES, output.parts);
+          else responder.respond(joined(output));
+        } else {
+          const payload = encodeTreeResponse({ variant: "Frame", frame: output });
+          if (payload.length > limit) throw tooLarge(output.variant, payload.length, limit);
+          responder.respond(payload);
+        }
         await this.options.frames.drained(LOW_WATER);
       }
     } catch (problem) {

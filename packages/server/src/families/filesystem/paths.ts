@@ -118,10 +118,16 @@ export class FilesystemPaths implements UpgradeRoute {
         for await (const output of watchTreeEncoded(await this.realRoot(), { ignore: members.ignore, signal, head: TREE_MESSAGE_HEAD, maxBytes: limit })) {
           // Closing (the provider's close frame came): the stop, before the socket's own end.
           if (socket.readyState !== socket.OPEN) return;
-          const message = output.variant === "EncodedSnapshot" ? output.message : encodeTreeMessage({ variant: "Frame", frame: output });
-          // Never an oversized message: the tree ends with the spec's error instead.
-          if (message.length > limit) throw tooLarge(output.variant === "EncodedSnapshot" ? "Snapshot" : output.variant, message.length, limit);
-          socket.send(message);
+          if (output.variant === "EncodedSnapshot") {
+            // One message sent as the pieces it was written in (WebSocket fragments): never copied whole.
+            if (output.length > limit) throw tooLarge("Snapshot", output.length, limit);
+            output.parts.forEach((part, i) => socket.send(part, { binary: true, fin: i === output.parts.length - 1 }));
+          } else {
+            const message = encodeTreeMessage({ variant: "Frame", frame: output });
+            // Never an oversized message: the tree ends with the spec's error instead.
+            if (message.length > limit) throw tooLarge(output.variant, message.length, limit);
+            socket.send(message);
+          }
           await drained(socket, LOW_WATER);
         }
       } catch (problem) {

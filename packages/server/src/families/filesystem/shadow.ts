@@ -40,6 +40,36 @@ export class DirShadow {
     return shadow;
   }
 
+  /**
+   * A shadow of a directory's listing: `names[i]` where `present[i]` is not 0, with signature
+   * `sigs[i]`, or its shadow in `dirs` (by name) when it is a subdirectory. No per-entry object is
+   * made: a walk's garbage that survives a collection makes V8 grow its young generation.
+   */
+  static ofListing(names: readonly string[], present: Uint8Array, sigs: Float64Array, dirs: Map<string, DirShadow> | undefined): DirShadow {
+    let count = 0;
+    for (let i = 0; i < names.length; i++) if (present[i]) count++;
+    const order = new Uint32Array(count);
+    for (let i = 0, j = 0; i < names.length; i++) if (present[i]) order[j++] = i;
+    order.sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
+    const shadow = new DirShadow();
+    shadow.starts = new Uint32Array(count + 1);
+    shadow.sigs = new Float64Array(count);
+    const sorted = new Array<string>(count);
+    let at = 0;
+    for (let j = 0; j < count; j++) {
+      const i = order[j]!;
+      const name = names[i]!;
+      sorted[j] = name;
+      shadow.starts[j] = at;
+      at += name.length + 1;
+      shadow.sigs[j] = dirs?.has(name) ? ENTRY_IS_DIRECTORY : sigs[i]!;
+    }
+    shadow.starts[count] = at;
+    shadow.names = sorted.join("/");
+    shadow.dirs = dirs && dirs.size > 0 ? dirs : undefined;
+    return shadow;
+  }
+
   private build(entries: (readonly [string, ShadowEntry])[]): void {
     entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     this.names = entries.map((e) => e[0]).join("/");

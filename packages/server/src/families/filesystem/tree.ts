@@ -52,8 +52,8 @@ const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 
 /** Entries stat'ed at once during a walk. */
 export const STAT_CONCURRENCY = 32;
-/** Changes seen by the plain inotify watches and directories watched, every tree together (for the tests). */
-export const watchStats = { events: 0, watched: 0 };
+/** Changes seen by the inotify watches, watches armed, and watches open now, every tree together (for the tests). */
+export const watchStats = { events: 0, watched: 0, open: 0 };
 /** How often the root's identity is checked when no event comes. */
 const ROOT_CHECK_MS = 1000;
 export const ROOT_REPLACED = "the root was removed or replaced";
@@ -81,10 +81,26 @@ export interface EncodedTreeOptions extends TreeOptions {
   readonly maxBytes: number;
 }
 
-/** A Snapshot as the transport's whole message: `head`, then the postcard FiletreeFrame. */
+/**
+ * A Snapshot as the transport's whole message: `head`, then the postcard FiletreeFrame, in the
+ * pieces it was written in (never copied into one buffer: a sender sends them as one message).
+ */
 export interface EncodedSnapshot {
   readonly variant: "EncodedSnapshot";
-  readonly message: Uint8Array;
+  readonly parts: readonly Uint8Array[];
+  /** The message's length: the parts' together. */
+  readonly length: number;
+}
+
+/** An encoded Snapshot's message in one buffer (for a reader of values, not a transport). */
+export function joined(snapshot: EncodedSnapshot): Uint8Array {
+  const out = new Uint8Array(snapshot.length);
+  let at = 0;
+  for (const part of snapshot.parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
 }
 export type TreeDelta = Exclude<FiletreeFrame, { variant: "Snapshot" }>;
 export type TreeOutput = TreeDelta | EncodedSnapshot;
@@ -176,7 +192,7 @@ export function watchTreeEncoded(root: string, options: EncodedTreeOptions): Asy
 /** Watches the tree under `root` (a real path), every frame as a value (Snapshots decoded: for tests and tools, not transports). */
 export function watchTree(root: string, options: TreeOptions = {}): AsyncIterableIterator<FiletreeFrame> {
   const watch = new TreeWatch(root, options, new Uint8Array(0), Infinity);
-  const value = (output: TreeOutput): FiletreeFrame => (output.variant === "EncodedSnapshot" ? decodeFiletreeFrame(output.message) : output);
+  const value = (output: TreeOutput): FiletreeFrame => (output.variant === "EncodedSnapshot" ? decodeFiletreeFrame(joined(output)) : output);
   return {
     [Symbol.asyncIterator]() {
       return this;
@@ -220,11 +236,9 @@ class Sink {
       this.w = new PostcardWriter(FRAME_ID);
     }
   }
-  /** The message: the head, then what was written (one copy). */
-  message(): Uint8Array {
-    const out = this.w.finish(this.head.length);
-    out.set(this.head, 0);
-    return out;
+  /** The message as the pieces written: the head, then the postcard (no copy). */
+  snapshot(): EncodedSnapshot {
+    return { variant: "EncodedSnapshot", parts: this.head.length > 0 ? [this.head, ...this.w.parts()] : this.w.parts(), length: this.bytes };
   }
 }
 
@@ -417,10 +431,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       held.walk = this.walks;
       return true;
     }
-    if (held) {
-      held.watcher.close();
-      this.watches.delete(path);
-    }
+    if (held) this.closeWatch(path);
     let watcher: fs.FSWatcher;
     try {
       watcher = fs.watch(fdPath(fd), { persistent: false }, (_type, name) => this.changed(path, name));
@@ -428,13 +439,21 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       return false; // Out of inotify watches (ENOSPC), or gone: not watched, `changes: false`.
     }
     watcher.on("error", () => {
-      watcher.close();
-      if (this.watches.get(path)?.watcher === watcher) this.watches.delete(path);
+      if (this.watches.get(path)?.watcher === watcher) this.closeWatch(path);
       this.lost();
     });
     this.watches.set(path, { id, watcher, walk: this.walks });
     watchStats.watched++;
+    watchStats.open++;
     return true;
+  }
+
+  private closeWatch(path: string): void {
+    const held = this.watches.get(path);
+    if (!held) return;
+    held.watcher.close();
+    this.watches.delete(path);
+    watchStats.open--;
   }
 
   /** A watch's event: `name` in the directory at `dir` changed (or the directory itself). */
@@ -459,8 +478,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     for (const [dir, held] of this.watches) {
       if (under !== undefined && dir !== under && !dir.startsWith(under === sep ? sep : under + sep)) continue;
       if (walk !== undefined && held.walk >= walk) continue;
-      held.watcher.close();
-      this.watches.delete(dir);
+      this.closeWatch(dir);
     }
   }
 
@@ -500,7 +518,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     this.unwatch(this.root, walk);
     this.shadow = shadow;
     this.queue.length = 0;
-    this.emit({ variant: "EncodedSnapshot", message: sink.message() });
+    this.emit(sink.snapshot());
   }
 
   /** One walk with no watch: the Snapshot's postcard. */
@@ -516,7 +534,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       await this.walkRoot(sink, this.beneath.fd).catch((error: unknown) => {
         throw error instanceof FsError ? error : new FsError("walk", osText(error));
       });
-      return sink.message();
+      return sink.w.finish();
     } finally {
       await this.beneath.close().catch(() => undefined);
       this.beneath = undefined;
@@ -588,15 +606,19 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
 
   /** The listed entries written in directory order (subdirectories walked, one at a time), and their shadow. */
   private async writeEntries(sink: Sink, dir: number, listing: Listing, components: readonly string[], hostDir: string, watched: boolean): Promise<DirShadow> {
-    const entries: [string, ShadowEntry][] = [];
+    // Signatures go where the sizes were (each size is read before its entry is written).
+    const sigs = listing.sizes;
+    let dirs: Map<string, DirShadow> | undefined;
     for (let i = 0; i < listing.names.length; i++) {
       const kind = listing.kinds[i];
       if (!kind) continue;
       const name = listing.names[i]!;
-      entries.push([name, await this.writeEntry(sink, dir, name, components, hostDir, watched, kind, listing.sizes[i]!, listing.births[i]!, listing.mtimes[i]!, listing.targets.get(i))]);
+      const entry = await this.writeEntry(sink, dir, name, components, hostDir, watched, kind, listing.sizes[i]!, listing.births[i]!, listing.mtimes[i]!, listing.targets.get(i));
+      if (typeof entry === "number") sigs[i] = entry;
+      else (dirs ??= new Map()).set(name, entry);
       if (this.ended) throw new WalkStopped();
     }
-    return DirShadow.of(entries);
+    return DirShadow.ofListing(listing.names, listing.kinds, sigs, dirs);
   }
 
   /** One entry of the held directory `dir` written as a node (a directory entered and walked); its shadow entry. */
@@ -666,8 +688,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       } catch (error) {
         if (error instanceof WalkStopped) throw error;
         // An unreadable directory is an empty list, and cannot be watched either.
-        this.watches.get(path)?.watcher.close();
-        this.watches.delete(path);
+        this.closeWatch(path);
         return empty(id);
       }
       writeFiletreeNodeDirectoryHead(sink.w, { name, created_at: created, modified_at: modified, changes: watched }, listing.count);
@@ -708,7 +729,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       const sink = new Sink(new Uint8Array(0), this.maxBytes);
       const entry = await this.writeEntry(sink, dir, name, components.slice(0, -1), join(this.root, ...components.slice(0, -1)), watched, kind, stats.size, stats.birthtimeMs, stats.mtimeMs, target);
       if (sink.over) throw tooLarge(variant, sink.bytes, this.maxBytes);
-      const bytes = sink.message();
+      const bytes = sink.w.finish();
       return { node: readFiletreeNode(new PostcardReader(bytes, 0, bytes.length)), entry };
     } catch (error) {
       if (error instanceof FsError || error instanceof WalkStopped) throw error;
