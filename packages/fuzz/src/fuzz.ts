@@ -83,7 +83,18 @@ export function fuzz(targets: readonly FuzzTarget[], options: { seconds: number;
         }
         const ms = performance.now() - t0;
         if (ms > slowest.ms) slowest = { ms, frame: target.frame };
-        if (ms > slowMs) findings.push({ revision: target.revision, frame: target.frame, hex: Buffer.from(input).toString("hex").slice(0, 200), problem: `took ${ms.toFixed(0)} ms` });
+        if (ms > slowMs) {
+          // One slow run can be the machine's (a collection, another process on the core); a decoder
+          // slow on this input is slow every time, so it is a finding when the fastest of three more runs is.
+          const again = Math.min(
+            ...[0, 1, 2].map(() => {
+              const t = performance.now();
+              outcome(target.entry, input);
+              return performance.now() - t;
+            }),
+          );
+          if (again > slowMs) findings.push({ revision: target.revision, frame: target.frame, hex: Buffer.from(input).toString("hex").slice(0, 200), problem: `took ${ms.toFixed(0)} ms, then ${again.toFixed(0)} ms at best of three` });
+        }
         if (!target.outcomes.has(seen)) {
           target.outcomes.add(seen);
           if (input.length <= 4096) target.corpus.push(input);

@@ -34,4 +34,21 @@ describe("fuzzing every decoder", () => {
     expect(report.findings.length).toBeGreaterThan(0);
     expect(report.findings[0]!.problem).toContain("RangeError");
   });
+
+  const spin = (ms: number) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  };
+
+  it("reports a decoder that is slow on an input every time, and not one slow once (the machine's, not the decoder's)", () => {
+    const [target] = targetsFrom(vectors);
+    const decode = target!.entry.decode;
+    const slow = { ...target!, corpus: [...target!.corpus], outcomes: new Set<string>(), executions: 0, entry: { ...target!.entry, decode: (bytes: Uint8Array) => (bytes.length > 0 && bytes[0]! % 8 === 0 && spin(15), decode(bytes)) } };
+    const slowReport = fuzz([slow], { seconds: 0.05, seed: 1, slowMs: 10 });
+    expect(slowReport.findings.length).toBeGreaterThan(0);
+    expect(slowReport.findings[0]!.problem).toMatch(/^took \d+ ms, then \d+ ms at best of three$/);
+    let calls = 0;
+    const once = { ...target!, corpus: [...target!.corpus], outcomes: new Set<string>(), executions: 0, entry: { ...target!.entry, decode: (bytes: Uint8Array) => (calls++ === 0 && spin(30), decode(bytes)) } };
+    expect(fuzz([once], { seconds: 0.05, seed: 1, slowMs: 10 }).findings).toEqual([]);
+  });
 });
