@@ -1,9 +1,10 @@
 // What a tree watch remembers of the tree, to tell a change from a replayed event and an Inserted
 // from a Modified: per directory, its entries' names and one signature each, in a flat table (one
-// string of the names, sorted and joined by "/", their offsets and a 53-bit hash of each entry's
-// kind, size or target and times) instead of an object per entry. For 100,000 files that is about
-// 2.5 MB where a Map of nodes took 11 MB, so the kept state stays near the Snapshot's own size.
-// Changes go to a small overlay, merged into the table once it grows.
+// string of the names, sorted and joined by "/", and one array of numbers holding each name's offset
+// and a 53-bit hash of the entry's kind, size or target and times) instead of an object per entry.
+// For 100,000 files that is about 2.5 MB where a Map of nodes took 11 MB, so the kept state stays
+// near the Snapshot's own size; a small directory costs a few hundred bytes (plain arrays, not typed
+// ones, whose fixed cost is larger). Changes go to a small overlay, merged into the table once it grows.
 
 /** A file's or link's signature (a hash of what its node says), or a directory's shadow. */
 export type ShadowEntry = number | DirShadow;
@@ -21,14 +22,19 @@ function compareAt(text: string, start: number, end: number, name: string): numb
 }
 
 export class DirShadow {
-  /** `d:<changes>:<created>:<modified>:<identity>`; the root's is `root`. */
-  sig = "";
+  /** Whether the directory is watched (its `changes`). */
+  watched = true;
+  /** Which directory it is (`identityOf`): another one made at the same name has another. */
+  identity = 0;
+  /** What its node's own fields say (`dirSig`): changes, times and identity. */
+  sig = 0;
   /** The names, sorted, joined by "/" (which no name holds). */
   private names = "";
-  /** Where each name starts in `names`; one more, past the end. */
-  private starts: Uint32Array = new Uint32Array(1);
-  /** Each name's signature; ENTRY_IS_DIRECTORY for a subdirectory, whose shadow is in `dirs`. */
-  private sigs: Float64Array = new Float64Array(0);
+  /**
+   * For the i-th name, `table[2i]` is where it starts in `names` and `table[2i + 1]` its signature
+   * (ENTRY_IS_DIRECTORY for a subdirectory, whose shadow is in `dirs`); one more start, past the end.
+   */
+  private table: number[] = [0];
   private dirs: Map<string, DirShadow> | undefined;
   /** Changes since the table was built (null: removed). */
   private overlay: Map<string, ShadowEntry | null> | undefined;
@@ -52,19 +58,18 @@ export class DirShadow {
     for (let i = 0, j = 0; i < names.length; i++) if (present[i]) order[j++] = i;
     order.sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
     const shadow = new DirShadow();
-    shadow.starts = new Uint32Array(count + 1);
-    shadow.sigs = new Float64Array(count);
+    const table: number[] = [];
     const sorted = new Array<string>(count);
     let at = 0;
     for (let j = 0; j < count; j++) {
       const i = order[j]!;
       const name = names[i]!;
       sorted[j] = name;
-      shadow.starts[j] = at;
+      table.push(at, dirs?.has(name) ? ENTRY_IS_DIRECTORY : sigs[i]!);
       at += name.length + 1;
-      shadow.sigs[j] = dirs?.has(name) ? ENTRY_IS_DIRECTORY : sigs[i]!;
     }
-    shadow.starts[count] = at;
+    table.push(at);
+    shadow.table = table;
     shadow.names = sorted.join("/");
     shadow.dirs = dirs && dirs.size > 0 ? dirs : undefined;
     return shadow;
@@ -73,30 +78,34 @@ export class DirShadow {
   private build(entries: (readonly [string, ShadowEntry])[]): void {
     entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     this.names = entries.map((e) => e[0]).join("/");
-    this.starts = new Uint32Array(entries.length + 1);
-    this.sigs = new Float64Array(entries.length);
     this.dirs = undefined;
+    const table: number[] = [];
     let at = 0;
-    entries.forEach(([name, value], i) => {
-      this.starts[i] = at;
-      at += name.length + 1;
-      if (typeof value === "number") this.sigs[i] = value;
+    for (const [name, value] of entries) {
+      if (typeof value === "number") table.push(at, value);
       else {
-        this.sigs[i] = ENTRY_IS_DIRECTORY;
+        table.push(at, ENTRY_IS_DIRECTORY);
         (this.dirs ??= new Map()).set(name, value);
       }
-    });
-    this.starts[entries.length] = at;
+      at += name.length + 1;
+    }
+    table.push(at);
+    this.table = table;
     this.overlay = undefined;
+  }
+
+  /** Names in the table (the overlay aside). */
+  private get size(): number {
+    return (this.table.length - 1) / 2;
   }
 
   /** The index of `name` in the table, or -1. */
   private find(name: string): number {
     let low = 0;
-    let high = this.sigs.length - 1;
+    let high = this.size - 1;
     while (low <= high) {
       const middle = (low + high) >>> 1;
-      const order = compareAt(this.names, this.starts[middle]!, this.starts[middle + 1]! - 1, name);
+      const order = compareAt(this.names, this.table[2 * middle]!, this.table[2 * middle + 2]! - 1, name);
       if (order === 0) return middle;
       if (order < 0) low = middle + 1;
       else high = middle - 1;
@@ -109,7 +118,7 @@ export class DirShadow {
     if (changed !== undefined) return changed ?? undefined;
     const i = this.find(name);
     if (i < 0) return undefined;
-    const sig = this.sigs[i]!;
+    const sig = this.table[2 * i + 1]!;
     return sig === ENTRY_IS_DIRECTORY ? this.dirs!.get(name) : sig;
   }
 
@@ -126,10 +135,10 @@ export class DirShadow {
 
   /** Every entry, table and overlay together. */
   *entries(): IterableIterator<[string, ShadowEntry]> {
-    for (let i = 0; i < this.sigs.length; i++) {
-      const name = this.names.slice(this.starts[i], this.starts[i + 1]! - 1);
+    for (let i = 0; i < this.size; i++) {
+      const name = this.names.slice(this.table[2 * i], this.table[2 * i + 2]! - 1);
       if (this.overlay?.has(name)) continue;
-      const sig = this.sigs[i]!;
+      const sig = this.table[2 * i + 1]!;
       yield [name, sig === ENTRY_IS_DIRECTORY ? this.dirs!.get(name)! : sig];
     }
     for (const [name, value] of this.overlay ?? []) if (value !== null) yield [name, value];
@@ -138,7 +147,7 @@ export class DirShadow {
   /** The overlay merged into the table once it holds more than an eighth of it (and 32 changes). */
   private settle(): void {
     const size = this.overlay?.size ?? 0;
-    if (size > 32 && size > this.sigs.length / 8) this.build([...this.entries()]);
+    if (size > 32 && size > this.size / 8) this.build([...this.entries()]);
   }
 }
 
@@ -154,6 +163,28 @@ function join53(a: number, b: number): number {
   return (a >>> 0) * 2097152 + ((b >>> 0) >>> 11);
 }
 const number = (value: bigint | null) => (value === null ? UNKNOWN : Number(value));
+
+/** A directory's identity: its birth time (to the sub-millisecond), device and inode, hashed. */
+export function identityOf(birthtimeMs: number, dev: number, ino: number): number {
+  let a = 0x1b873593;
+  let b = 0x27d4eb2f;
+  for (const v of [birthtimeMs * 1000, dev, ino]) {
+    a = mix(a, v);
+    b = mix(b, v + 0x632be5ab);
+  }
+  return join53(a, b);
+}
+
+/** A directory node's own signature: its `changes`, times and identity (not its entries'). */
+export function dirSig(watched: boolean, created: bigint | null, modified: bigint | null, identity: number): number {
+  let a = 0x165667b1;
+  let b = 0x3c6ef372;
+  for (const v of [3, watched ? 1 : 0, number(created), number(modified), identity]) {
+    a = mix(a, v);
+    b = mix(b, v + 0x632be5ab);
+  }
+  return join53(a, b);
+}
 
 /** A file node's signature: its size and times. */
 export function fileSig(size: bigint | null, created: bigint | null, modified: bigint | null): number {

@@ -44,7 +44,7 @@ import { PostcardReader, PostcardWriter } from "@diverge/codec/runtime";
 import { Beneath, BeneathError, O_PATH, fdPath } from "@diverge/multiplexer/beneath";
 import { servedMountPoints } from "../fuse/served.js";
 import { FsError, isName, osText } from "./path-checks.js";
-import { DirShadow, fileSig, linkSig, type ShadowEntry } from "./shadow.js";
+import { DirShadow, dirSig, fileSig, identityOf, linkSig, type ShadowEntry } from "./shadow.js";
 
 const openFd = promisify(fs.open) as (path: string, flags: number) => Promise<number>;
 const closeFd = promisify(fs.close);
@@ -138,14 +138,14 @@ function leftOutKeys(ignore: unknown): string[] {
 }
 
 /**
- * A directory's identity, `birth:dev:ino`: ext4 gives a directory made again the inode just freed,
- * so `dev:ino` alone cannot tell the two apart; the birth time, to the sub-millisecond, does.
+ * A directory's identity (birth time, device, inode; a number, so that 100,000 directories hold no
+ * strings for it): ext4 gives a directory made again the inode just freed, so `dev:ino` alone cannot
+ * tell the two apart; the birth time, to the sub-millisecond, does.
  */
-const identity = (s: fs.Stats) => `${s.birthtimeMs}:${s.dev}:${s.ino}`;
+const identity = (s: fs.Stats) => identityOf(s.birthtimeMs, s.dev, s.ino);
 const isDir = (entry: ShadowEntry | undefined): entry is DirShadow => entry instanceof DirShadow;
-/** The identity a walked directory's sig ends with (its last three fields). */
-const dirIdentity = (shadow: DirShadow): string => shadow.sig.split(":").slice(-3).join(":");
-const sigOf = (entry: ShadowEntry): string | number => (isDir(entry) ? entry.sig : entry);
+/** Whether two shadow entries say the same node (a directory's own fields, not its entries'). */
+const sameNode = (a: ShadowEntry, b: ShadowEntry): boolean => (isDir(a) ? isDir(b) && a.sig === b.sig : !isDir(b) && a === b);
 
 /** Runs `run(i)` for i in [0, count), at most `limit` at once. */
 async function forEachLimit(count: number, limit: number, run: (i: number) => Promise<void>): Promise<void> {
@@ -260,11 +260,24 @@ interface Listing {
   count: number;
 }
 
+/** A directory's inotify watch, kept on the watcher itself (one shared listener, no closure per directory). */
 interface HeldWatch {
-  readonly id: string;
+  readonly tree: TreeWatch;
+  readonly path: string;
+  readonly id: number;
   readonly watcher: fs.FSWatcher;
   /** The walk that last saw this directory (stale ones are closed after a walk of what held them). */
   walk: number;
+}
+const HELD = Symbol("diverge.treeWatch");
+type Watcher = fs.FSWatcher & { [HELD]?: HeldWatch };
+function onWatchEvent(this: Watcher, _type: string, name: string | Buffer | null): void {
+  const held = this[HELD];
+  held?.tree.changed(held.path, name);
+}
+function onWatchError(this: Watcher): void {
+  const held = this[HELD];
+  held?.tree.watchFailed(held);
 }
 
 class TreeWatch implements AsyncIterableIterator<TreeOutput> {
@@ -283,10 +296,10 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   private readonly onAbort = () => void this.return();
   /** The root, held by descriptor for this watch; `rootId` its identity when opened. */
   private beneath: Beneath | undefined;
-  private rootId = "";
+  private rootId = NaN;
   private rootTimer: NodeJS.Timeout | undefined;
   /** Served FUSE mount points as the identity of their parent directory → names in it (refreshed per walk). */
-  private mounts = new Map<string, Set<string>>();
+  private mounts = new Map<number, Set<string>>();
   /** The inotify watches, by the directory's host path. */
   private readonly watches = new Map<string, HeldWatch>();
   /** Whether walks arm watches (not for `once`). */
@@ -345,9 +358,10 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     return { value: undefined, done: true };
   }
 
-  /** Drops the watches, the timer and the root's descriptor. */
+  /** Drops the watches, the shadow, the timer and the root's descriptor. */
   private release(): void {
     this.unwatch(undefined);
+    this.shadow = DirShadow.of([]);
     clearInterval(this.rootTimer);
     this.rootTimer = undefined;
     // Closed once the work in flight (a walk using it) is over.
@@ -396,7 +410,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   /** Whether the root path still names the directory this watch holds; fails the watch when not. */
   private async rootHolds(): Promise<boolean> {
     if (this.ended) return false;
-    const now = await stat(this.root).then(identity, () => "");
+    const now = await stat(this.root).then(identity, () => NaN);
     if (now === this.rootId) return true;
     this.fail(new FsError("watch", ROOT_REPLACED));
     return false;
@@ -423,26 +437,25 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
    * the descriptor; true when it is watched. A watch of another directory at the same path (one
    * removed and made again) is replaced.
    */
-  private arm(path: string, fd: number, id: string): boolean {
+  private arm(path: string, fd: number, id: number): boolean {
     if (!this.arming) return true;
     if (this.ended) return false;
-    const held = this.watches.get(path);
-    if (held?.id === id) {
-      held.walk = this.walks;
+    const before = this.watches.get(path);
+    if (before?.id === id) {
+      before.walk = this.walks;
       return true;
     }
-    if (held) this.closeWatch(path);
-    let watcher: fs.FSWatcher;
+    if (before) this.closeWatch(path);
+    let watcher: Watcher;
     try {
-      watcher = fs.watch(fdPath(fd), { persistent: false }, (_type, name) => this.changed(path, name));
+      watcher = fs.watch(fdPath(fd), { persistent: false }, onWatchEvent);
     } catch {
       return false; // Out of inotify watches (ENOSPC), or gone: not watched, `changes: false`.
     }
-    watcher.on("error", () => {
-      if (this.watches.get(path)?.watcher === watcher) this.closeWatch(path);
-      this.lost();
-    });
-    this.watches.set(path, { id, watcher, walk: this.walks });
+    watcher.on("error", onWatchError);
+    const held: HeldWatch = { tree: this, path, id, watcher, walk: this.walks };
+    watcher[HELD] = held;
+    this.watches.set(path, held);
     watchStats.watched++;
     watchStats.open++;
     return true;
@@ -451,13 +464,20 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   private closeWatch(path: string): void {
     const held = this.watches.get(path);
     if (!held) return;
+    delete (held.watcher as Watcher)[HELD];
     held.watcher.close();
     this.watches.delete(path);
     watchStats.open--;
   }
 
+  /** A watch failed: it is closed, and what it would have told is lost (a fresh Snapshot follows). */
+  watchFailed(held: HeldWatch): void {
+    if (this.watches.get(held.path) === held) this.closeWatch(held.path);
+    this.lost();
+  }
+
   /** A watch's event: `name` in the directory at `dir` changed (or the directory itself). */
-  private changed(dir: string, name: string | Buffer | null): void {
+  changed(dir: string, name: string | Buffer | null): void {
     if (this.ended) return;
     watchStats.events++;
     // Past this many waiting, the rest is lost: a fresh Snapshot covers it.
@@ -484,7 +504,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
 
   /** The served FUSE mount points as parent identity → names, so that the walk never stats one. */
   private async refreshMounts(): Promise<void> {
-    const mounts = new Map<string, Set<string>>();
+    const mounts = new Map<number, Set<string>>();
     for (const point of servedMountPoints()) {
       // The parent lies outside the mount: stat'ing it asks nothing of the mount's provider.
       const parent = await lstat(dirname(point)).then(identity, () => undefined);
@@ -557,12 +577,12 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     const listing = await this.list(fd, this.rootId, []);
     writeFiletreeFrameSnapshotHead(sink.w, {}, listing.count);
     const shadow = await this.writeEntries(sink, fd, listing, [], this.root, true);
-    shadow.sig = "root";
+    shadow.identity = this.rootId;
     return shadow;
   }
 
   /** Lists the directory held by `dir` (identity `id`) and stats its entries, STAT_CONCURRENCY at a time; throws when it cannot be listed. */
-  private async list(dir: number, id: string, components: readonly string[]): Promise<Listing> {
+  private async list(dir: number, id: number, components: readonly string[]): Promise<Listing> {
     const names = await readdir(fdPath(dir));
     const n = names.length;
     const listing: Listing = {
@@ -646,7 +666,8 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       writeFiletreeNode(sink.w, { variant: "Symlink", name, path: target!, created_at, modified_at });
       entry = linkSig(target!, created_at, modified_at);
     } else {
-      entry = await this.writeDirectory(sink, dir, name, [...components, name], join(hostDir, name), watched, created_at, modified_at);
+      // The parent's path shared, not copied (100,000 directories hold 100,000 paths).
+      entry = await this.writeDirectory(sink, dir, name, [...components, name], hostDir === sep ? sep + name : hostDir + sep + name, watched, created_at, modified_at);
     }
     sink.settle();
     return entry;
@@ -659,24 +680,26 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
    * an unreadable one is): the parent's watch reports what is there now.
    */
   private async writeDirectory(sink: Sink, parent: number, name: string, components: string[], path: string, parentWatched: boolean, created: bigint | null, modified: bigint | null): Promise<DirShadow> {
-    const empty = (id: string) => {
+    const empty = (id: number) => {
       writeFiletreeNodeDirectoryHead(sink.w, { name, created_at: created, modified_at: modified, changes: false }, 0);
       const shadow = DirShadow.of([]);
-      shadow.sig = `d:false:${created}:${modified}:${id}`;
+      shadow.watched = false;
+      shadow.identity = id;
+      shadow.sig = dirSig(false, created, modified, id);
       return shadow;
     };
     let fd: number;
     try {
       fd = await openFd(fdPath(parent, name), O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
     } catch {
-      return empty("gone:gone:gone");
+      return empty(NaN);
     }
     try {
       let stats: fs.Stats;
       try {
         stats = await fstat(fd);
       } catch {
-        return empty("gone:gone:gone");
+        return empty(NaN);
       }
       created = seconds(stats.birthtimeMs);
       modified = seconds(stats.mtimeMs);
@@ -693,7 +716,9 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       }
       writeFiletreeNodeDirectoryHead(sink.w, { name, created_at: created, modified_at: modified, changes: watched }, listing.count);
       const shadow = await this.writeEntries(sink, fd, listing, components, path, watched);
-      shadow.sig = `d:${watched}:${created}:${modified}:${id}`;
+      shadow.watched = watched;
+      shadow.identity = id;
+      shadow.sig = dirSig(watched, created, modified, id);
       return shadow;
     } finally {
       await closeFd(fd).catch(() => undefined);
@@ -727,7 +752,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       }
       const kind = stats.isSymbolicLink() ? LINK : stats.isDirectory() ? DIRECTORY : FILE;
       const sink = new Sink(new Uint8Array(0), this.maxBytes);
-      const entry = await this.writeEntry(sink, dir, name, components.slice(0, -1), join(this.root, ...components.slice(0, -1)), watched, kind, stats.size, stats.birthtimeMs, stats.mtimeMs, target);
+      const entry = await this.writeEntry(sink, dir, name, components.slice(0, -1), components.length > 1 ? join(this.root, ...components.slice(0, -1)) : this.root, watched, kind, stats.size, stats.birthtimeMs, stats.mtimeMs, target);
       if (sink.over) throw tooLarge(variant, sink.bytes, this.maxBytes);
       const bytes = sink.w.finish();
       return { node: readFiletreeNode(new PostcardReader(bytes, 0, bytes.length)), entry };
@@ -740,7 +765,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   }
 
   /** The identity of the directory at `components` now, resolved beneath the root; undefined when none is there. */
-  private async identityAt(components: readonly string[]): Promise<string | undefined> {
+  private async identityAt(components: readonly string[]): Promise<number | undefined> {
     if (!this.beneath) return undefined;
     let dir: number;
     try {
@@ -792,7 +817,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     if (top.length > 1) {
       const held = this.lookup(top.slice(0, -1));
       const now = await this.identityAt(top.slice(0, -1));
-      if (isDir(held) && now !== undefined && dirIdentity(held) !== now) return this.change(top.slice(0, -1));
+      if (isDir(held) && now !== undefined && held.identity !== now) return this.change(top.slice(0, -1));
     }
     const parent = this.lookup(top.slice(0, -1));
     if (!isDir(parent)) return;
@@ -813,7 +838,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       }
       return;
     }
-    if (before !== undefined && sigOf(before) === sigOf(found.entry)) return; // Nothing new (a replayed event, or one already sent inside its directory).
+    if (before !== undefined && sameNode(before, found.entry)) return; // Nothing new (a replayed event, or one already sent inside its directory).
     parent.set(name, found.entry);
     this.emit(before !== undefined ? { variant: "Modified", path: [...top], node: found.node } : { variant: "Inserted", path: [...top], node: found.node });
   }
@@ -823,7 +848,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     let at: ShadowEntry | undefined = this.shadow;
     for (const c of components.slice(0, -1)) {
       at = isDir(at) ? at.get(c) : undefined;
-      if (!isDir(at) || at.sig.startsWith("d:false")) return false;
+      if (!isDir(at) || !at.watched) return false;
     }
     return true;
   }
