@@ -71,8 +71,9 @@ function run(command: string, args: readonly string[], cwd?: string, timeoutMs =
       resolve({
         code: error ? ((error as { code?: number }).code ?? 1) : 0,
         stdout,
-        // A kill at the timeout says so (execFile gives no exit code then).
-        stderr: error && (error as { killed?: boolean }).killed ? `timed out after ${timeoutMs / 1000} s` : stderr,
+        // A kill at the timeout says so (execFile gives no exit code then); a tool that is not
+        // installed (ENOENT, no output at all) says so too, so that its row reads as failed, not as empty.
+        stderr: error && (error as { killed?: boolean }).killed ? `timed out after ${timeoutMs / 1000} s` : stderr || (error ? error.message : ""),
       }),
     ),
   );

@@ -22,6 +22,8 @@ const MB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface SnapshotMemory {
+    /** The tree: `N files`, or `N files in M directories`. */
+    readonly tree: string;
     readonly files: number;
     readonly transport: "paths" | "multiplexed";
     readonly messageBytes: number;
@@ -39,7 +41,7 @@ export interface FamiliesMemory {
   /** The proxy's first tree message on each transport, for each tree size. */
   readonly snapshots: readonly SnapshotMemory[];
   /** A bare Node walk of the same trees (readdir, lstat 32 at a time, nothing kept), by size. */
-  readonly bareWalks: readonly { readonly files: number; readonly rssBefore: number; readonly rssPeak: number }[];
+  readonly bareWalks: readonly { readonly tree: string; readonly rssBefore: number; readonly rssPeak: number }[];
   readonly command: {
     readonly bytesRead: number;
     readonly pauses: number;
@@ -55,14 +57,26 @@ function procMemory(pid: number): { rss: number; peak: number } {
   return { rss: field("VmRSS"), peak: field("VmHWM") };
 }
 
-/** A tree of `files` empty files, 1,000 to a directory. */
-function makeTree(files: number): string {
+/** The shape of a tree: `files` empty files, `perDirectory` to a directory, the directories `perGroup` to a parent (0: at the root). */
+interface TreeShape {
+  readonly files: number;
+  readonly perDirectory: number;
+  readonly perGroup: number;
+}
+/** Files: 1,000 to a directory at the root. Directories: 5 files to a directory, 100 directories to a parent (a checkout's shape). */
+const FILES_HEAVY = (files: number): TreeShape => ({ files, perDirectory: 1000, perGroup: 0 });
+const DIRECTORIES_HEAVY = (files: number): TreeShape => ({ files, perDirectory: 5, perGroup: 100 });
+const directoriesOf = (shape: TreeShape) => Math.ceil(shape.files / shape.perDirectory) + (shape.perGroup ? Math.ceil(shape.files / shape.perDirectory / shape.perGroup) : 0);
+const describeShape = (shape: TreeShape) => (shape.perGroup ? `${shape.files} files in ${directoriesOf(shape)} directories` : `${shape.files} files`);
+
+function makeTree(shape: TreeShape): string {
   const root = mkdtempSync(join(tmpdir(), "diverge-bench-snapshot-"));
-  const perDirectory = 1000;
-  for (let d = 0; d * perDirectory < files; d++) {
-    const dir = join(root, `d${d}`);
+  for (let d = 0; d * shape.perDirectory < shape.files; d++) {
+    const parent = shape.perGroup ? join(root, `g${Math.floor(d / shape.perGroup)}`) : root;
+    if (shape.perGroup && d % shape.perGroup === 0) mkdirSync(parent);
+    const dir = join(parent, `d${d}`);
     mkdirSync(dir);
-    for (let f = 0; f < perDirectory && d * perDirectory + f < files; f++) writeFileSync(join(dir, `file-${f}.txt`), "");
+    for (let f = 0; f < shape.perDirectory && d * shape.perDirectory + f < shape.files; f++) writeFileSync(join(dir, `file-${f}.txt`), "");
   }
   return root;
 }
@@ -115,7 +129,7 @@ async function firstTreeMessage(proxy: Child, transport: "paths" | "multiplexed"
   }
 }
 
-async function snapshotPeak(root: string, files: number, transport: "paths" | "multiplexed"): Promise<SnapshotMemory> {
+async function snapshotPeak(root: string, shape: TreeShape, transport: "paths" | "multiplexed"): Promise<SnapshotMemory> {
   let proxy: Child | undefined;
   try {
     proxy = await startChild(["filesystem", root]);
@@ -125,7 +139,8 @@ async function snapshotPeak(root: string, files: number, transport: "paths" | "m
     const first = await firstTreeMessage(proxy, transport);
     const after = await proxy.memory();
     return {
-      files,
+      tree: describeShape(shape),
+      files: shape.files,
       transport,
       messageBytes: first.bytes,
       rssBefore: before.rss,
@@ -251,17 +266,25 @@ async function commandPeaks(total: number, every: number, pauseMs: number): Prom
 }
 
 export async function familiesMemory(quick: boolean, log: (line: string) => void): Promise<{ result: FamiliesMemory; targets: Target[]; rows: string[][] }> {
-  const sizes = quick ? [5_000] : [100_000, 200_000];
+  // Files-heavy trees on both transports at two sizes (what grows with the tree, and what does not),
+  // and a directories-heavy one (a checkout's shape: each directory costs an inotify watch).
+  const shapes: { shape: TreeShape; transports: readonly ("paths" | "multiplexed")[] }[] = quick
+    ? [{ shape: FILES_HEAVY(5_000), transports: ["paths", "multiplexed"] }]
+    : [
+        { shape: FILES_HEAVY(100_000), transports: ["paths", "multiplexed"] },
+        { shape: FILES_HEAVY(200_000), transports: ["paths", "multiplexed"] },
+        { shape: DIRECTORIES_HEAVY(100_000), transports: ["paths"] },
+      ];
   const snapshots: SnapshotMemory[] = [];
   const bareWalks: FamiliesMemory["bareWalks"][number][] = [];
-  for (const files of sizes) {
-    const root = makeTree(files);
+  for (const { shape, transports } of shapes) {
+    const root = makeTree(shape);
     try {
-      log(`  memory: a bare walk of ${files} files`);
-      bareWalks.push({ files, ...(await bareWalkPeak(root)) });
-      for (const transport of ["paths", "multiplexed"] as const) {
-        log(`  memory: a tree Snapshot of ${files} files (${transport})`);
-        snapshots.push(await snapshotPeak(root, files, transport));
+      log(`  memory: a bare walk of ${describeShape(shape)}`);
+      bareWalks.push({ tree: describeShape(shape), ...(await bareWalkPeak(root)) });
+      for (const transport of transports) {
+        log(`  memory: a tree Snapshot of ${describeShape(shape)} (${transport})`);
+        snapshots.push(await snapshotPeak(root, shape, transport));
       }
     } finally {
       rmSync(root, { recursive: true, force: true });
@@ -277,13 +300,13 @@ export async function familiesMemory(quick: boolean, log: (line: string) => void
   // The same allowance as the postgres stream (V8 grows its young generation once under this allocation rate).
   const commandLimit = 48 * MB;
   const targets: Target[] = snapshots.map((snapshot) => {
-    const bare = bareWalks.find((b) => b.files === snapshot.files)!;
+    const bare = bareWalks.find((b) => b.tree === snapshot.tree)!;
     const growth = snapshot.rssPeak - snapshot.rssBefore;
     const bareGrowth = bare.rssPeak - bare.rssBefore;
     const beyond = growth - bareGrowth;
     return {
       case: 5,
-      what: `tree Snapshot of ${snapshot.files} files (${snapshot.transport === "paths" ? "/filesystem/tree" : "filesystem::tree"})`,
+      what: `tree Snapshot of ${snapshot.tree} (${snapshot.transport === "paths" ? "/filesystem/tree" : "filesystem::tree"})`,
       goal: "proxy peak RSS growth within a bare Node walk's of the same tree plus a few times (4×) the Snapshot's size",
       value:
         `RSS +${mb(growth)} at the kernel's peak for a ${mb(snapshot.messageBytes)} Snapshot (${(growth / snapshot.messageBytes).toFixed(1)}× alone); a bare walk +${mb(bareGrowth)}, so ` +
@@ -299,9 +322,9 @@ export async function familiesMemory(quick: boolean, log: (line: string) => void
     met: proxyGrowth <= commandLimit && providerGrowth <= commandLimit,
   });
   const rows = [
-    ...bareWalks.map((bare) => [`a bare Node walk of ${bare.files} files (readdir, lstat 32 at a time, nothing kept)`, `RSS ${mb(bare.rssBefore)} before, peak ${mb(bare.rssPeak)} (VmHWM)`]),
+    ...bareWalks.map((bare) => [`a bare Node walk of ${bare.tree} (readdir, lstat 32 at a time, nothing kept)`, `RSS ${mb(bare.rssBefore)} before, peak ${mb(bare.rssPeak)} (VmHWM)`]),
     ...snapshots.map((snapshot) => [
-      `tree Snapshot of ${snapshot.files} files, ${snapshot.transport} (${mb(snapshot.messageBytes)})`,
+      `tree Snapshot of ${snapshot.tree}, ${snapshot.transport} (${mb(snapshot.messageBytes)})`,
       `proxy heap+external ${mb(snapshot.heapBefore)} before, peak ${mb(snapshot.heapPeak)} (sampled), ${mb(snapshot.heapAfter)} after a GC; RSS ${mb(snapshot.rssBefore)} before, peak ${mb(snapshot.rssPeak)} (kernel maxRSS)`,
     ]),
     [
