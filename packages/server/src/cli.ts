@@ -50,6 +50,9 @@ Flags:
   --max-pair-backlog-bytes <n>
                            hard cap: bytes a program's database or daemon socket may leave unread
                            before that pair alone ends (default 67108864)
+  --max-tree-watches <n>   directories one tree watches at most (an inotify watch each, ~2-3 KB);
+                           past it a directory is sent with changes: false (default: the kernel's
+                           limit)
   --max-held-connections <n>
                            program connections held before the begin; more are closed (default 256)
   --allow-host <name>      a Host name the program port accepts besides localhost, 127.0.0.1 and
@@ -123,6 +126,7 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
       "max-spill-bytes": { type: "string" },
       "spill-dir": { type: "string" },
       "max-held-connections": { type: "string" },
+      "max-tree-watches": { type: "string" },
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
       revision: { type: "string" },
@@ -166,6 +170,7 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
     maxSpillBytes: whole("max-spill-bytes", values["max-spill-bytes"]),
     spillDir: values["spill-dir"],
     maxHeldConnections: positive("max-held-connections", values["max-held-connections"]),
+    maxTreeWatches: positive("max-tree-watches", values["max-tree-watches"]),
     allowedHosts: values["allow-host"],
     allowedOrigins: values["allow-origin"],
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),

@@ -74,6 +74,12 @@ export interface ProxyOptions {
   /** Program connections (database drivers, `/daemon` dials) held before the provider has begun; more are closed (drivers) or refused with 503 (`/daemon`). Default 256. */
   readonly maxHeldConnections?: number;
   /**
+   * Directories one tree watches at most (one inotify watch each, ~2–3 KB of the proxy's memory);
+   * past it a directory is sent with `changes: false`, with everything under it (fs-fuse.md §5.2).
+   * Default: no cap but the kernel's (`fs.inotify.max_user_watches`).
+   */
+  readonly maxTreeWatches?: number;
+  /**
    * `Host` names the program-facing listener accepts besides `localhost`, `127.0.0.1` and `[::1]`
    * (any port); `"*"` accepts any. Every other `Host` is refused with 403 (DNS-rebinding protection).
    */
@@ -154,6 +160,7 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     spillDir: options.spillDir ?? tmpdir(),
     spillPool: new SpillPool(options.maxSpillBytes ?? DEFAULT_SPILL_BYTES, options.spillDir ?? tmpdir()),
     maxHeldConnections: options.maxHeldConnections ?? DEFAULT_MAX_HELD_CONNECTIONS,
+    maxTreeWatches: options.maxTreeWatches ?? Infinity,
     allowedHosts: bind.allowedHosts,
     allowedOrigins: bind.allowedOrigins,
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,

@@ -108,6 +108,32 @@ describe("one inotify watch per watched directory, none left behind", () => {
   });
 });
 
+describe("a cap on the directories watched (maxWatches, diverge-proxy --max-tree-watches)", () => {
+  it("sends the directories past it with changes: false and tells nothing under them, while the watched ones tell every change", async () => {
+    for (const d of ["a", "b", "c", "d"]) await mkdir(join(root, d));
+    const open = watchStats.open;
+    const frames = watchTree(root, { ignore: [], maxWatches: 3 });
+    const first = await frames.next();
+    if (first.done || first.value.variant !== "Snapshot") throw new Error("no Snapshot");
+    const dirs = first.value.children as Extract<FiletreeFrame, { variant: "Snapshot" }>["children"];
+    // The root takes one watch; two of the four directories take the rest, in the order they were listed.
+    const watched = dirs.filter((n) => n.variant === "Directory" && n.changes).map((n) => n.name);
+    const unwatched = dirs.filter((n) => n.variant === "Directory" && !n.changes).map((n) => n.name);
+    expect(watched).toHaveLength(2);
+    expect(unwatched).toHaveLength(2);
+    expect(watchStats.open - open).toBe(3);
+    await put(join(root, unwatched[0]!, "unseen"), "x");
+    await put(join(root, watched[0]!, "seen"), "x");
+    const seen = `${watched[0]}/seen`;
+    expect(at(await until(frames, (f) => at(f).endsWith("seen")))).toBe(seen);
+    // The change in the unwatched directory never comes: past the watched file's own frames (its
+    // write may be an Inserted of 0 bytes, then a Modified), the next is the root's marker.
+    await put(join(root, "marker"), "x");
+    expect(at(await until(frames, (f) => at(f) !== seen))).toBe("marker");
+    await frames.return!();
+  });
+});
+
 describe("the Snapshot written while walked", () => {
   it("is the transport's whole message, byte for byte the same tree encoded whole, with its pieces never empty", async () => {
     await mkdir(join(root, "etc"));

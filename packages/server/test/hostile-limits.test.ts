@@ -309,18 +309,18 @@ describe("bounded queues and caps", () => {
 });
 
 describe("diverge-proxy flags for the limits", () => {
-  it("maps --max-pending-asks, --max-open-channels, --max-open-scopes, --max-notification-backlog-bytes, --max-pair-backlog-bytes, --pair-budget-bytes, --pair-stall-ms, --max-pair-spill-bytes, --max-spill-bytes, --spill-dir and --max-held-connections", async () => {
+  it("maps --max-pending-asks, --max-open-channels, --max-open-scopes, --max-notification-backlog-bytes, --max-pair-backlog-bytes, --pair-budget-bytes, --pair-stall-ms, --max-pair-spill-bytes, --max-spill-bytes, --spill-dir, --max-held-connections and --max-tree-watches", async () => {
     const { spawn } = await import("node:child_process");
     const { fileURLToPath } = await import("node:url");
     const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--max-pending-asks", "7", "--max-open-channels", "9", "--max-open-scopes", "3", "--max-notification-backlog-bytes", "4096", "--max-pair-backlog-bytes", "65536", "--pair-budget-bytes", "16384", "--pair-stall-ms", "2500", "--max-pair-spill-bytes", "0", "--max-spill-bytes", "1048576", "--spill-dir", "/tmp", "--max-held-connections", "5"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--max-pending-asks", "7", "--max-open-channels", "9", "--max-open-scopes", "3", "--max-notification-backlog-bytes", "4096", "--max-pair-backlog-bytes", "65536", "--pair-budget-bytes", "16384", "--pair-stall-ms", "2500", "--max-pair-spill-bytes", "0", "--max-spill-bytes", "1048576", "--spill-dir", "/tmp", "--max-held-connections", "5", "--max-tree-watches", "4"], { stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     await new Promise<void>((resolve) => child.stdout.on("data", () => resolve()));
     child.kill("SIGTERM");
     expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
     const shown = JSON.parse(/diverge-proxy options (\{.*\})/.exec(stderr)![1]!);
-    expect(shown).toMatchObject({ maxPendingAsks: 7, maxOpenChannels: 9, maxOpenScopes: 3, maxNotificationBacklogBytes: 4096, maxPairBacklogBytes: 65536, pairBudgetBytes: 16384, pairStallMs: 2500, maxPairSpillBytes: 0, maxSpillBytes: 1048576, spillDir: "/tmp", maxHeldConnections: 5 });
+    expect(shown).toMatchObject({ maxPendingAsks: 7, maxOpenChannels: 9, maxOpenScopes: 3, maxNotificationBacklogBytes: 4096, maxPairBacklogBytes: 65536, pairBudgetBytes: 16384, pairStallMs: 2500, maxPairSpillBytes: 0, maxSpillBytes: 1048576, spillDir: "/tmp", maxHeldConnections: 5, maxTreeWatches: 4 });
     expect(shown.spillPool).toBeUndefined();
     const bad = spawn(process.execPath, [cli, "--max-open-channels", "0"], { stdio: "ignore" });
     expect(await new Promise((resolve) => bad.on("exit", resolve))).toBe(2);

@@ -73,7 +73,7 @@ export function attachPathsFamilies(services: PathsServices): PathsFamilies & {
   provider.addUpgradeRoute(providerPaths);
   const postgres = new PostgresOverRequests(board, options.log);
   // /filesystem/tree, /filesystem/read and /filesystem/write, under the proxy's root.
-  const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, maxMessageBytes: options.maxMessageBytes, log: options.log });
+  const filesystem = new FilesystemPaths({ root: options.root, maxWriteBacklogBytes: options.maxPairBacklogBytes, maxMessageBytes: options.maxMessageBytes, maxTreeWatches: options.maxTreeWatches, log: options.log });
   provider.addUpgradeRoute(filesystem);
   // /fuse/mount: mounts whose operations are asked on /requests (kinds 12–18).
   const fuseMounts = new FuseMountPaths({ root: options.root, asks, log: options.log, maxMessageBytes: options.maxMessageBytes, requestsOpen: () => board.requestsOpen, requestsConnection: () => board.connection });

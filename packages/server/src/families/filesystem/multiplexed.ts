@@ -24,6 +24,8 @@ export interface FilesystemScopeOptions {
   readonly maxWriteBacklogBytes: number;
   /** The largest message the provider takes (its frame, header included); a tree frame past it ends the tree. */
   readonly maxMessageBytes?: number;
+  /** Directories one tree watches at most (`TreeOptions.maxWatches`). */
+  readonly maxTreeWatches?: number;
   /** Pauses reading the connection while a write catches up with its content; the returned function resumes (counted: paused while any holds). */
   readonly flow?: Flow;
   readonly log: (line: string) => void;
@@ -75,7 +77,7 @@ export class FilesystemScopes {
     try {
       // A frame's header (type, scope, channel) is 9 bytes beside its payload.
       const limit = (this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) - 9;
-      const watch = watchTreeEncoded(await this.options.root(), { ignore: members.ignore, signal: stop.signal, head: TREE_RESPONSE_HEAD, maxBytes: limit });
+      const watch = watchTreeEncoded(await this.options.root(), { ignore: members.ignore, signal: stop.signal, head: TREE_RESPONSE_HEAD, maxBytes: limit, maxWatches: this.options.maxTreeWatches });
       for await (const output of watch) {
         if (responder.finished) break;
         if (output.variant === "EncodedSnapshot") {
@@ -202,6 +204,7 @@ export function filesystemScopes(services: ConnectionServices, root: () => Promi
     signal: services.signal,
     maxWriteBacklogBytes: options.maxPairBacklogBytes,
     maxMessageBytes: options.maxMessageBytes,
+    maxTreeWatches: options.maxTreeWatches,
     // The same counted pause as the pairs': the socket reads again only once no stream holds it.
     flow: () => frames.pauseIncoming(),
     log: options.log,

@@ -19,6 +19,8 @@ export interface FilesystemPathsOptions {
   readonly maxWriteBacklogBytes: number;
   /** The largest message the provider takes; a tree frame past it ends the tree with its error. Default 16 MiB. */
   readonly maxMessageBytes?: number;
+  /** Directories one tree watches at most (`TreeOptions.maxWatches`). */
+  readonly maxTreeWatches?: number;
   readonly log: (line: string) => void;
 }
 
@@ -115,7 +117,7 @@ export class FilesystemPaths implements UpgradeRoute {
       if (!members) return socket.close();
       try {
         const limit = this.options.maxMessageBytes ?? 16 * 1024 * 1024;
-        for await (const output of watchTreeEncoded(await this.realRoot(), { ignore: members.ignore, signal, head: TREE_MESSAGE_HEAD, maxBytes: limit })) {
+        for await (const output of watchTreeEncoded(await this.realRoot(), { ignore: members.ignore, signal, head: TREE_MESSAGE_HEAD, maxBytes: limit, maxWatches: this.options.maxTreeWatches })) {
           // Closing (the provider's close frame came): the stop, before the socket's own end.
           if (socket.readyState !== socket.OPEN) return;
           if (output.variant === "EncodedSnapshot") {

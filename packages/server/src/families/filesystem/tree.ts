@@ -71,6 +71,8 @@ export interface TreeOptions {
   readonly signal?: AbortSignal;
   /** Frames held for a slow reader before they are dropped for one fresh Snapshot. */
   readonly maxQueued?: number;
+  /** Directories watched at most; past it a directory is sent with `changes: false`, and everything under it. Default: no cap but the kernel's. */
+  readonly maxWatches?: number;
 }
 
 /** Options of a watch whose Snapshots come as the transport's messages. */
@@ -309,6 +311,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
   private readonly pending = new Set<string>();
   private scheduled = false;
   private readonly signal: AbortSignal | undefined;
+  private readonly maxWatches: number;
 
   constructor(
     private readonly root: string,
@@ -319,6 +322,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     this.left = leftOut(root, options.ignore);
     this.leftKeys = leftOutKeys(options.ignore);
     this.maxQueued = options.maxQueued ?? 10_000;
+    this.maxWatches = options.maxWatches ?? Infinity;
     if (options.signal?.aborted) this.ended = true;
     options.signal?.addEventListener("abort", this.onAbort, { once: true });
     this.signal = options.signal;
@@ -446,6 +450,7 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
       return true;
     }
     if (before) this.closeWatch(path);
+    if (this.watches.size >= this.maxWatches) return false;
     let watcher: Watcher;
     try {
       watcher = fs.watch(fdPath(fd), { persistent: false }, onWatchEvent);
