@@ -50,23 +50,41 @@ export class CommandApi {
       response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
       let ended = false;
       // The items of one turn (those one read of the answer path brought) leave in one write: the
-      // response is corked at the first and uncorked once the turn's I/O is done.
+      // response is corked at the first and uncorked once the turn's I/O is done, or as soon as it is
+      // full. A wait for "drain" while corked would last until that uncork, a turn later: the program
+      // would be sent one high-water mark (16 KiB) a turn while a turn's reads of the answer path
+      // bring 64 KiB each, so the items would sit at `COMMAND_PAUSE_AT_BYTES` even for a program that
+      // reads at once, each held long enough to reach V8's old space (the proxy's peak RSS grew
+      // ~100 MB over a 256 MB answer: bench case 5).
       let corked = false;
+      let uncorkScheduled = false;
       const uncork = () => {
+        if (!corked) return;
         corked = false;
         response.uncork();
+      };
+      const endOfTurn = () => {
+        uncorkScheduled = false;
+        uncork();
       };
       for await (const message of stream) {
         if (message.variant === "Item") {
           if (!corked) {
             corked = true;
             response.cork();
-            setImmediate(uncork);
+            if (!uncorkScheduled) {
+              uncorkScheduled = true;
+              setImmediate(endOfTurn);
+            }
           }
           // Base64 needs no JSON escaping: the line is written as it is, from a view of the item (no copy).
           const item = message.item;
           const line = `{"item":"${Buffer.from(item.buffer, item.byteOffset, item.byteLength).toString("base64")}"}\n`;
-          if (!response.write(line)) await drained(response);
+          if (!response.write(line)) {
+            // Full: what is corked goes to the program now, and the next item waits only for the program.
+            uncork();
+            await drained(response);
+          }
           if (controller.signal.aborted) break;
         } else {
           // The error is the last message: it is the end.
