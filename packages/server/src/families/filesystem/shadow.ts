@@ -152,66 +152,68 @@ export class DirShadow {
 }
 
 // Signatures: two 32-bit mixes of the node's fields, joined into one non-negative 53-bit number
-// (never ENTRY_IS_DIRECTORY). Two different nodes share one with a chance of 2^-53.
+// (never ENTRY_IS_DIRECTORY). Two different nodes share one with a chance of 2^-53. The two halves
+// are kept here between calls (each signature is made at once, synchronously) so that hashing an
+// entry allocates nothing.
 const UNKNOWN = -1;
+let hashA = 0;
+let hashB = 0;
 function mix(h: number, value: number): number {
   h = Math.imul(h ^ (value >>> 0), 0x85ebca6b);
   h = Math.imul(h ^ Math.floor(value / 4294967296), 0xc2b2ae35);
   return (h << 13) | (h >>> 19);
 }
-function join53(a: number, b: number): number {
-  return (a >>> 0) * 2097152 + ((b >>> 0) >>> 11);
+/** Starts a signature of a kind of value (its own seeds: a file never hashes like a link). */
+function begin(kind: number): void {
+  hashA = mix(0x9e3779b9, kind);
+  hashB = mix(0x7f4a7c15, kind + 0x1b873593);
+}
+function add(value: number): void {
+  hashA = mix(hashA, value);
+  hashB = mix(hashB, value + 0x632be5ab);
+}
+function end(): number {
+  return (hashA >>> 0) * 2097152 + ((hashB >>> 0) >>> 11);
 }
 const number = (value: bigint | null) => (value === null ? UNKNOWN : Number(value));
 
 /** A directory's identity: its birth time (to the sub-millisecond), device and inode, hashed. */
 export function identityOf(birthtimeMs: number, dev: number, ino: number): number {
-  let a = 0x1b873593;
-  let b = 0x27d4eb2f;
-  for (const v of [birthtimeMs * 1000, dev, ino]) {
-    a = mix(a, v);
-    b = mix(b, v + 0x632be5ab);
-  }
-  return join53(a, b);
+  begin(4);
+  add(birthtimeMs * 1000);
+  add(dev);
+  add(ino);
+  return end();
 }
 
 /** A directory node's own signature: its `changes`, times and identity (not its entries'). */
 export function dirSig(watched: boolean, created: bigint | null, modified: bigint | null, identity: number): number {
-  let a = 0x165667b1;
-  let b = 0x3c6ef372;
-  for (const v of [3, watched ? 1 : 0, number(created), number(modified), identity]) {
-    a = mix(a, v);
-    b = mix(b, v + 0x632be5ab);
-  }
-  return join53(a, b);
+  begin(3);
+  add(watched ? 1 : 0);
+  add(number(created));
+  add(number(modified));
+  add(identity);
+  return end();
 }
 
 /** A file node's signature: its size and times. */
 export function fileSig(size: bigint | null, created: bigint | null, modified: bigint | null): number {
-  let a = 0x9e3779b9;
-  let b = 0x7f4a7c15;
-  for (const v of [1, number(size), number(created), number(modified)]) {
-    a = mix(a, v);
-    b = mix(b, v + 0x632be5ab);
-  }
-  return join53(a, b);
+  begin(1);
+  add(number(size));
+  add(number(created));
+  add(number(modified));
+  return end();
 }
 
 /** A link node's signature: its target and times. */
 export function linkSig(path: readonly string[], created: bigint | null, modified: bigint | null): number {
-  let a = 0x2545f491;
-  let b = 0x6c8e9cf5;
-  for (const v of [2, number(created), number(modified), path.length]) {
-    a = mix(a, v);
-    b = mix(b, v + 0x632be5ab);
-  }
+  begin(2);
+  add(number(created));
+  add(number(modified));
+  add(path.length);
   for (const part of path) {
-    for (let i = 0; i < part.length; i++) {
-      a = mix(a, part.charCodeAt(i));
-      b = mix(b, part.charCodeAt(i) + 0x1b873593);
-    }
-    a = mix(a, 0x2f);
-    b = mix(b, 0x2f);
+    for (let i = 0; i < part.length; i++) add(part.charCodeAt(i));
+    add(0x2f);
   }
-  return join53(a, b);
+  return end();
 }
