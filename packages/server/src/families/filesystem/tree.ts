@@ -834,8 +834,9 @@ class TreeWatch implements AsyncIterableIterator<TreeOutput> {
     // directory before its watch existed is in the walk; one made after is told by the watch).
     const found = await this.nodeAt(top, this.watchedUnder(top), before === undefined ? "Inserted" : "Modified");
     if (this.ended) return;
-    // Watches under this path the walk did not see are of directories gone.
-    this.unwatch(path, found && isDir(found.entry) ? walk : undefined);
+    // Watches under this path the walk did not see are of directories gone (only a directory, before
+    // or now, has any: a file's change costs no look through the watches).
+    if (isDir(before) || (found && isDir(found.entry))) this.unwatch(path, found && isDir(found.entry) ? walk : undefined);
     if (!found) {
       if (before !== undefined) {
         parent.delete(name);
