@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 #include <pthread.h>
+#include <signal.h>
 
 static int IS_ARRAY_BUFFER_DETACH_SUPPORTED = 0;
 
@@ -879,8 +880,25 @@ NAPI_METHOD(fuse_native_mount) {
     return NULL;
   }
 
+  // The FUSE thread, and every worker thread libfuse starts from it (they inherit its mask), takes
+  // no asynchronous signal: they all go to Node's own threads. Any thread that does not block a
+  // signal may run the process's handlers, libuv's included (SIGCHLD), and libfuse 2.9 cancels its
+  // workers (pthread_cancel) as the loop ends, while they wait in a read of /dev/fuse: a SIGCHLD
+  // handled there then takes libuv's signal lock (one byte read from a pipe) inside glibc's
+  // cancellation and never gives it back, and the next signal handled in the process waits for
+  // that lock for good (the main thread hangs). Faults stay deliverable (blocked, they would kill).
+  sigset_t all, previous;
+  sigfillset(&all);
+  sigdelset(&all, SIGSEGV);
+  sigdelset(&all, SIGBUS);
+  sigdelset(&all, SIGFPE);
+  sigdelset(&all, SIGILL);
+  sigdelset(&all, SIGTRAP);
+  sigdelset(&all, SIGSYS);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   pthread_attr_init(&(ft->attr));
   pthread_create(&(ft->thread), &(ft->attr), start_fuse_thread, ft);
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
 
   return NULL;
 }
