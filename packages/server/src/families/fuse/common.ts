@@ -1,6 +1,7 @@
 // What both transports' FUSE adapters and the CLI share without loading the binding: the errno a
 // provider's error message names, the open-file sessions a transport may keep (mount.ts calls
 // them), and the cache levels (`--fuse-cache`).
+import type { FuseAckResult, FuseReadResult } from "@diverge/multiplexer/fuse";
 
 const NAMED_ERRNOS: Readonly<Record<string, number>> = {
   EPERM: -1, ENOENT: -2, EACCES: -13, EBUSY: -16, EEXIST: -17, EXDEV: -18, ENOTDIR: -20, EISDIR: -21, EINVAL: -22,
@@ -19,15 +20,22 @@ export function errnoOfMessage(message: string): number {
 
 /**
  * What a transport holding a proxy copy of each open file does at open, flush and release (the
- * paths transport: whole files). Each answers 0 or a negative errno.
+ * paths transport: whole files). Each answers 0 or a negative errno. `fh` is the descriptor the
+ * mount gave the open: what is done through it acts on the copy that open got, even when a later
+ * open of the same path holds another (the kernel's release of a closed descriptor may come after
+ * the next open).
  */
 export interface FileSessions {
-  /** An open of `path` (`created`: it was just made, empty). EFBIG when the file cannot be carried. */
-  open(path: string, created: boolean): Promise<number>;
-  /** flush(2)/fsync(2): what was written is sent. */
-  flush(path: string): Promise<number>;
-  /** The last close of one open: sent if changed, and the copy dropped when no open is left. */
-  release(path: string): Promise<number>;
+  /** An open of `path` as descriptor `fh` (`created`: it was just made, empty). EFBIG when the file cannot be carried. */
+  open(path: string, created: boolean, fh: number): Promise<number>;
+  /** flush(2)/fsync(2) of `fh`: what was written is sent. */
+  flush(path: string, fh: number): Promise<number>;
+  /** The last close of the open `fh`: sent if changed, and the copy dropped when no open is left. */
+  release(path: string, fh: number): Promise<number>;
+  /** A read, write or truncate through the open `fh`: on its copy. */
+  read(path: string, fh: number, offset: bigint, length: number): Promise<FuseReadResult>;
+  write(path: string, fh: number, offset: bigint, bytes: Uint8Array): Promise<FuseAckResult>;
+  truncate(path: string, fh: number, size: bigint): Promise<FuseAckResult>;
   /** The size the open copy has now, when there is one (a stat then reports it). */
   sizeOf(path: string): bigint | undefined;
 }

@@ -389,22 +389,23 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     },
     open: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
       if (!sessions) return cb(0, ++fds);
-      ask(cb, () => sessions.open(rel(p), false), (code) => (code === 0 ? cb(0, ++fds) : cb(code)));
+      const fd = ++fds;
+      ask(cb, () => sessions.open(rel(p), false, fd), (code) => (code === 0 ? cb(0, fd) : cb(code)));
     },
-    release: (p: string, _fd: number, cb: Cb) => {
+    release: (p: string, fd: number, cb: Cb) => {
       if (!sessions) return cb(0);
-      ask(cb, () => sessions.release(rel(p)), (code) => cb(code));
+      ask(cb, () => sessions.release(rel(p), fd), (code) => cb(code));
     },
-    flush: (p: string, _fd: number, cb: Cb) => {
+    flush: (p: string, fd: number, cb: Cb) => {
       if (!sessions) return cb(0);
-      ask(cb, () => sessions.flush(rel(p)), (code) => cb(code));
+      ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    fsync: (p: string, _datasync: boolean, _fd: number, cb: Cb) => {
+    fsync: (p: string, _datasync: boolean, fd: number, cb: Cb) => {
       if (!sessions) return cb(0);
-      ask(cb, () => sessions.flush(rel(p)), (code) => cb(code));
+      ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    read: (p: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) =>
-      ask(cb, () => handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)), (a) => {
+    read: (p: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) =>
+      ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
         if (a.kind === "data") {
           const n = Math.min(a.bytes.length, len);
           buf.set(a.bytes.subarray(0, n));
@@ -413,24 +414,25 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (a.kind === "missing") return kind === "file" ? cb(0) : cb(ENOENT);
         return cb(errnoOfMessage(a.message));
       }),
-    write: (p: string, _fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
+    write: (p: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
-      ask(cb, () => handlers.write(rel(p), BigInt(pos), bytes), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
+      ask(cb, () => (sessions ? sessions.write(rel(p), fd, BigInt(pos), bytes) : handlers.write(rel(p), BigInt(pos), bytes)), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
     },
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
     // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
     // best effort: a provider refusing it still has the file.
     create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
       if (tooLong(p)) return cb(ENAMETOOLONG);
+      const fd = ++fds;
       ask(cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
         if (made.kind !== "ok") return ackCode(made);
-        return sessions ? sessions.open(rel(p), true) : 0;
-      }, (code) => (code === 0 ? cb(0, ++fds) : cb(code)));
+        return sessions ? sessions.open(rel(p), true, fd) : 0;
+      }, (code) => (code === 0 ? cb(0, fd) : cb(code)));
     },
     unlink: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
@@ -473,7 +475,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       });
     },
     truncate: (p: string, size: number, cb: Cb) => (!sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
-    ftruncate: (p: string, _fd: number, size: number, cb: Cb) => ops.truncate(p, size, cb),
+    ftruncate: (p: string, fd: number, size: number, cb: Cb) =>
+      sessions ? ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a))) : ops.truncate(p, size, cb),
     chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
     chown: (p: string, u: number, g: number, cb: Cb) => {
       const attrs: { uid?: number; gid?: number } = {};

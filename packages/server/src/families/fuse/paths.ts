@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RawData, WebSocket } from "ws";
 import { FuseMountPathsRequestError, decodeFuseMountPathsRequest, encodeFuseAck } from "@diverge/codec";
-import type { FuseAckResult, FuseHandlers, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
+import type { FuseAckResult, FuseHandlers, FuseReadResult, FuseStat, FuseTime } from "@diverge/multiplexer/fuse";
 import { checkPath, realRoot } from "../filesystem/path-checks.js";
 import { NOT_A_MOUNT_PATH } from "./place.js";
 import type { FuseMount } from "./index.js";
@@ -72,6 +72,8 @@ export const PATHS_COPY_MEMORY_BYTES = 4 * 1024 * 1024;
  */
 class Copy {
   opens = 1;
+  /** The path it is sent to (moved by a rename). */
+  path: string;
   dirty = false;
   removed = false;
   /** A write or truncate past what one message carries was refused: the copy is never sent (no cut file). */
@@ -80,7 +82,8 @@ class Copy {
   sending: Promise<void> | undefined;
   private mem: Buffer;
   private file: fs.promises.FileHandle | undefined;
-  constructor(public size: number, bytes?: Uint8Array) {
+  constructor(path: string, public size: number, bytes?: Uint8Array) {
+    this.path = path;
     this.mem = Buffer.alloc(Math.max(size, 4096));
     if (bytes) this.mem.set(bytes);
   }
@@ -150,7 +153,9 @@ const PATHS_EROFS = -30;
 /**
  * Offset-based FUSE handlers over the whole-file asks of kinds 12–18 for the mount `id`, with the
  * sessions that hold a proxy copy of each open file (`Copy`): a file is read once per open (its
- * first), and written back once on flush, fsync or release. A file past `maxFileBytes` fails at open
+ * first), and written back once on flush, fsync or release. A copy a write or truncate past what one
+ * message carries was refused in is never sent and no later open joins it (that open reads the file
+ * afresh), so a refusal ends with the descriptors open then. A file past `maxFileBytes` fails at open
  * with EFBIG (and a log line), never mid-write. A read-only mount refuses every change here (EROFS)
  * and never asks one. Setattr has no ask on this transport: modes are the proxy's (0644 / 0755);
  * times are the proxy's record (a write-back sets the modification time to now, a program's
@@ -171,8 +176,16 @@ export function wholeFileHandlers(
   const mountedAt: FuseTime = now();
   const uid = process.getuid?.() ?? 0;
   const gid = process.getgid?.() ?? 0;
+  /** The copy a new open of each path joins (the one its last open got). */
   const copies = new Map<string, Copy>();
-  const loading = new Map<string, Promise<number>>();
+  /** The copy each open descriptor got: a later open of its path may hold another. */
+  const opened = new Map<number, Copy>();
+  const loading = new Map<string, Promise<number | Copy>>();
+  /** The copy of `path` an operation without a descriptor acts on: none when it was refused (never sent). */
+  const current = (path: string) => {
+    const copy = copies.get(path);
+    return copy && !copy.refused ? copy : undefined;
+  };
   /** The times the proxy keeps per path (the paths stat carries none). */
   const times = new Map<string, { atime: FuseTime; mtime: FuseTime; ctime: FuseTime }>();
   const touched = (path: string) => {
@@ -231,11 +244,12 @@ export function wholeFileHandlers(
     touched(path);
     return 0;
   };
-  const load = async (path: string, created: boolean): Promise<number> => {
+  const load = async (path: string, created: boolean): Promise<number | Copy> => {
     if (created) {
-      copies.set(path, new Copy(0));
+      const copy = new Copy(path, 0);
+      copies.set(path, copy);
       touched(path);
-      return 0;
+      return copy;
     }
     present();
     const s = answered(await asks.fuseStat({ id, path }, LIVE));
@@ -244,103 +258,114 @@ export function wholeFileHandlers(
     if (s.variant === "Missing" && path !== "") return PATHS_ENOENT;
     const file = s.variant === "Missing" ? { bytes: new Uint8Array(0) } : await whole(path);
     if ("message" in file) return errnoOfMessage(file.message);
-    copies.set(path, new Copy(file.bytes.length, file.bytes));
-    return 0;
+    const copy = new Copy(path, file.bytes.length, file.bytes);
+    copies.set(path, copy);
+    return copy;
   };
   const sessions: FileSessions = {
-    async open(path, created) {
+    async open(path, created, fh) {
       for (;;) {
         const pending = loading.get(path);
         if (!pending) break;
         await pending.catch(() => undefined);
       }
+      // A copy removed, or refused (its descriptors' closes report it), is not joined: this open
+      // reads the file afresh, whether or not the kernel's release of the earlier opens came yet.
       const held = copies.get(path);
-      if (held && !held.removed) {
+      if (held && !held.removed && !held.refused) {
         held.opens++;
+        opened.set(fh, held);
         return 0;
       }
       const run = load(path, created);
       loading.set(path, run);
       try {
-        return await run;
+        const got = await run;
+        if (typeof got === "number") return got;
+        opened.set(fh, got);
+        return 0;
       } finally {
         loading.delete(path);
       }
     },
-    async flush(path) {
-      const copy = copies.get(path);
-      return copy ? writeBack(path, copy) : 0;
+    async flush(path, fh) {
+      const copy = opened.get(fh) ?? copies.get(path);
+      return copy ? writeBack(copy.path, copy) : 0;
     },
-    async release(path) {
-      const copy = copies.get(path);
+    async release(_path, fh) {
+      const copy = opened.get(fh);
       if (!copy) return 0;
+      opened.delete(fh);
       copy.opens--;
       let code = PATHS_EIO;
       try {
-        code = await writeBack(path, copy);
+        code = await writeBack(copy.path, copy);
       } finally {
         if (copy.opens <= 0) {
-          if (copies.get(path) === copy) copies.delete(path);
+          if (copies.get(copy.path) === copy) copies.delete(copy.path);
           await copy.drop();
         }
       }
       return code;
     },
+    read: (path, fh, offset, length) => readFrom(opened.get(fh) ?? current(path), path, offset, length),
+    write: (path, fh, offset, bytes) => writeTo(opened.get(fh) ?? current(path), path, offset, bytes),
+    truncate: (path, fh, size) => truncateTo(opened.get(fh) ?? current(path), path, size),
     sizeOf: (path) => {
       const copy = copies.get(path);
       return copy && !copy.removed ? BigInt(copy.size) : undefined;
     },
   };
+  async function readFrom(copy: Copy | undefined, path: string, offset: bigint, length: number): Promise<FuseReadResult> {
+    if (copy) return { kind: "data", bytes: await copy.read(Number(offset), length) };
+    const file = await whole(path);
+    if ("message" in file) return { kind: "error", message: file.message };
+    const start = Number(offset);
+    return { kind: "data", bytes: file.bytes.subarray(Math.min(start, file.bytes.length), Math.min(start + length, file.bytes.length)) };
+  }
+  async function writeTo(copy: Copy | undefined, path: string, offset: bigint, bytes: Uint8Array): Promise<FuseAckResult> {
+    if (readonly) return READ_ONLY;
+    const start = Number(offset);
+    if (start + bytes.length > maxFileBytes) {
+      if (copy) copy.refused = true;
+      return tooLarge(start + bytes.length);
+    }
+    if (copy) {
+      await copy.write(start, bytes);
+      return { kind: "ok" };
+    }
+    const file = await whole(path);
+    if ("message" in file) return { kind: "error", message: file.message };
+    const out = new Uint8Array(Math.max(file.bytes.length, start + bytes.length));
+    out.set(file.bytes);
+    out.set(bytes, start);
+    const sent = await store(path, out);
+    if (sent.kind === "ok") touched(path);
+    return sent;
+  }
+  async function truncateTo(copy: Copy | undefined, path: string, size: bigint): Promise<FuseAckResult> {
+    if (readonly) return READ_ONLY;
+    if (size > BigInt(maxFileBytes)) {
+      if (copy) copy.refused = true;
+      return tooLarge(Number(size));
+    }
+    if (copy) {
+      await copy.truncate(Number(size));
+      return { kind: "ok" };
+    }
+    const file = await whole(path);
+    if ("message" in file) return { kind: "error", message: file.message };
+    const out = new Uint8Array(Number(size));
+    out.set(file.bytes.subarray(0, out.length));
+    const sent = await store(path, out);
+    if (sent.kind === "ok") touched(path);
+    return sent;
+  }
   return {
     sessions,
-    async read(path, offset, length) {
-      const copy = copies.get(path);
-      if (copy) return { kind: "data", bytes: await copy.read(Number(offset), length) };
-      const file = await whole(path);
-      if ("message" in file) return { kind: "error", message: file.message };
-      const start = Number(offset);
-      return { kind: "data", bytes: file.bytes.subarray(Math.min(start, file.bytes.length), Math.min(start + length, file.bytes.length)) };
-    },
-    async write(path, offset, bytes) {
-      if (readonly) return READ_ONLY;
-      const start = Number(offset);
-      const copy = copies.get(path);
-      if (start + bytes.length > maxFileBytes) {
-        if (copy) copy.refused = true;
-        return tooLarge(start + bytes.length);
-      }
-      if (copy) {
-        await copy.write(start, bytes);
-        return { kind: "ok" };
-      }
-      const file = await whole(path);
-      if ("message" in file) return { kind: "error", message: file.message };
-      const out = new Uint8Array(Math.max(file.bytes.length, start + bytes.length));
-      out.set(file.bytes);
-      out.set(bytes, start);
-      const sent = await store(path, out);
-      if (sent.kind === "ok") touched(path);
-      return sent;
-    },
-    async truncate(path, size) {
-      if (readonly) return READ_ONLY;
-      const copy = copies.get(path);
-      if (size > BigInt(maxFileBytes)) {
-        if (copy) copy.refused = true;
-        return tooLarge(Number(size));
-      }
-      if (copy) {
-        await copy.truncate(Number(size));
-        return { kind: "ok" };
-      }
-      const file = await whole(path);
-      if ("message" in file) return { kind: "error", message: file.message };
-      const out = new Uint8Array(Number(size));
-      out.set(file.bytes.subarray(0, out.length));
-      const sent = await store(path, out);
-      if (sent.kind === "ok") touched(path);
-      return sent;
-    },
+    read: (path, offset, length) => readFrom(current(path), path, offset, length),
+    write: (path, offset, bytes) => writeTo(current(path), path, offset, bytes),
+    truncate: (path, size) => truncateTo(current(path), path, size),
     async setattr(path, attrs) {
       if (readonly) return READ_ONLY;
       if (attrs.atime || attrs.mtime) {
@@ -395,7 +420,8 @@ export function wholeFileHandlers(
         for (const [key, value] of [...copies]) {
           if (key === from || key.startsWith(prefix)) {
             copies.delete(key);
-            copies.set(to + key.slice(from.length), value);
+            value.path = to + key.slice(from.length);
+            copies.set(value.path, value);
           }
         }
       }
