@@ -430,13 +430,18 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(await readFile(join(provider, "f"), "utf8")).toBe("old");
   });
 
-  it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
+  /** A paths mount of the provider's directory at `big`, holding `f` = "small", answered by `answering`. */
+  const mountSmallFileOnPaths = async () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
     await answering.whenConnected({ timeoutMs: 20_000 });
     await writeFile(join(provider, "f"), "small");
     await made.mount(["big"], provider);
+  };
+
+  it("paths: a file the transport cannot carry whole fails at once with EFBIG, holding nothing", async () => {
+    await mountSmallFileOnPaths();
     const at = join(root, "big");
     const before = process.memoryUsage().rss;
     const result = await program(`
@@ -458,12 +463,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
   // in the background): the refused copy held by it must not be joined. Kept open here, so that
   // open comes before its release every time.
   it("paths: an open after a refused write reads the file afresh and sends it, the refused descriptor not yet released", async () => {
-    const url = `ws://127.0.0.1:${proxy!.port}`;
-    const made = new PathsMounts(url);
-    answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
-    await writeFile(join(provider, "f"), "small");
-    await made.mount(["big"], provider);
+    await mountSmallFileOnPaths();
     const result = await program(`
       const f = ${JSON.stringify(join(root, "big", "f"))};
       const refused = await fs.open(f, "r+");
