@@ -173,7 +173,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     const client = await A2AClient.fromCardUrl(`${served}.well-known/agent-card.json`);
     const sent = await client.sendMessage(params("over the command"));
     const task = (sent as { result: Task }).result;
-    expect(task.status.state).toBe("completed");
+    expect(task.status.state).toBe("input-required");
     // The final status says the whole text; the "response" artifact has it as the deltas came.
     expect(task.status.message?.parts[0]).toEqual({ kind: "text", text: "You said: over the command" });
     expect(task.artifacts?.find((artifact) => artifact.artifactId === "response")?.parts.map((part) => (part.kind === "text" ? part.text : "")).join("")).toBe("You said: over the command");
@@ -206,15 +206,15 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(card).toMatchObject({ url: serving.url, capabilities: { streaming: true } });
     if (transport === "multiplexed") expect(card).toMatchObject({ name: "Example agent", skills: [{ id: "conversation" }, { id: "tool:greeter" }] });
 
-    // message/send: blocking until the task is over; the text is the task's artifact.
+    // message/send: blocking until the turn is over (the agent waits for input); the text is the task's artifact.
     const sent = await client.sendMessage(params("hello a2a"));
     expect("result" in sent).toBe(true);
     const task = (sent as { result: Task }).result;
     expect(task.kind).toBe("task");
-    expect(task.status.state).toBe("completed");
+    expect(task.status.state).toBe("input-required");
     expect(task.artifacts?.find((artifact) => artifact.artifactId === "response")?.parts.map((part) => (part.kind === "text" ? part.text : "")).join("")).toContain("You said: hello a2a");
 
-    // message/stream: submitted, working, artifacts as the deltas come, a tool call's result, completed.
+    // message/stream: submitted, working, artifacts as the deltas come, a tool call's result, input-required.
     const states: string[] = [];
     let text = "";
     const statusTexts: string[] = [];
@@ -229,7 +229,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     }
     expect(states[0]).toBe("submitted");
     expect(states).toContain("working");
-    expect(states.at(-1)).toBe("completed");
+    expect(states.at(-1)).toBe("input-required");
     expect(text).toContain("You said: look");
     expect(statusTexts.some((line) => line.includes("echo") && line.includes("streamed"))).toBe(true);
     expect(tools.calls).toContain('echo {"text":"streamed"}');
@@ -253,9 +253,55 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     await consumed;
     expect(waitingStates.at(-1)).toBe("canceled");
     program.release("c");
-    expect(((await pausing) as { result: Task }).result.status.state).toBe("completed");
+    expect(((await pausing) as { result: Task }).result.status.state).toBe("input-required");
+  }, 60_000);
+
+  it.skipIf(!proxyServesAgents)("--serve-agent: a turn ends waiting for input; a follow-up continues the task; a waiting task cancels", async () => {
+    const { url } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
+    const agent = await beginAgentOver(transport, url);
+    const serving = await serveAgentA2a(agent, { port: 0, idleMs: 700 });
+    closers.push(() => serving.close());
+    const client = await A2AClient.fromCardUrl(`${serving.url}.well-known/agent-card.json`);
+
+    // A2A 0.3 keeps completed/canceled/failed/rejected final: a loop's end is the agent waiting for the
+    // next message, so the task is input-required and a message with its id is the next turn of it.
+    const first = ((await client.sendMessage(params("first turn"))) as { result: Task }).result;
+    expect(first.status.state).toBe("input-required");
+    const followUp: MessageSendParams = { message: { ...params("second turn").message, taskId: first.id, contextId: first.contextId } };
+    const second = await client.sendMessage(followUp);
+    expect("error" in second ? second.error : undefined).toBeUndefined();
+    const continued = (second as { result: Task }).result;
+    expect(continued.id).toBe(first.id);
+    expect(continued.status.state).toBe("input-required");
+    expect(continued.status.message?.parts[0]).toEqual({ kind: "text", text: "You said: second turn" });
+    const userTexts = (continued.history ?? []).filter((message) => message.role === "user").map((message) => (message.parts[0]?.kind === "text" ? message.parts[0].text : ""));
+    expect(userTexts).toEqual(["first turn", "second turn"]);
+
+    // tasks/get: historyLength bounds the history it returns.
+    const got = await client.getTask({ id: first.id, historyLength: 1 });
+    expect((got as { result: Task }).result.history).toHaveLength(1);
+
+    // tasks/cancel: a task waiting for input is canceled; canceled is final, so a further message is refused.
+    const canceled = await client.cancelTask({ id: first.id });
+    expect((canceled as { result: Task }).result.status.state).toBe("canceled");
+    const refused = await client.sendMessage({ message: { ...params("too late").message, taskId: first.id } });
+    expect("error" in refused ? refused.error.code : undefined).toBe(-32600);
   }, 60_000);
 });
+
+/** An agent begun on the proxy at `url` over `transport`, its provider side answered, nothing declared. */
+async function beginAgentOver(transport: "multiplexed" | "paths", url: string): Promise<Agent> {
+  if (transport === "multiplexed") {
+    const connection = await openContainer(url);
+    closers.push(() => connection.close());
+    const agent = await connection.beginAgent({ arguments: {} });
+    await agent.feedSecrets({ API_KEY: "k" });
+    return agent;
+  }
+  const paths = await beginPathsAgent(url, { arguments: {} });
+  closers.push(() => paths.close());
+  return paths;
+}
 
 function params(text: string): MessageSendParams {
   const message: Message = { kind: "message", role: "user", messageId: crypto.randomUUID(), parts: [{ kind: "text", text }] };

@@ -48,8 +48,8 @@ describe("pnpm demo: agent containers", () => {
       const a2a = section(`diverge connect --serve-agent over the ${transport} transport`);
       for (const expected of [
         'status working add({"a":2,"b":3}) → 5',
-        "task states submitted → working → completed",
-        "→ task completed: You said: how are you",
+        "task states submitted → working → input-required",
+        "→ task input-required: You said: how are you",
         'tool calls served ["add 2 3"]',
         "connect exited status 0 (SIGTERM)",
       ]) expect(a2a, `A2A on ${transport}: ${expected}`).toContain(expected);

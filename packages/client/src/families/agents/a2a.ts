@@ -7,7 +7,10 @@
 // Each A2A message is one enqueue, under the task's id as its key; the task's states follow the fate:
 //   submitted  the message is enqueued, its fate not known yet
 //   working    delivered: a loop took it (its output is the task's until another message lands)
-//   completed  the loop ended (settled) after it was delivered
+//   input-required  the loop ended (settled) after it was delivered: the agent waits for the next
+//              message, and one sent with this task's id continues the task (another enqueue under
+//              its key); A2A keeps terminal states final, and an agent container's conversation is not
+//              over when a loop ends
 //   failed     the loop ended with a fatal notification, or the proxy could not be asked
 //   rejected   the program refused the message (the enqueue's Refused, the program's words)
 //   canceled   tasks/cancel: a dequeue of the task's key (withdrawn before a loop took it); a task
@@ -117,8 +120,12 @@ export class ContainerAgentExecutor implements AgentExecutor {
     const { taskId, contextId, userMessage } = context;
     const run: TaskRun = { taskId, contextId, bus, state: "submitted", text: "", artifacts: new Set(), done: false, abort: new AbortController() };
     this.runs.set(taskId, run);
-    const task: Task = { kind: "task", id: taskId, contextId, status: { state: "submitted", timestamp: new Date().toISOString() }, history: [userMessage] };
-    bus.publish(task);
+    // A follow-up on a task waiting for input keeps that task (its history, its artifacts): only its state moves.
+    if (context.task) bus.publish(statusEvent(taskId, contextId, "submitted"));
+    else {
+      const task: Task = { kind: "task", id: taskId, contextId, status: { state: "submitted", timestamp: new Date().toISOString() }, history: [userMessage] };
+      bus.publish(task);
+    }
     this.say(`task ${taskId}: submitted`);
     let fate;
     try {
@@ -135,7 +142,7 @@ export class ContainerAgentExecutor implements AgentExecutor {
     await this.agent.settled({ idleMs: this.options.idleMs, signal: run.abort.signal }).catch(() => {});
     if (run.done) return;
     if (run.fatal !== undefined) return this.finish(run, "failed", typeof run.fatal === "string" ? run.fatal : JSON.stringify(run.fatal));
-    this.finish(run, "completed", run.text);
+    this.finish(run, "input-required", run.text);
   }
 
   async cancelTask(taskId: string, bus: ExecutionEventBus): Promise<void> {
