@@ -22,6 +22,18 @@ export interface WebSocketLike {
 
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
+/** A byte stream that can hold its writes back and let them go in one (Node's `net.Socket`). */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * The most bytes held corked in one turn: past it they go at once. Corked bytes count in
+ * `bufferedAmount`, so a bound keeps a burst from reading as a path that does not drain.
+ */
+const MAX_CORKED_BYTES = 64 * 1024;
+
 export const defaultWebSocket = WebSocket as unknown as WebSocketConstructor;
 
 /** How a connection ended: `clean` when a Close frame arrived (any code), else abrupt. */
@@ -68,6 +80,29 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       return;
     }
     socket.binaryType = "arraybuffer";
+    // With `ws`, the upgrade's socket under the WebSocket: the messages sent in one turn of the event
+    // loop are corked on it and leave in one write (a command's items: one system call per turn, not per item).
+    let stream: Corkable | undefined;
+    (socket as { once?: (event: string, listener: (response: { socket?: Corkable }) => void) => void }).once?.("upgrade", (response) => (stream = response.socket));
+    let uncorking: ReturnType<typeof setImmediate> | undefined;
+    let corkedBytes = 0;
+    const flush = () => {
+      if (uncorking === undefined) return;
+      clearImmediate(uncorking);
+      uncorking = undefined;
+      corkedBytes = 0;
+      stream!.uncork();
+    };
+    const send = (bytes: Uint8Array<ArrayBuffer>) => {
+      if (socket.readyState !== OPEN) return socket.send(bytes);
+      if (stream && uncorking === undefined) {
+        stream.cork();
+        // After this turn's I/O callbacks (the check phase): every message sent meanwhile goes in one write.
+        uncorking = setImmediate(flush);
+      }
+      socket.send(bytes);
+      if (uncorking !== undefined && (corkedBytes += bytes.length) >= MAX_CORKED_BYTES) flush();
+    };
     let opened = false;
     let lastError = "";
     const listeners: ((bytes: Uint8Array) => void)[] = [];
@@ -97,9 +132,10 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       opened = true;
       resolve({
         // A view over a SharedArrayBuffer is copied: a WHATWG WebSocket sends only ArrayBuffer views.
-        send: (bytes) => socket.send(bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes)),
-        close: () => socket.close(),
-        terminate: () => (socket.terminate ? socket.terminate() : socket.close()),
+        send: (bytes) => send(bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes)),
+        // What was sent before goes first, also before an abrupt end.
+        close: () => (flush(), socket.close()),
+        terminate: () => (flush(), socket.terminate ? socket.terminate() : socket.close()),
         onMessage: (listener) => {
           listeners.push(listener);
           for (const bytes of early.splice(0)) listener(bytes);
