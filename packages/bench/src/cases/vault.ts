@@ -5,9 +5,15 @@
 //   command: `POST /command` → proxy → /requests kind 10 → `diverge answer --command-exec` running a
 //   real executable that writes many lines, one item each, against reading that executable's stdout
 //   directly (line by line, as the provider reads it).
+// The program's HTTP client is `node:http` with a keep-alive agent: `fetch` (undici) costs the caller
+// ~0.5 ms of CPU per request here, ~5× `node:http`, and with every process on two cores that cost
+// would be most of what the row measures. The floor row (x) is that client against a plain Node HTTP
+// server answering the same bytes: what any vault behind an HTTP API can reach on this machine.
+// Beside each row, the CPU per get of the proxy and the provider (and of the caller, this process).
 // PostgreSQL is a throwaway cluster (initdb in a temp dir, as the tests do); without PostgreSQL's
 // binaries it is an embedded PGlite behind a PostgreSQL socket, and the table says so.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { Agent, request as httpRequest } from "node:http";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
@@ -15,7 +21,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
-import { load, profileArgs, startChild, type LoadResult } from "../processes.js";
+import { load, processCpuMicros, profileArgs, startChild, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
@@ -130,6 +136,46 @@ async function answer(args: string[]): Promise<ChildProcess> {
   return child;
 }
 
+/** `GET url` with `agent` (keep-alive): the status and the body as text. */
+function httpGet(agent: Agent, url: URL): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const ask = httpRequest(url, { agent }, (response) => {
+      const parts: Buffer[] = [];
+      response.on("data", (part: Buffer) => parts.push(part));
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString() }));
+      response.on("error", reject);
+    });
+    ask.on("error", reject);
+    ask.end();
+  });
+}
+
+/** A plain Node HTTP server in a process of its own answering every request with `value`: the floor under the vault's HTTP API. */
+async function plainHttpServer(value: string): Promise<{ port: number; pid: number; close(): void }> {
+  const code = `const value = Buffer.from(${JSON.stringify(value)});
+const server = require("node:http").createServer((request, response) => { request.resume(); response.writeHead(200, { "content-type": "application/octet-stream", "content-length": value.length }).end(value); });
+server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\\n"));`;
+  const child = spawn(process.execPath, ["-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once("exit", (status) => reject(new Error(`the plain HTTP server exited with ${status}`)));
+    child.stdout!.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+  });
+  return { port, pid: child.pid!, close: () => void child.kill() };
+}
+
+/** CPU in µs per call of the processes in `pids` (undefined entries: none), over `run`. */
+async function cpuPerCall(pids: readonly (number | undefined)[], run: () => Promise<LoadResult>): Promise<{ result: LoadResult; cpu: (number | undefined)[] }> {
+  const before = pids.map((pid) => (pid === undefined ? undefined : processCpuMicros(pid)));
+  const callerBefore = process.cpuUsage();
+  const result = await run();
+  const caller = process.cpuUsage(callerBefore);
+  const cpu = pids.map((pid, i) => {
+    const after = pid === undefined ? undefined : processCpuMicros(pid);
+    return after === undefined || before[i] === undefined ? undefined : (after - before[i]!) / result.calls;
+  });
+  return { result, cpu: [...cpu, (caller.user + caller.system) / result.calls] };
+}
+
 /** Items/s of one run: `run` resolves with the number of items it read. */
 async function itemsPerSecond(run: () => Promise<number>, expected: number): Promise<{ items: number; seconds: number; rate: number }> {
   const start = performance.now();
@@ -181,30 +227,38 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
     closers.unshift(() => beginProvider.close());
     const beginBase = `http://127.0.0.1:${beginProxy.ready.programPort}`;
 
-    // The same SELECT the vault makes, directly, on a pool the size of the vault's own.
+    // The same SELECT the vault makes (its prepared statement), directly, on a pool the size of the vault's own.
     const pool = new pg.Pool({ connectionString: database.url, max: 8 });
     pool.on("error", () => {});
     closers.unshift(() => pool.end());
     const select = async () => {
-      const { rows } = await pool.query(`SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2`, ["bench", "bench-key"]);
+      const { rows } = await pool.query({ name: "bench_vault_get", text: `SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2`, values: ["bench", Buffer.from("bench-key")] });
       if (rows.length !== 1) throw new Error("the direct SELECT found no value");
     };
-    const get = async () => {
-      const response = await fetch(`${base}/vault/bench-key`);
-      const text = await response.text();
-      if (response.status !== 200 || text !== value) throw new Error(`GET /vault/bench-key answered ${response.status}: ${text}`);
+    const floor = await plainHttpServer(value);
+    closers.unshift(() => floor.close());
+    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    closers.unshift(() => agent.destroy());
+    const getFrom = (url: URL, what: string) => async () => {
+      const { status, text } = await httpGet(agent, url);
+      if (status !== 200 || text !== value) throw new Error(`GET ${what} answered ${status}: ${text}`);
     };
-    const getBegin = async () => {
-      const response = await fetch(`${beginBase}/vault/bench-key`);
-      const text = await response.text();
-      if (response.status !== 200 || text !== value) throw new Error(`GET /vault/bench-key (begin scope) answered ${response.status}: ${text}`);
-    };
-    for (const call of [select, get, getBegin]) await load(call, 8, quick ? 0.05 : 0.5, quick ? 50 : 5_000);
-    const results: Record<"direct" | "proxy" | "begin", Record<string, LoadResult>> = { direct: {}, proxy: {}, begin: {} };
+    const get = getFrom(new URL(`${base}/vault/bench-key`), "/vault/bench-key");
+    const getBegin = getFrom(new URL(`${beginBase}/vault/bench-key`), "/vault/bench-key (begin scope)");
+    const getFloor = getFrom(new URL(`http://127.0.0.1:${floor.port}/vault/bench-key`), "the plain HTTP server");
+    const calls = { direct: select, floor: getFloor, proxy: get, begin: getBegin } as const;
+    // The processes each path crosses: [proxy, provider]; the caller's CPU comes last.
+    const pids = { direct: [undefined, undefined], floor: [undefined, floor.pid], proxy: [proxy.pid, provider.pid], begin: [beginProxy.pid, beginProvider.pid] } as const;
+    for (const call of Object.values(calls)) await load(call, 8, quick ? 0.05 : 0.5, quick ? 50 : 5_000);
+    type Key = keyof typeof calls;
+    const results: Record<Key, Record<string, LoadResult>> = { direct: {}, floor: {}, proxy: {}, begin: {} };
+    const cpu: Record<Key, Record<string, (number | undefined)[]>> = { direct: {}, floor: {}, proxy: {}, begin: {} };
     for (const concurrency of [1, 32]) {
-      for (const [key, call] of [["direct", select], ["proxy", get], ["begin", getBegin]] as const) {
+      for (const key of Object.keys(calls) as Key[]) {
         log(`  vault ${key} N=${concurrency}`);
-        results[key][String(concurrency)] = await load(call, concurrency, seconds, maxCalls);
+        const measured = await cpuPerCall(pids[key], () => load(calls[key], concurrency, seconds, maxCalls));
+        results[key][String(concurrency)] = measured.result;
+        cpu[key][String(concurrency)] = measured.cpu;
       }
     }
 
@@ -242,69 +296,86 @@ export async function vaultSuite(quick: boolean, log: (line: string) => void): P
     await itemsPerSecond(throughProxy, lines);
     await itemsPerSecond(direct, lines);
     const command: Record<"direct" | "proxy", { items: number; seconds: number; rate: number }[]> = { direct: [], proxy: [] };
+    // CPU of the proxy and the provider over every run through them, per item.
+    const commandCpu = [0, 0];
     for (let r = 0; r < rounds; r++) {
       log(`  command round ${r + 1} of ${rounds}`);
       command.direct.push(await itemsPerSecond(direct, lines));
+      const before = [proxy.pid, provider.pid!].map(processCpuMicros);
       command.proxy.push(await itemsPerSecond(throughProxy, lines));
+      [proxy.pid, provider.pid!].map(processCpuMicros).forEach((after, i) => (commandCpu[i]! += (after ?? NaN) - (before[i] ?? NaN)));
     }
+    const commandCpuPerItem = commandCpu.map((micros) => micros / (rounds * lines));
     const best = (runs: { rate: number }[]) => Math.max(...runs.map((r) => r.rate));
     const commandRate = { direct: best(command.direct), proxy: best(command.proxy) };
 
-    const r = (key: "direct" | "proxy" | "begin", n: number) => results[key][String(n)]!;
+    const r = (key: Key, n: number) => results[key][String(n)]!;
+    const us = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "—" : `${x.toFixed(0)} µs`);
+    const cpuOf = (key: Key, n: number) => `CPU per get: proxy ${us(cpu[key][String(n)]![0])}, provider ${us(cpu[key][String(n)]![1])}`;
+    const floorRatio = r("floor", 32).callsPerSecond / r("direct", 32).callsPerSecond;
     const beginRatio = r("begin", 32).callsPerSecond / r("direct", 32).callsPerSecond;
     const p50Ratio = r("proxy", 1).p50 / r("direct", 1).p50;
     const rateRatio = r("proxy", 32).callsPerSecond / r("direct", 32).callsPerSecond;
     const names = {
       direct: "(s) pg → PostgreSQL: the vault's SELECT, directly",
+      floor: "(x) program → a plain Node HTTP server answering the same bytes (no vault)",
       proxy: "(t) program → proxy → /requests kind 5 → diverge answer → PostgreSQL",
       begin: "(w) program → proxy → begin scope → provider → PostgreSQL",
     } as const;
     return {
-      result: { database: database.what, vault: results, command: { lines, runs: command } },
+      result: { database: database.what, vault: results, vaultCpuPerGet: cpu, command: { lines, runs: command, cpuPerItem: { proxy: commandCpuPerItem[0], provider: commandCpuPerItem[1] } } },
       targets: [
         { case: 9, what: "vault get through the proxy vs the direct SELECT, p50 at N = 1", goal: "reported", value: `${p50Ratio.toFixed(2)}× the latency (${r("proxy", 1).p50.toFixed(2)} ms vs ${r("direct", 1).p50.toFixed(2)} ms)`, met: null },
         {
           case: 9,
           what: "vault get through the proxy vs the direct SELECT, throughput at N = 32",
           goal: "reported",
-          value: `${rateRatio.toFixed(2)}× (${r("proxy", 32).callsPerSecond.toFixed(0)} vs ${r("direct", 32).callsPerSecond.toFixed(0)} gets/s)`,
+          value: `${rateRatio.toFixed(2)}× (${r("proxy", 32).callsPerSecond.toFixed(0)} vs ${r("direct", 32).callsPerSecond.toFixed(0)} gets/s; ${cpuOf("proxy", 32)})`,
           met: null,
         },
         {
           case: 9,
           what: "vault get on the begin scope vs the direct SELECT, throughput at N = 32",
           goal: "≥ 0.5× the direct SELECT",
-          value: `${beginRatio.toFixed(2)}× (${r("begin", 32).callsPerSecond.toFixed(0)} vs ${r("direct", 32).callsPerSecond.toFixed(0)} gets/s; p50 at N = 1 ${r("begin", 1).p50.toFixed(2)} ms vs ${r("direct", 1).p50.toFixed(2)} ms)`,
+          value: `${beginRatio.toFixed(2)}× (${r("begin", 32).callsPerSecond.toFixed(0)} vs ${r("direct", 32).callsPerSecond.toFixed(0)} gets/s; p50 at N = 1 ${r("begin", 1).p50.toFixed(2)} ms vs ${r("direct", 1).p50.toFixed(2)} ms; ${cpuOf("begin", 32)}; the plain HTTP floor ${floorRatio.toFixed(2)}×)`,
           met: beginRatio >= 0.5,
         },
         {
           case: 9,
           what: "command items/s through the proxy vs the executable's stdout read directly",
           goal: "≥ 0.3× the direct read",
-          value: `${(commandRate.proxy / commandRate.direct).toFixed(2)}× (${commandRate.proxy.toFixed(0)} vs ${commandRate.direct.toFixed(0)} items/s)`,
+          value: `${(commandRate.proxy / commandRate.direct).toFixed(2)}× (${commandRate.proxy.toFixed(0)} vs ${commandRate.direct.toFixed(0)} items/s; CPU per item: proxy ${commandCpuPerItem[0]!.toFixed(2)} µs, provider ${commandCpuPerItem[1]!.toFixed(2)} µs)`,
           met: commandRate.proxy / commandRate.direct >= 0.3,
         },
       ],
       tables: [
         {
           title: "Case 9: vault get (one 48-byte value)",
-          columns: ["path", "N", "gets/s", "vs (s)", "p50", "p99", "gets"],
-          rows: (["direct", "proxy", "begin"] as const).flatMap((key) =>
+          columns: ["path", "N", "gets/s", "vs (s)", "p50", "p99", "gets", "CPU/get proxy", "CPU/get provider", "CPU/get caller"],
+          rows: (["direct", "floor", "proxy", "begin"] as const).flatMap((key) =>
             [1, 32].map((n) => {
               const x = r(key, n);
-              return [names[key], String(n), x.callsPerSecond.toFixed(0), `${(x.callsPerSecond / r("direct", n).callsPerSecond).toFixed(2)}×`, `${x.p50.toFixed(2)} ms`, `${x.p99.toFixed(2)} ms`, String(x.calls)];
+              const c = cpu[key][String(n)]!;
+              return [names[key], String(n), x.callsPerSecond.toFixed(0), `${(x.callsPerSecond / r("direct", n).callsPerSecond).toFixed(2)}×`, `${x.p50.toFixed(2)} ms`, `${x.p99.toFixed(2)} ms`, String(x.calls), us(c[0]), us(c[1]), us(c[2])];
             }),
           ),
-          notes: [`database: ${database.what}.`, `${seconds} s per path and concurrency; the proxy, diverge answer, PostgreSQL and the caller are separate processes on the same machine. Both sides use a pool of 8 connections.`],
+          notes: [
+            `database: ${database.what}.`,
+            `${seconds} s per path and concurrency; the proxy, diverge answer, PostgreSQL and the caller are separate processes on the same machine. Both sides use a pool of 8 connections; the vault's SELECT and the direct one are the same prepared statement.`,
+            "The caller is node:http with a keep-alive agent (fetch costs ~0.5 ms of the caller's CPU per request here). CPU per get: user + system time of each process over the run (/proc/<pid>/stat, 10 ms ticks) divided by the gets; for (x) the provider column is the plain server; the caller is this process.",
+          ],
         },
         {
           title: `Case 9: command, ${lines} lines of output, one item each`,
-          columns: ["path", "items/s (best)", "vs direct", "seconds per run (each)"],
+          columns: ["path", "items/s (best)", "vs direct", "seconds per run (each)", "CPU/item proxy", "CPU/item provider"],
           rows: [
-            ["(u) the executable's stdout, read line by line", commandRate.direct.toFixed(0), "1.00×", command.direct.map((x) => x.seconds.toFixed(3)).join(", ")],
-            ["(v) program → proxy → /requests kind 10 → diverge answer --command-exec", commandRate.proxy.toFixed(0), `${(commandRate.proxy / commandRate.direct).toFixed(2)}×`, command.proxy.map((x) => x.seconds.toFixed(3)).join(", ")],
+            ["(u) the executable's stdout, read line by line", commandRate.direct.toFixed(0), "1.00×", command.direct.map((x) => x.seconds.toFixed(3)).join(", "), "—", "—"],
+            ["(v) program → proxy → /requests kind 10 → diverge answer --command-exec", commandRate.proxy.toFixed(0), `${(commandRate.proxy / commandRate.direct).toFixed(2)}×`, command.proxy.map((x) => x.seconds.toFixed(3)).join(", "), `${commandCpuPerItem[0]!.toFixed(2)} µs`, `${commandCpuPerItem[1]!.toFixed(2)} µs`],
           ],
-          notes: [`${rounds} run(s) each, alternating; the proxy's answer is NDJSON, one {"item":"<base64>"} line per item, read to its {"end":"done"}.`],
+          notes: [
+            `${rounds} run(s) each, alternating; the proxy's answer is NDJSON, one {"item":"<base64>"} line per item, read to its {"end":"done"}.`,
+            "One item is one message on the answer path (paths.md §5: a message is one item or the error); the provider corks its socket per turn (one write per turn, not per item) and the proxy writes a turn's lines to the program in one write. CPU per item: user + system time of each process over all runs through it, divided by the items.",
+          ],
         },
       ],
     };

@@ -18,7 +18,7 @@ import { endpointUrl, proxyBase } from "../url.js";
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { bindProviderAsks, dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderAsks, type ProviderHandlers } from "../gen/exchanges.js";
-import type { ChannelOutcome } from "../exchanges/engine.js";
+import type { AnswerContext, ChannelOutcome } from "../exchanges/engine.js";
 import { channelAskEngine } from "./channel-engine.js";
 import { ContainerError, failures, unreadable } from "./errors.js";
 import type { MultiplexedConnectionEvent } from "./host.js";
@@ -444,11 +444,26 @@ export class MultiplexedConnection {
 
   /** Sends a dispatched exchange's answer messages on the channel, then its finish (bare when none). */
   private async answerChannel(responder: Responder, dispatched: DispatchedAsk): Promise<void> {
-    const controller = new AbortController();
+    // The signal is made when a handler first looks at it (a vault get never does): an AbortController
+    // and its abort (a DOMException with its stack) cost more than the rest of a small answer.
+    let controller: AbortController | undefined;
+    let ended = false;
+    const context: AnswerContext = {
+      channel: responder.channel,
+      path: `/ channel ${responder.channel}`,
+      get signal() {
+        if (!controller) {
+          controller = new AbortController();
+          if (ended) controller.abort();
+        }
+        return controller.signal;
+      },
+    };
     try {
-      for await (const bytes of dispatched.answer({ channel: responder.channel, path: `/ channel ${responder.channel}`, signal: controller.signal })) {
+      for await (const bytes of dispatched.answer(context)) {
         if (responder.finished) {
-          controller.abort();
+          ended = true;
+          controller?.abort();
           break;
         }
         const limit = this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -461,7 +476,8 @@ export class MultiplexedConnection {
     } catch {
       // A handler that fails answers what it had sent so far; with nothing sent, that is not served.
     } finally {
-      controller.abort();
+      ended = true;
+      controller?.abort();
       responder.finish();
     }
   }

@@ -2,6 +2,7 @@
 // `ws` package all offer), so a caller may bring its own implementation. The default is `ws`.
 import { binaryOf } from "@diverge/multiplexer";
 import WebSocket from "ws";
+import { FrameBatch, SMALL_FRAME_MAX_BYTES } from "./small-frames.js";
 
 /** The part of the WHATWG WebSocket API the provider side uses. */
 export interface WebSocketLike {
@@ -21,6 +22,21 @@ export interface WebSocketLike {
 }
 
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+/** The byte stream under a `ws` WebSocket (Node's `net.Socket`): writes it can hold back and let go in one. */
+interface RawStream {
+  cork(): void;
+  uncork(): void;
+  write(chunk: Uint8Array): boolean;
+  readonly writable: boolean;
+  prependListener(event: "data", listener: () => void): void;
+}
+
+/**
+ * The most bytes held corked in one turn: past it they go at once. Corked bytes count in
+ * `bufferedAmount`, so a bound keeps a burst from reading as a path that does not drain.
+ */
+const MAX_CORKED_BYTES = 64 * 1024;
 
 export const defaultWebSocket = WebSocket as unknown as WebSocketConstructor;
 
@@ -68,6 +84,58 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       return;
     }
     socket.binaryType = "arraybuffer";
+    // With `ws`, the upgrade's socket under the WebSocket: the messages sent in one turn of the event
+    // loop leave in one write (a command's items: one system call per turn, not per item). Small ones
+    // are framed here into one batch (small-frames.ts) once the connection is known to have no
+    // extension (so `ws` holds nothing back that they could overtake); others go through `ws`, on the
+    // stream corked until the turn ends, the batch written before them.
+    let stream: RawStream | undefined;
+    (socket as { once?: (event: string, listener: (response: { socket?: RawStream }) => void) => void }).once?.("upgrade", (response) => (stream = response.socket));
+    let smallFramesDirect = false;
+    const batch = new FrameBatch();
+    let turnEnd: ReturnType<typeof setImmediate> | undefined;
+    let corked = false;
+    let corkedBytes = 0;
+    const writeBatch = () => {
+      if (batch.pending === 0) return;
+      const frames = batch.take();
+      // A stream already ended (the connection closing) takes nothing more: the frames are dropped, as the network would.
+      if (stream!.writable) stream!.write(frames);
+    };
+    const flush = () => {
+      if (turnEnd !== undefined) clearImmediate(turnEnd);
+      turnEnd = undefined;
+      writeBatch();
+      if (corked) {
+        corked = false;
+        corkedBytes = 0;
+        stream!.uncork();
+      }
+    };
+    const endOfTurn = () => {
+      turnEnd = undefined;
+      flush();
+    };
+    const send = (bytes: Uint8Array<ArrayBuffer>) => {
+      if (socket.readyState !== OPEN) return socket.send(bytes);
+      if (!stream) return socket.send(bytes);
+      // After this turn's I/O callbacks (the check phase): every message sent meanwhile goes in one write.
+      turnEnd ??= setImmediate(endOfTurn);
+      if (smallFramesDirect && bytes.length < SMALL_FRAME_MAX_BYTES) {
+        if (!batch.add(bytes)) {
+          writeBatch();
+          batch.add(bytes);
+        }
+        return;
+      }
+      writeBatch();
+      if (!corked) {
+        corked = true;
+        stream.cork();
+      }
+      socket.send(bytes);
+      if ((corkedBytes += bytes.length) >= MAX_CORKED_BYTES) flush();
+    };
     let opened = false;
     let lastError = "";
     const listeners: ((bytes: Uint8Array) => void)[] = [];
@@ -95,11 +163,16 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
     let pauses = 0;
     socket.addEventListener("open", (() => {
       opened = true;
+      smallFramesDirect = stream !== undefined && typeof stream.write === "function" && typeof stream.prependListener === "function" && (socket as { extensions?: unknown }).extensions === "";
+      // What `ws` writes by itself (a Close or a Pong in reply) it writes as it reads a frame: the
+      // batch goes first, so nothing sent before is overtaken.
+      if (smallFramesDirect) stream!.prependListener("data", writeBatch);
       resolve({
         // A view over a SharedArrayBuffer is copied: a WHATWG WebSocket sends only ArrayBuffer views.
-        send: (bytes) => socket.send(bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes)),
-        close: () => socket.close(),
-        terminate: () => (socket.terminate ? socket.terminate() : socket.close()),
+        send: (bytes) => send(bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes)),
+        // What was sent before goes first, also before an abrupt end.
+        close: () => (flush(), socket.close()),
+        terminate: () => (flush(), socket.terminate ? socket.terminate() : socket.close()),
         onMessage: (listener) => {
           listeners.push(listener);
           for (const bytes of early.splice(0)) listener(bytes);
@@ -109,7 +182,7 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
           return socket.readyState === OPEN;
         },
         get bufferedAmount() {
-          return socket.bufferedAmount ?? 0;
+          return (socket.bufferedAmount ?? 0) + batch.pending;
         },
         pauseIncoming: () => {
           let resumed = false;

@@ -17,7 +17,11 @@ import { AnswerUndelivered, type AnswerContext } from "../../exchanges/engine.js
 
 /** What the vault needs of a database: one parameterised statement at a time. */
 export interface SqlClient {
-  query(text: string, params?: readonly unknown[]): Promise<{ rows: Record<string, unknown>[]; affected: number }>;
+  /**
+   * Runs `text`. With a `name`, the statement may be prepared once per connection under it and
+   * only bound and executed after (`pg`'s named statements): each name is always given the same text.
+   */
+  query(text: string, params?: readonly unknown[], name?: string): Promise<{ rows: Record<string, unknown>[]; affected: number }>;
   /**
    * LISTENs on `channel`: `notified` is called with each notification's payload. Resolves once the
    * LISTEN is in effect, with the function that stops it. Without it, a waiting lock only looks again
@@ -75,8 +79,39 @@ END $$`;
 /** A key as the store keeps it: its UTF-8 bytes. */
 const keyBytes = (key: string): Buffer => Buffer.from(key, "utf8");
 
+/**
+ * The vault's statements, each prepared once per pooled connection under its name (parsed and
+ * planned once, not on every ask). The names carry a version: a changed text gets a new name.
+ */
+const STATEMENTS = {
+  get: { name: "diverge_vault_get_1", text: `SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2` },
+  set: { name: "diverge_vault_set_1", text: `INSERT INTO diverge_vault (namespace, key, value) VALUES ($1, $2, $3) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value` },
+  delete: { name: "diverge_vault_delete_1", text: `DELETE FROM diverge_vault WHERE namespace = $1 AND key = $2` },
+  lock: {
+    name: "diverge_vault_lock_1",
+    text: `WITH taken AS (
+             INSERT INTO diverge_vault_lock (namespace, key, holder, expires_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+             ON CONFLICT (namespace, key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+             WHERE diverge_vault_lock.holder = excluded.holder OR diverge_vault_lock.expires_at <= clock_timestamp()
+             RETURNING (xmax = 0) AS inserted),
+           prior AS (SELECT holder = $3 AND expires_at > clock_timestamp() AS held FROM diverge_vault_lock WHERE namespace = $1 AND key = $2)
+           SELECT true AS taken, 0::float8 AS wait_ms, (inserted OR NOT EXISTS (SELECT 1 FROM prior WHERE held)) AS fresh FROM taken
+           UNION ALL
+           SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000, false FROM diverge_vault_lock
+             WHERE namespace = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM taken)`,
+  },
+  // The release and its notification in one statement: every vault LISTENing looks again.
+  unlock: {
+    name: "diverge_vault_unlock_1",
+    text: `WITH released AS (DELETE FROM diverge_vault_lock WHERE namespace = $1 AND key = $2 AND holder = $3 AND expires_at > clock_timestamp() RETURNING key)
+         SELECT pg_notify('${LOCK_CHANNEL}', $4) FROM released`,
+  },
+} as const;
+
 export class PostgresVault {
   private ready: Promise<void> | undefined;
+  /** Once the tables are known to be there: an ask then goes straight to its statement. */
+  private schemaMade = false;
   private readonly recheckMs: number;
   /** The LISTEN, once a lock has had to wait; undefined again when it failed (the next wait retries). */
   private listening: Promise<(() => Promise<void>) | undefined> | undefined;
@@ -130,8 +165,8 @@ export class PostgresVault {
     const listeners = new Set<import("pg").Client>();
     return new PostgresVault(
       {
-        query: async (text, params) => {
-          const result = await pool.query(text, params as unknown[]);
+        query: async (text, params, name) => {
+          const result = await (name === undefined ? pool.query(text, params as unknown[]) : pool.query({ name, text, values: params as unknown[] }));
           return { rows: result.rows as Record<string, unknown>[], affected: result.rowCount ?? 0 };
         },
         // A connection of its own (a pooled one would be given back, and its LISTEN with it).
@@ -247,6 +282,7 @@ export class PostgresVault {
   private schema(): Promise<void> {
     this.ready ??= (async () => {
       await this.sql.query(SCHEMA);
+      this.schemaMade = true;
     })().catch((problem: unknown) => {
       this.ready = undefined;
       throw problem;
@@ -267,8 +303,9 @@ export class PostgresVault {
 
   async get(key: string): Promise<VaultGetAnswer> {
     try {
-      await this.schema();
-      const { rows } = await this.sql.query(`SELECT value FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, keyBytes(key)]);
+      // A read takes no lock and no transaction: one prepared statement on a pooled connection.
+      if (!this.schemaMade) await this.schema();
+      const { rows } = await this.sql.query(STATEMENTS.get.text, [this.options.namespace, keyBytes(key)], STATEMENTS.get.name);
       if (rows.length === 0) return { variant: "Missing" };
       return { variant: "Present", value: new Uint8Array(rows[0]!.value as Uint8Array) };
     } catch (problem) {
@@ -278,12 +315,12 @@ export class PostgresVault {
 
   set(key: string, value: Uint8Array): Promise<VaultAck> {
     return this.ack(() =>
-      this.sql.query(`INSERT INTO diverge_vault (namespace, key, value) VALUES ($1, $2, $3) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value`, [this.options.namespace, keyBytes(key), Buffer.from(value)]),
+      this.sql.query(STATEMENTS.set.text, [this.options.namespace, keyBytes(key), Buffer.from(value)], STATEMENTS.set.name),
     );
   }
 
   delete(key: string): Promise<VaultAck> {
-    return this.ack(() => this.sql.query(`DELETE FROM diverge_vault WHERE namespace = $1 AND key = $2`, [this.options.namespace, keyBytes(key)]));
+    return this.ack(() => this.sql.query(STATEMENTS.delete.text, [this.options.namespace, keyBytes(key)], STATEMENTS.delete.name));
   }
 
   /**
@@ -311,19 +348,7 @@ export class PostgresVault {
         this.lockAttempts++;
         let grant = 0;
         const { rows } = await this.inTurn(key, async () => {
-          const result = await this.sql.query(
-          `WITH taken AS (
-             INSERT INTO diverge_vault_lock (namespace, key, holder, expires_at) VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
-             ON CONFLICT (namespace, key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-             WHERE diverge_vault_lock.holder = excluded.holder OR diverge_vault_lock.expires_at <= clock_timestamp()
-             RETURNING (xmax = 0) AS inserted),
-           prior AS (SELECT holder = $3 AND expires_at > clock_timestamp() AS held FROM diverge_vault_lock WHERE namespace = $1 AND key = $2)
-           SELECT true AS taken, 0::float8 AS wait_ms, (inserted OR NOT EXISTS (SELECT 1 FROM prior WHERE held)) AS fresh FROM taken
-           UNION ALL
-           SELECT false, extract(epoch FROM expires_at - clock_timestamp()) * 1000, false FROM diverge_vault_lock
-             WHERE namespace = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM taken)`,
-          [this.options.namespace, keyBytes(key), this.holder, ttl],
-          );
+          const result = await this.sql.query(STATEMENTS.lock.text, [this.options.namespace, keyBytes(key), this.holder, ttl], STATEMENTS.lock.name);
           if (result.rows.some((row) => row.taken === true)) this.grants.set(key, (grant = (this.grants.get(key) ?? 0) + 1));
           return result;
         });
@@ -390,12 +415,7 @@ export class PostgresVault {
   async unlock(key: string): Promise<VaultAck> {
     try {
       await this.schema();
-      // The release and its notification in one statement: every vault LISTENing looks again.
-      const { rows } = await this.sql.query(
-        `WITH released AS (DELETE FROM diverge_vault_lock WHERE namespace = $1 AND key = $2 AND holder = $3 AND expires_at > clock_timestamp() RETURNING key)
-         SELECT pg_notify('${LOCK_CHANNEL}', $4) FROM released`,
-        [this.options.namespace, keyBytes(key), this.holder, this.wakePayload(key)],
-      );
+      const { rows } = await this.sql.query(STATEMENTS.unlock.text, [this.options.namespace, keyBytes(key), this.holder, this.wakePayload(key)], STATEMENTS.unlock.name);
       return rows.length > 0 ? { variant: "Done" } : { variant: "Error", message: `the lock on ${JSON.stringify(key)} is not held by this container` };
     } catch (problem) {
       return { variant: "Error", message: messageOf(problem) };

@@ -16,6 +16,8 @@ import { drained, InFlight, readBody, reply } from "../../paths/program-http.js"
 
 /** Bytes of a command's items the proxy holds for a program that does not read before it stops reading the answer path. */
 export const COMMAND_PAUSE_AT_BYTES = 1024 * 1024;
+/** The most bytes of lines gathered for one write to the program. */
+const COMMAND_LINES_WRITE_BYTES = 64 * 1024;
 
 export class CommandApi {
   private readonly inFlight = new InFlight();
@@ -49,49 +51,44 @@ export class CommandApi {
       const stream = this.asks.command({ command }, { signal: controller.signal, pauseAtBytes: COMMAND_PAUSE_AT_BYTES });
       response.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
       let ended = false;
-      // The items of one turn (those one read of the answer path brought) leave in one write: the
-      // response is corked at the first and uncorked once the turn's I/O is done, or as soon as it is
-      // full. A wait for "drain" while corked would last until that uncork, a turn later: the program
-      // would be sent one high-water mark (16 KiB) a turn while a turn's reads of the answer path
-      // bring 64 KiB each, so the items would sit at `COMMAND_PAUSE_AT_BYTES` even for a program that
-      // reads at once, each held long enough to reach V8's old space (the proxy's peak RSS grew
-      // ~100 MB over a 256 MB answer: bench case 5).
-      let corked = false;
-      let uncorkScheduled = false;
-      const uncork = () => {
-        if (!corked) return;
-        corked = false;
-        response.uncork();
+      // The lines of one turn (those one read of the answer path brought) leave in one write: they
+      // are gathered into one string, written once the turn's I/O is done or as soon as they reach
+      // COMMAND_LINES_WRITE_BYTES. A write per line costs the response four pieces of its socket's
+      // writev (chunked encoding's size, CRLF, the line, CRLF); a write per turn, four per turn.
+      // When a write finds the response full, the next line waits until the program has drained it,
+      // so what the proxy holds stays bounded and the answer path stops being read (bench case 5).
+      let lines = "";
+      let writeScheduled = false;
+      const writeLines = () => {
+        if (lines.length === 0) return;
+        response.write(lines);
+        lines = "";
       };
       const endOfTurn = () => {
-        uncorkScheduled = false;
-        uncork();
+        writeScheduled = false;
+        writeLines();
       };
       for await (const message of stream) {
         if (message.variant === "Item") {
-          if (!corked) {
-            corked = true;
-            response.cork();
-            if (!uncorkScheduled) {
-              uncorkScheduled = true;
-              setImmediate(endOfTurn);
-            }
-          }
-          // Base64 needs no JSON escaping: the line is written as it is, from a view of the item (no copy).
-          const item = message.item;
-          const line = `{"item":"${Buffer.from(item.buffer, item.byteOffset, item.byteLength).toString("base64")}"}\n`;
-          if (!response.write(line)) {
-            // Full: what is corked goes to the program now, and the next item waits only for the program.
-            uncork();
-            await drained(response);
-          }
+          // Full since the last write: the program reads first.
+          if (response.writableNeedDrain) await drained(response);
           if (controller.signal.aborted) break;
+          // Base64 needs no JSON escaping: the line is built as it is, from a view of the item (no copy).
+          const item = message.item;
+          lines += `{"item":"${Buffer.from(item.buffer, item.byteOffset, item.byteLength).toString("base64")}"}\n`;
+          if (lines.length >= COMMAND_LINES_WRITE_BYTES) writeLines();
+          else if (!writeScheduled) {
+            writeScheduled = true;
+            setImmediate(endOfTurn);
+          }
         } else {
           // The error is the last message: it is the end.
           ended = true;
+          writeLines();
           response.write(`${JSON.stringify({ end: "error", error: message.error })}\n`);
         }
       }
+      writeLines();
       if (!ended) {
         const ending = await stream.ended;
         const end = ending.type === "done" ? "done" : ending.type === "notServed" ? "notServed" : "lost";
