@@ -3,9 +3,8 @@
 import { basename } from "node:path";
 import { defineConfig, type ViteUserConfig } from "vitest/config";
 
-export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]> = {}): ViteUserConfig {
+export function packageTestConfig(test: NonNullable<ViteUserConfig["test"]> = {}, name = basename(process.cwd())): ViteUserConfig {
   const reportDir = process.env.DIVERGE_TEST_REPORT_DIR;
-  const name = basename(process.cwd());
   return defineConfig({
     test: {
       include: ["test/**/*.test.ts"],

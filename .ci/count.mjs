@@ -39,6 +39,11 @@ for (const root of ["packages", "tools"]) {
       console.log(`${root}/${name}: no test report`);
       failed += 1;
     }
+    // The whole-repository end-to-end tests report apart (tools/spec-compiler/vitest.e2e.config.ts).
+    if (scripts["test:e2e"] && !reported.has(`${name}-e2e`)) {
+      console.log(`${root}/${name}: no end-to-end test report`);
+      failed += 1;
+    }
   }
 }
 // A runner that crashed before reporting still failed the run.

@@ -308,7 +308,7 @@ function params(text: string): MessageSendParams {
   return { message };
 }
 
-async function waitFor(predicate: () => boolean, timeoutMs = 20_000): Promise<void> {
+async function waitFor(predicate: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error("timed out waiting");

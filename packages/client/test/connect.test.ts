@@ -203,7 +203,7 @@ describe("diverge connect --serve-tools", () => {
 });
 
 describe("diverge connect", () => {
-  it("exits 5 with one sentence when the proxy is not there, and 2 on a wrong flag", { timeout: 20_000 }, async () => {
+  it("exits 5 with one sentence when the proxy is not there, and 2 on a wrong flag", { timeout: 60_000 }, async () => {
     const unreachable = await run("node", [cli, "connect", "--proxy", "ws://127.0.0.1:9", "--quiet"]).then(
       () => undefined,
       (error: { code: number; stderr: string }) => error,

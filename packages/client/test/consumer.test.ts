@@ -68,7 +68,7 @@ async function containerError(promise: Promise<unknown>, ms = 5000): Promise<Con
   return outcome.error as ContainerError;
 }
 
-async function waitFor(condition: () => boolean, ms = 5000): Promise<void> {
+async function waitFor(condition: () => boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("timed out waiting");

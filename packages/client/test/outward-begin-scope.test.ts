@@ -27,11 +27,21 @@ async function setUp(): Promise<{ proxy: RunningProxy; providerMcp: string }> {
   return { proxy, providerMcp: `${providers.url.replace(/\/$/, "")}/mcp` };
 }
 
-async function program(proxy: RunningProxy): Promise<Client> {
+async function program(proxy: RunningProxy): Promise<Client & { streaming: Promise<void> }> {
   const client = new Client({ name: "program", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`)));
+  // `streaming` settles once the proxy has answered the session's notification stream (its GET): broadcasts reach it from then on.
+  let opened!: () => void;
+  const streaming = new Promise<void>((resolve) => (opened = resolve));
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`), {
+    fetch: async (input, init) => {
+      const response = await fetch(input, init);
+      if ((init?.method ?? "GET") === "GET" && response.ok) opened();
+      return response;
+    },
+  });
+  await client.connect(transport);
   cleanups.push(() => client.close());
-  return client;
+  return Object.assign(client, { streaming });
 }
 
 /** A provider holding /requests, recording the kinds asked there. */
@@ -136,9 +146,11 @@ describe("outward MCP on the begin scope", () => {
     sessions.forEach((session, i) => session.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => void seen[i]!.push(String(notification.params.data))));
     // Each session's notification stream opens with its first request.
     await Promise.all(sessions.map((session) => session.listTools()));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Waited for, not slept on: both sessions' streams open, and the provider's notification channel.
+    await Promise.all(sessions.map((session) => session.streaming));
+    await expect.poll(() => notificationChannels, { timeout: 30_000 }).toBe(1);
     await sessions[0]!.callTool({ name: "notify", arguments: { text: "to everyone" } });
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 60_000;
     while ((seen[0]!.length === 0 || seen[1]!.length === 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
     expect(seen[1]).toContain("to everyone");
     expect(seen[0]).toContain("to everyone");

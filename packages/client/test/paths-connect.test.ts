@@ -279,7 +279,7 @@ describe("connectProxy with a fake proxy", () => {
   });
 });
 
-async function waitFor(check: () => boolean, ms = 5000): Promise<void> {
+async function waitFor(check: () => boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
     if (Date.now() > deadline) throw new Error("condition not met in time");

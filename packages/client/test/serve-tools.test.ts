@@ -155,7 +155,7 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     expect(await listTools(url, busy.session)).toBe(200);
   });
 
-  it("refuses flags that bound nothing or are not numbers (exit 2)", { timeout: 20_000 }, async () => {
+  it("refuses flags that bound nothing or are not numbers (exit 2)", { timeout: 60_000 }, async () => {
     const status = (args: string[]) =>
       new Promise<number | null>((resolve) => {
         const child = spawn("node", [cli, "connect", ...args], { stdio: "ignore" });

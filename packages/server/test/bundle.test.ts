@@ -50,11 +50,12 @@ const children: ChildProcess[] = [];
 beforeAll(() => {
   const result = spawnSync(process.execPath, [join(packageDir, "scripts", "bundle.mjs"), "--out", built, ...(seaExpected ? ["--require-sea"] : ["--no-sea"])], {
     encoding: "utf8",
-    timeout: 240_000,
+    // Hang guards: esbuild, the SEA blob and postject take minutes beside a CPU-bound neighbour.
+    timeout: 600_000,
   });
   bundleOutput = `${result.stdout}${result.stderr}`;
   if (result.status !== 0) throw new Error(`bundle.mjs failed (${result.status ?? result.signal}): ${bundleOutput}`);
-}, 300_000);
+}, 900_000);
 
 afterAll(() => {
   for (const child of children.splice(0)) child.kill("SIGKILL");
@@ -134,6 +135,8 @@ async function endToEnd(command: string, args: string[], cwd: string): Promise<v
   expect(proxy.stderr()).toBe("");
 }
 
+// Each test below starts a proxy from its one file: 15 s to the listening line and 60 s in all seen
+// beside a CPU-bound neighbour (load average 20 on two cores), so their bound is 300 s, a hang guard.
 const fuseMissing = existsSync("/dev/fuse") ? undefined : "this machine has no /dev/fuse";
 
 /**
@@ -192,13 +195,13 @@ describe("the proxy as one file, run from an empty directory", () => {
     const dir = alone("diverge-proxy.mjs");
     expect(existsSync(join(dir, "node_modules"))).toBe(false);
     await endToEnd(process.execPath, [join(dir, "diverge-proxy.mjs")], dir);
-  }, 60_000);
+  }, 300_000);
 
   it.runIf(seaExpected)("the single executable (no node, no files beside it): the same", async () => {
     expect(bundleOutput).toContain(`wrote`);
     const dir = alone(seaName);
     await endToEnd(join(dir, seaName), [], dir);
-  }, 60_000);
+  }, 300_000);
 
   it("carries the native package beside it: the FUSE binding, with its dependencies (a tree needs none)", () => {
     expect(bundleOutput).toMatch(/node_modules: @diverge\/fuse-native@[\d.]+/);
@@ -215,13 +218,13 @@ describe("the proxy as one file, run from an empty directory", () => {
     const dir = alone("diverge-proxy.mjs", true);
     const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
     await treeAndMount(process.execPath, [join(dir, "diverge-proxy.mjs")], elsewhere);
-  }, 60_000);
+  }, 300_000);
 
   it.runIf(seaExpected)(`the single executable with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {
     const dir = alone(seaName, true);
     const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
     await treeAndMount(join(dir, seaName), [], elsewhere);
-  }, 60_000);
+  }, 300_000);
 
   it("a lone bundle serves a tree (it needs no native part), answers a mount with the reason, and keeps serving", async () => {
     const client = (await import(pathToFileURL(clientEntry).href)) as DivergeClient;
@@ -254,5 +257,5 @@ describe("the proxy as one file, run from an empty directory", () => {
     expect(await proxy.exit).toBe(0);
     rmSync(root, { recursive: true, force: true });
     rmSync(served, { recursive: true, force: true });
-  }, 60_000);
+  }, 300_000);
 });

@@ -3,7 +3,7 @@
 // descriptor, so a leaked watch is seen where it lives), closed when its directory goes or the tree
 // stops; the compact shadow against a Map as its model; the Snapshot written while walked equal to
 // the same tree encoded whole.
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp, realpath, rename, rm, symlink, writeFile as put } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,16 +16,29 @@ import { watchStats } from "../src/families/filesystem/tree.js";
 
 let base: string;
 let root: string;
+/** The watches a test opened: each is stopped before the test's directory is removed. */
+let opened: { return?(): Promise<unknown> }[] = [];
 
 beforeEach(async () => {
   base = await realpath(await mkdtemp(join(tmpdir(), "diverge-tree-watch-")));
   root = join(base, "root");
   await mkdir(root);
+  opened = [];
 });
 
+// Ordered: the watches stop first, then their directory goes (a test that failed midway never
+// stopped its own). Fixtures are written synchronously, so no loop of a timed-out test is still
+// filling the directory while it is removed.
 afterEach(async () => {
+  for (const watch of opened.splice(0)) await watch.return?.();
   await rm(base, { recursive: true, force: true });
 });
+
+/** Registers a watch to be stopped after the test, whatever the test did. */
+function held<T extends { return?(): Promise<unknown> }>(watch: T): T {
+  opened.push(watch);
+  return watch;
+}
 
 /** The inotify watches this process holds now, as the kernel lists them. */
 function inotifyWatches(): number {
@@ -43,20 +56,23 @@ function inotifyWatches(): number {
   return count;
 }
 
+/** A bound on waiting for a condition: a hang guard for a loaded machine, not a speed target. */
+const PATIENCE_MS = 60_000;
+
 /** Waits until `check` holds (the kernel drops a watch a moment after its directory goes), or fails. */
 async function eventually(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
+  const deadline = Date.now() + PATIENCE_MS;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`never: ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(`never: ${what}`);
 }
 
 const at = (frame: FiletreeFrame) => ("path" in frame ? frame.path.join("/") : "");
 
 async function until(frames: AsyncIterator<FiletreeFrame>, match: (frame: FiletreeFrame) => boolean): Promise<FiletreeFrame> {
   for (;;) {
-    const next = await Promise.race([frames.next(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no frame in 10 s")), 10_000))]);
+    const next = await Promise.race([frames.next(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no frame in ${PATIENCE_MS} ms`)), PATIENCE_MS).unref())]);
     if (next.done) throw new Error("the tree ended");
     if (match(next.value)) return next.value;
   }
@@ -72,7 +88,7 @@ describe("one inotify watch per watched directory, none left behind", () => {
     await mkdir(join(root, "d"));
     await mkdir(join(root, "workspace", "deep"), { recursive: true });
     await put(join(root, "a", "b", "f"), "x");
-    const frames = watchTree(root, { ignore: [["workspace"]] });
+    const frames = held(watchTree(root, { ignore: [["workspace"]] }));
     expect((await frames.next()).value?.variant).toBe("Snapshot");
     // root, a, a/b, a/b/c, d: the left-out workspace is never watched.
     expect(watching(5)).toBe(true);
@@ -97,7 +113,7 @@ describe("one inotify watch per watched directory, none left behind", () => {
 
   it("a directory renamed is Removed then Inserted, and the watch under its new name tells what is made in it", async () => {
     await mkdir(join(root, "old", "sub"), { recursive: true });
-    const frames = watchTree(root, { ignore: [] });
+    const frames = held(watchTree(root, { ignore: [] }));
     await frames.next();
     await rename(join(root, "old"), join(root, "renamed"));
     const both = [await until(frames, (f) => at(f) === "old" || at(f) === "renamed"), await until(frames, (f) => at(f) === "old" || at(f) === "renamed")];
@@ -112,7 +128,7 @@ describe("a cap on the directories watched (maxWatches, diverge-proxy --max-tree
   it("sends the directories past it with changes: false and tells nothing under them, while the watched ones tell every change", async () => {
     for (const d of ["a", "b", "c", "d"]) await mkdir(join(root, d));
     const open = watchStats.open;
-    const frames = watchTree(root, { ignore: [], maxWatches: 3 });
+    const frames = held(watchTree(root, { ignore: [], maxWatches: 3 }));
     const first = await frames.next();
     if (first.done || first.value.variant !== "Snapshot") throw new Error("no Snapshot");
     const dirs = first.value.children as Extract<FiletreeFrame, { variant: "Snapshot" }>["children"];
@@ -139,11 +155,11 @@ describe("the Snapshot written while walked", () => {
     await mkdir(join(root, "etc"));
     await put(join(root, "etc", "hostname"), "box\n");
     await symlink("hostname", join(root, "etc", "name"));
-    await mkdir(join(root, "many"));
+    mkdirSync(join(root, "many"));
     // Enough names (some not ASCII) for the message to span several of the writer's chunks.
-    for (let i = 0; i < 6000; i++) await put(join(root, "many", `file-${i}-${"é".repeat(i % 5)}.txt`), "");
+    for (let i = 0; i < 6000; i++) writeFileSync(join(root, "many", `file-${i}-${"é".repeat(i % 5)}.txt`), "");
     const head = messageHead((frame) => encodeTreeMessage({ variant: "Frame", frame }));
-    const watch = watchTreeEncoded(root, { ignore: [], head, maxBytes: 16 * 1024 * 1024 });
+    const watch = held(watchTreeEncoded(root, { ignore: [], head, maxBytes: 16 * 1024 * 1024 }));
     const first = await watch.next();
     await watch.return();
     if (first.done || first.value.variant !== "EncodedSnapshot") throw new Error("no Snapshot");
@@ -159,17 +175,18 @@ describe("the Snapshot written while walked", () => {
     const many = decoded.frame.children.find((n) => n.name === "many") as Extract<FiletreeFrame, { variant: "Snapshot" }>["children"][number] & { children: unknown[] };
     expect(many.children).toHaveLength(6000);
     expect(encodeFiletreeFrame(decoded.frame).length).toBe(message.length - head.length);
-  });
+    // 6000 files written, walked and decoded: seconds on a loaded machine; the bound is a hang guard.
+  }, 120_000);
 
   it("a Snapshot over the limit ends the tree saying its exact size, holding no more than the limit meanwhile", async () => {
-    for (let i = 0; i < 3000; i++) await put(join(root, `f${i}`), "");
-    const values = watchTree(root, { ignore: [] });
+    for (let i = 0; i < 3000; i++) writeFileSync(join(root, `f${i}`), "");
+    const values = held(watchTree(root, { ignore: [] }));
     const whole = await values.next();
     await values.return!();
     const size = encodeFiletreeFrame(whole.value as FiletreeFrame).length;
-    const watch = watchTreeEncoded(root, { ignore: [], head: new Uint8Array(0), maxBytes: 1000 });
+    const watch = held(watchTreeEncoded(root, { ignore: [], head: new Uint8Array(0), maxBytes: 1000 }));
     await expect(watch.next()).rejects.toMatchObject({ kind: "walk", error: `the snapshot is ${size} bytes, more than the message limit of 1000 bytes; leave part of the tree out (ignore)` });
-  });
+  }, 120_000);
 });
 
 describe("the compact shadow", () => {

@@ -173,7 +173,7 @@ export async function settledMemory(): Promise<number> {
   return usage.heapUsed + usage.external;
 }
 
-export async function waitUntil(condition: () => boolean, ms = 10_000, what = "condition"): Promise<void> {
+export async function waitUntil(condition: () => boolean, ms = 30_000, what = "condition"): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -632,7 +632,7 @@ async function stubProgram(): Promise<{ port: number; stopSecrets(): Promise<voi
   };
 }
 
-async function waitUntil(condition: () => boolean, ms = 5000): Promise<void> {
+async function waitUntil(condition: () => boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("timed out waiting");

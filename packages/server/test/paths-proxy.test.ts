@@ -429,7 +429,8 @@ describe("the notification stream (kind 4)", () => {
     stream.send(note(3)); // after the error: ignored
     stream.close();
     await closed(stream);
-    await delay(50);
+    // The stream's end is told once the proxy has read all of it (note 3 included): waited for, not slept on.
+    await expect.poll(() => events.find((e) => e.type === "ended"), { timeout: 30_000 }).toBeDefined();
     expect(heard).toEqual([
       { level: "info", data: 1 },
       { level: "info", data: 2 },
@@ -494,8 +495,7 @@ describe("the notification stream (kind 4)", () => {
     const events = await streamEvents(p);
     const ask = await firstStream(p, requests);
     await answerPath(p.port, pathOf(ask));
-    await delay(30);
-    expect(events.find((e) => e.type === "ended")).toMatchObject({ reask: "never" });
+    await expect.poll(() => events.find((e) => e.type === "ended"), { timeout: 30_000 }).toMatchObject({ reask: "never" });
     await requests.close();
     const next = await line();
     const marker = p.mcp.listTools();
@@ -532,8 +532,7 @@ describe("the notification stream (kind 4)", () => {
     await cutPath(p.port, pathOf(ask), note(1));
     const again = await requests.next();
     await answerPath(p.port, pathOf(again), note(2));
-    await delay(30);
-    expect(heard).toEqual([
+    await expect.poll(() => heard, { timeout: 30_000 }).toEqual([
       { level: "info", data: 1 },
       { level: "info", data: 2 },
     ]);

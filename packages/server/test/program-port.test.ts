@@ -1,6 +1,6 @@
 // The program-facing port as a good MCP server citizen (issue 13; issue 12 defects 5 and 10): hostile
 // Host and Origin refused before anything is relayed, sessions released when their client goes, and
-// the built binary stopping within a second with calls to the program outstanding.
+// the built binary stopping with calls to the program outstanding.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -29,6 +29,32 @@ function heapAfterCollection(): number {
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+
+/** A bound on waiting for a condition: a hang guard for a loaded machine, not a speed target. */
+const PATIENCE_MS = 60_000;
+
+/** Waits until `check` holds, or fails naming `what`. */
+async function eventually(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + PATIENCE_MS;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`never: ${what}`);
+    await delay(20);
+  }
+}
+
+/** An SDK client transport that tells when its notification stream (the GET) has been answered: the proxy holds it open from then on. */
+function streamingTransport(url: URL): { transport: StreamableHTTPClientTransport; streaming: Promise<void> } {
+  let opened!: () => void;
+  const streaming = new Promise<void>((resolve) => (opened = resolve));
+  const transport = new StreamableHTTPClientTransport(url, {
+    fetch: async (input, init) => {
+      const response = await fetch(input, init);
+      if ((init?.method ?? "GET") === "GET" && response.ok) opened();
+      return response;
+    },
+  });
+  return { transport, streaming };
+}
 
 async function proxyWith(options: ProxyOptions = {}): Promise<{ proxy: RunningProxy; requests: RequestsLine }> {
   const proxy = await testProxy(options);
@@ -126,7 +152,9 @@ describe("Host and Origin on the program port", () => {
 
 describe("program MCP sessions (issue 12, defect 10)", () => {
   it("are released when the SDK client closes (no DELETE): 300 cycles leave none behind", async () => {
-    const { proxy, requests } = await proxyWith({ programSessionIdleMs: 300 });
+    // Released by the stream grace once each client's GET ends; an idle bound well above the SDK
+    // client's own gaps between its requests on a loaded machine (a shorter one released sessions mid-connect).
+    const { proxy, requests } = await proxyWith({ programSessionIdleMs: 10_000 });
     // The notification stream must be open for the proxy to relay anything: answer its ask and keep it.
     const client0 = new Client({ name: "first", version: "1" });
     await client0.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${proxy.programPort}/mcp`)));
@@ -154,9 +182,7 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
       await client.close();
       most = Math.max(most, proxy.paths.programMcp.sessionCount);
     }
-    const deadline = Date.now() + 5000;
-    while (proxy.paths.programMcp.sessionCount > 0 && Date.now() < deadline) await delay(50);
-    expect(proxy.paths.programMcp.sessionCount).toBe(0);
+    await eventually(() => proxy.paths.programMcp.sessionCount === 0, `every session released (${proxy.paths.programMcp.sessionCount} held)`);
     // 300 sessions held cost about 12 MB of heap; released, the heap is back near where it began.
     const grown = heapAfterCollection() - heapBefore;
     expect(grown).toBeLessThan(4 * 1024 * 1024);
@@ -164,32 +190,41 @@ describe("program MCP sessions (issue 12, defect 10)", () => {
     stream.send(encodeMcpNotificationsAnswer({ variant: "Notification", notification: { method: "notifications/tools/list_changed" } }));
     await delay(50);
     expect(most).toBeGreaterThan(0);
-    // 400 SDK sessions made and closed: ~10 s on a quiet machine, 27 s seen under CI's full load.
-  }, 120_000);
+    // 400 SDK sessions made and closed: ~10 s on a quiet machine, 27 s seen under CI's full load, 263 s beside a load average of 19; the bound is a hang guard.
+  }, 600_000);
 
   it("keeps a session that has a request in flight or a stream open, and releases an idle one after the bound", async () => {
-    const { proxy, requests } = await proxyWith({ programSessionIdleMs: 400 });
+    // The bound is well above the SDK client's own gaps between its requests on a loaded machine.
+    const { proxy, requests } = await proxyWith({ programSessionIdleMs: 5000 });
     const port = proxy.programPort;
+    const sessions = () => proxy.paths.programMcp.sessionCount;
+    /** A raw session, idle from its initialize on: once it is released, a quiet session opened before it would have been too. */
+    const idleReference = async () => expect((await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE })).status).toBe(200);
     // A raw session with no notification stream: idle after its initialize.
-    const answer = await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE });
-    expect(proxy.paths.programMcp.sessionCount).toBe(1);
-    void answer;
-    await delay(700);
-    expect(proxy.paths.programMcp.sessionCount).toBe(0);
-    // An SDK client whose call waits longer than the bound keeps its session.
+    await idleReference();
+    expect(sessions()).toBe(1);
+    await eventually(() => sessions() === 0, "the idle session released after its bound");
+    // An SDK client whose call waits longer than the bound keeps its session: an idle session opened
+    // after the call went out is released, and the client's is still held.
     const client = new Client({ name: "slow", version: "1" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+    const { transport, streaming } = streamingTransport(new URL(`http://127.0.0.1:${port}/mcp`));
+    await client.connect(transport);
     cleanups.push(() => client.close());
     const tools = client.listTools();
     const ask = await requests.nextExchange();
-    await delay(900);
-    expect(proxy.paths.programMcp.sessionCount).toBe(1);
+    await idleReference();
+    expect(sessions()).toBe(2);
+    await eventually(() => sessions() < 2, "the idle reference session released");
+    expect(sessions()).toBe(1);
     await answerPath(proxy.port, pathOf(ask), encodeMcpListToolsAnswer({ variant: "Result", result: { tools: [] } }));
     expect((await tools).tools).toEqual([]);
     // Its notification stream is open: it stays past the bound.
-    await delay(900);
-    expect(proxy.paths.programMcp.sessionCount).toBe(1);
-  });
+    await streaming;
+    await idleReference();
+    await eventually(() => sessions() < 2, "the second idle reference session released");
+    expect(sessions()).toBe(1);
+    await client.ping();
+  }, 120_000);
 });
 
 describe("program MCP sessions are bounded in number", () => {
@@ -211,25 +246,30 @@ describe("program MCP sessions are bounded in number", () => {
     const clients: Client[] = [];
     for (let n = 0; n < 3; n++) {
       const client = new Client({ name: `busy-${n}`, version: "1" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+      const { transport, streaming } = streamingTransport(new URL(`http://127.0.0.1:${port}/mcp`));
+      await client.connect(transport);
       cleanups.push(() => client.close());
       clients.push(client);
+      await streaming;
     }
-    await delay(100);
     expect(proxy.paths.programMcp.sessionCount).toBe(3);
     expect((await raw(port, { headers: mcpHeaders(`127.0.0.1:${port}`), body: INITIALIZE })).status).toBe(503);
     await clients[0]!.ping();
   });
 });
 
-describe("diverge-proxy stops within a second with calls to the program outstanding (issue 12, defect 5)", () => {
+// Closing aborts the calls still waiting on the program (before, the proxy waited on them and never
+// exited); the test's own timeout is the bound, no measured time (a loaded machine is slow, not wrong).
+describe("diverge-proxy stops with calls to the program outstanding (issue 12, defect 5)", () => {
   const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
-  /** A program that accepts every request and never answers /register, /secrets or /mcp (unless told to answer /register). */
-  async function silentProgram(answerRegister: boolean): Promise<{ port: number; seen: string[] }> {
+  /** A program that accepts every request and never answers /register, /secrets or /mcp (unless told to answer /register); `ended` lists the requests whose connection the proxy closed. */
+  async function silentProgram(answerRegister: boolean): Promise<{ port: number; seen: string[]; ended: string[] }> {
     const seen: string[] = [];
+    const ended: string[] = [];
     const server: Server = createServer((request, response) => {
       seen.push(`${request.method} ${request.url}`);
+      request.socket.once("close", () => ended.push(`${request.method} ${request.url}`));
       request.resume();
       if (answerRegister && request.url === "/register") response.writeHead(200, { "content-type": "application/json" }).end("[]");
     });
@@ -238,7 +278,7 @@ describe("diverge-proxy stops within a second with calls to the program outstand
       server.closeAllConnections();
       return new Promise<void>((resolve) => server.close(() => resolve()));
     });
-    return { port: (server.address() as AddressInfo).port, seen };
+    return { port: (server.address() as AddressInfo).port, seen, ended };
   }
 
   async function runProxy(appPort: number): Promise<{ child: ChildProcess; port: number; exit: Promise<number | null> }> {
@@ -249,12 +289,10 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     return { child, port: Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(line)![1]), exit };
   }
 
-  async function stopsWithin(child: ChildProcess, exit: Promise<number | null>, signal: NodeJS.Signals): Promise<number> {
-    const started = Date.now();
+  /** The exit code once `signal` has stopped the proxy. */
+  async function stopsOn(child: ChildProcess, exit: Promise<number | null>, signal: NodeJS.Signals): Promise<number | null> {
     child.kill(signal);
-    const code = await Promise.race([exit, delay(3000).then(() => "still running")]);
-    expect(code).toBe(0);
-    return Date.now() - started;
+    return exit;
   }
 
   it("--allow-host and --allow-origin widen what the program port accepts", async () => {
@@ -265,7 +303,23 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     expect((await raw(port, { headers: mcpHeaders(`box.internal:${port}`, { origin: "https://app.example.com" }), body: INITIALIZE })).status).toBe(200);
     expect((await raw(port, { headers: mcpHeaders(`evil.example.com:${port}`), body: INITIALIZE })).status).toBe(403);
     expect((await raw(port, { headers: mcpHeaders(`box.internal:${port}`, { origin: "https://evil.example.com" }), body: INITIALIZE })).status).toBe(403);
-  });
+  }, 120_000);
+
+  // In the process itself, with no exit to end the sockets: closing the proxy aborts its call, so
+  // the program sees the connection of its unanswered /register end.
+  it("the library's close() aborts a /register the program never answers", async () => {
+    const program = await silentProgram(false);
+    const proxy = await testProxy({ appPort: program.port });
+    let closed = false;
+    cleanups.push(() => (closed ? undefined : proxy.close()));
+    const conn = await rawConnect(proxy.port);
+    cleanups.push(() => conn.socket.terminate());
+    conn.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: null } }) });
+    await eventually(() => program.seen.includes("POST /register"), "the program asked for /register");
+    await proxy.close();
+    closed = true;
+    await eventually(() => program.ended.includes("POST /register"), "the /register call aborted by close()");
+  }, 120_000);
 
   it("with /register unanswered", async () => {
     const program = await silentProgram(false);
@@ -273,9 +327,9 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     const conn = await rawConnect(port);
     conn.send({ variant: "Request", scope: 1, channel: 0, payload: encodeContainerProxyRequest({ variant: "ToolsBegin", begin: { arguments: null } }) });
     while (!program.seen.includes("POST /register")) await delay(10);
-    expect(await stopsWithin(child, exit, "SIGTERM")).toBeLessThan(1000);
+    expect(await stopsOn(child, exit, "SIGTERM")).toBe(0);
     conn.socket.terminate();
-  });
+  }, 120_000);
 
   it("with /secrets and the inward MCP initialize unanswered", async () => {
     const program = await silentProgram(true);
@@ -287,7 +341,7 @@ describe("diverge-proxy stops within a second with calls to the program outstand
     conn.send({ variant: "ChannelRequest", scope: 1, channel: 2, payload: encodeToolsBeginChannelRequest({ variant: "McpListTools", params: null }) });
     conn.send({ variant: "ChannelRequest", scope: 1, channel: 3, payload: encodeToolsBeginChannelRequest({ variant: "McpNotifications" }) });
     while (!(program.seen.includes("POST /secrets") && program.seen.includes("POST /mcp"))) await delay(10);
-    expect(await stopsWithin(child, exit, "SIGINT")).toBeLessThan(1000);
+    expect(await stopsOn(child, exit, "SIGINT")).toBe(0);
     conn.socket.terminate();
-  });
+  }, 120_000);
 });

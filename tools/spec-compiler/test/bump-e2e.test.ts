@@ -31,7 +31,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     git(root, "checkout", "-q", "-b", "spec-2.4.0");
     const built = run(join(root, "tools", "spec-compiler"), [tsc, "-p", "tsconfig.build.json"]);
     expect(built.out).toBe("");
-  }, 60_000);
+  });
 
   // The copy is removed afterwards (its node_modules are links, and only the links go);
   // DIVERGE_KEEP_E2E=1 keeps it, and says where, to look at.
@@ -39,7 +39,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     if (!root) return;
     if (process.env.DIVERGE_KEEP_E2E) process.stdout.write(`kept the copy at ${root}\n`);
     else rmSync(root, { recursive: true, force: true, maxRetries: 3 });
-  }, 120_000);
+  });
 
   it("bump 2.3.0 2.4.0 copies the revision, freezes 2.3.0 and regenerates", () => {
     const bumped = spec("bump", "2.3.0", "2.4.0");
@@ -53,7 +53,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(readFileSync(join(root, "packages", "codec", "src", "gen", "2.3.0", "index.ts"), "utf8")).toContain(`spec sha256 ${released.revisions["2.3.0"]!.sha256}`);
     expect(existsSync(join(root, "packages", "codec", "src", "gen", "2.4.0", "index.ts"))).toBe(true);
     expect(spec("bump", "2.3.0", "2.4.0").stderr).toContain("spec/2.4.0 already exists");
-  }, 120_000);
+  });
 
   it("the edited revision generates, and generate --check agrees", () => {
     applyEdits(join(root, "spec", "2.4.0"), readFixture("add-tag"));
@@ -64,7 +64,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(check.status, check.out).toBe(0);
     const manifest = JSON.parse(readFileSync(join(root, "packages", "codec", "package.json"), "utf8")) as { exports: Record<string, unknown> };
     expect(Object.keys(manifest.exports).filter((k) => /^\.\/\d/.test(k))).toEqual(["./2.3.0", "./2.4.0"]);
-  }, 120_000);
+  });
 
   it("changeset status and changeset --check fail the branch before the changeset is written", () => {
     const pending = spec("changeset", "--check");
@@ -74,7 +74,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     git(root, "commit", "-q", "-m", "spec 2.4.0");
     const status = run(root, [changeset, "status", "--since=main"]);
     expect(status.status, status.out).not.toBe(0);
-  }, 120_000);
+  });
 
   it("diff --changeset classifies the change and writes the changeset of the fixed group", () => {
     const diff = spec("diff", "2.3.0", "2.4.0", "--changeset");
@@ -102,7 +102,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     const status = run(root, [changeset, "status", "--since=main", "--verbose"]);
     expect(status.status, status.out).toBe(0);
     expect(status.out).toContain("@diverge/codec");
-  }, 120_000);
+  });
 
   it("the codec and the conformance testee build with both revisions", () => {
     const codec = run(join(root, "packages", "codec"), [tsc, "-p", "tsconfig.build.json"]);
@@ -111,7 +111,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(conformance.out).toBe("");
     const registry = readFileSync(join(root, "packages", "conformance", "src", "gen", "registry.ts"), "utf8");
     expect(registry).toContain('from "@diverge/codec/2.4.0"');
-  }, 120_000);
+  });
 
   it("the generated tests and the conformance vectors of both revisions pass", () => {
     const tests = run(join(root, "packages", "codec"), [vitest, "run", "test/gen/2.3.0", "test/gen/2.4.0"]);
@@ -125,7 +125,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     const conformance = run(join(root, "packages", "conformance"), [vitest, "run", "--reporter=verbose"]);
     expect(conformance.status, conformance.out.slice(-3000)).toBe(0);
     expect(conformance.out).toContain("diverge-conformance over vectors/2.4.0.jsonl > tools-begin/client/channel-request: decodes list prompts without params");
-  }, 120_000);
+  });
 
   it("changeset version lands every public package on 2.4.0, and the spec is in step again", () => {
     const versioned = run(root, [changeset, "version"]);
@@ -140,7 +140,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     // Generated banners quote the compiler's version, which moved with the group: regenerate.
     expect(spec("generate").status).toBe(0);
     expect(spec("generate", "--check").status).toBe(0);
-  }, 120_000);
+  });
 
   it("a forbidden edit fails the diff with the frame, the tag and both meanings", () => {
     applyEdits(join(root, "spec", "2.4.0"), readFixture("reuse-tag"));
@@ -148,7 +148,7 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(diff.status).toBe(1);
     expect(diff.stderr).toContain("forbidden: tools-begin/client/channel-request: tag 8 meant Secrets in 2.3.0 and means Vault in 2.4.0");
     expect(diff.stderr).toContain("no changeset written.");
-  }, 120_000);
+  });
 
   it("an edit of the frozen revision stops generate", () => {
     const file = join(root, "spec", "2.3.0", "frames.yaml");
@@ -157,6 +157,6 @@ describe("bump → edit → generate → changeset → build → test, on a copy
     expect(generated.status).toBe(1);
     expect(generated.stderr).toContain("spec/2.3.0 is a released revision and its YAML changed (frames.yaml changed)");
     expect(spec("bump", "2.3.0", "2.5.0").stderr).toContain("spec/2.3.0 is a released revision");
-  }, 120_000);
+  });
 });
 

@@ -62,11 +62,11 @@ describe("an additive revision beside the one it grows from", () => {
     // Run from inside the package, so `@diverge/codec/…` resolves through its own exports map.
     writeFileSync(join(codec, "probe.mjs"), probe);
     results = JSON.parse(execFileSync(process.execPath, ["probe.mjs"], { cwd: codec, encoding: "utf8" }));
-  }, 120_000);
+  });
 
   afterAll(() => {
     if (root) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
-  }, 60_000);
+  });
 
   it("generates both revisions side by side and exports each as a subpath", () => {
     const manifest = JSON.parse(readFileSync(join(root, "packages", "codec", "package.json"), "utf8")) as { exports: Record<string, unknown> };

@@ -66,8 +66,8 @@ function linkModules(from: string, to: string, dest: string): void {
   }
 }
 
-/** Runs node with `args` in `cwd`; a run that outlasts `timeoutMs` is killed and says so in `out`. */
-export function run(cwd: string, args: string[], timeoutMs = 300_000) {
+/** Runs node with `args` in `cwd`; a run that outlasts `timeoutMs` (a hang guard: a build of a package is minutes under load) is killed and says so in `out`. */
+export function run(cwd: string, args: string[], timeoutMs = 600_000) {
   const r = spawnSync(node, args, { cwd, encoding: "utf8", timeout: timeoutMs, killSignal: "SIGKILL", env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" } });
   const killed = r.error ? `\n${r.error.message}` : "";
   return { status: r.status, out: `${r.stdout}${r.stderr}${killed}`, stdout: r.stdout, stderr: `${r.stderr}${killed}` };
