@@ -4,81 +4,11 @@
 // before) and `GET /metrics` (Prometheus text, by prom-client, from the process's own counters).
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hostname, networkInterfaces } from "node:os";
+import { guardRefusal, type HostGuard } from "./guard.js";
 import { Counter, Gauge, Registry } from "prom-client";
 
-export type LogLevel = "info" | "error";
-
-/** Where a run's lines go: `info` for progress lines (those --quiet hides), `error` for the others. */
-export interface OpsLog {
-  info(line: string): void;
-  error(line: string): void;
-}
-
-/** `(connection|channel|scope|session|mount|ask) <n>` in a line, as ids of the JSON object. */
-const ID = /\b(connection|channel|scope|session|ask|mount)\s+#?(\d+)\b/g;
-
-const STOP_WORDS = new Set(["at", "on", "to", "the", "a", "an", "of", "and", "in", "for", "with", "from", "by"]);
-
-/** The same words for the same happening: the line's head (before its first `: `), without numbers, slashes or quoted parts. */
-export function eventOf(line: string): string {
-  const head = line.split(/:\s/)[0] ?? line;
-  const words = head
-    .replace(/\{.*\}|\[.*\]|"[^"]*"|'[^']*'|\([^)]*\)/g, " ")
-    .replace(/[a-z]+:\/\/\S+/gi, " ")
-    .split(/\s+/)
-    .filter((word) => word.length > 0 && !/\d/.test(word))
-    .map((word) => word.toLowerCase().replace(/[^a-z0-9_-]+/g, ""))
-    .filter((word) => word.length > 0 && !STOP_WORDS.has(word));
-  return words.slice(0, 5).join(".") || "log";
-}
-
-/**
- * One JSON object for a line: `time` (ISO 8601), `level`, `event` (eventOf), the ids named in the line,
- * and the line itself as `message`. Every value in `secrets` is replaced by `[redacted]` first.
- */
-export function jsonLogLine(level: LogLevel, line: string, secrets: readonly string[] = []): string {
-  let message = line;
-  for (const secret of secrets) if (secret.length > 0) message = message.split(secret).join("[redacted]");
-  const ids: Record<string, number> = {};
-  for (const match of message.matchAll(ID)) ids[match[1]!] = Number(match[2]);
-  return `${JSON.stringify({ time: new Date().toISOString(), level, event: eventOf(message), ...ids, message })}\n`;
-}
-
-export interface LogFormatOptions {
-  /** "text" (the default: lines as they are) or "json". */
-  readonly format: "text" | "json";
-  /** Values never to be written (the secrets a run holds); read at every line. */
-  readonly secrets?: () => readonly string[];
-}
-
-/**
- * The run's log. With "json", every line written to stderr — by this log or by anything else of the
- * process — becomes one JSON object (`error` level unless written with `info`), so nothing leaves as
- * plain text; secrets are redacted from both.
- */
-export function useLogFormat(options: LogFormatOptions): OpsLog {
-  const write = process.stderr.write.bind(process.stderr) as (text: string) => boolean;
-  if (options.format === "text") return { info: (line) => void write(`${line}\n`), error: (line) => void write(`${line}\n`) };
-  const secrets = options.secrets ?? (() => []);
-  let pending = "";
-  const emit = (level: LogLevel, text: string) => {
-    for (const line of text.split("\n")) if (line.trim().length > 0) write(jsonLogLine(level, line, secrets()));
-  };
-  // Whatever else writes to stderr (an error message, a dependency's warning) is turned into objects too.
-  (process.stderr as { write: unknown }).write = (chunk: string | Uint8Array, encoding?: unknown, callback?: unknown) => {
-    pending += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
-    const end = pending.lastIndexOf("\n");
-    if (end >= 0) {
-      emit("error", pending.slice(0, end));
-      pending = pending.slice(end + 1);
-    }
-    const done = typeof encoding === "function" ? encoding : callback;
-    if (typeof done === "function") process.nextTick(done as () => void);
-    return true;
-  };
-  process.once("exit", () => pending && emit("error", pending));
-  return { info: (line) => emit("info", line), error: (line) => emit("error", line) };
-}
+export * from "./log.js";
 
 /** One metric read from the process's counters at every scrape. */
 export interface OpsMetric {
@@ -102,6 +32,8 @@ export interface OpsServerOptions {
   readonly port: number;
   readonly health: () => Health;
   readonly metrics: readonly OpsMetric[];
+  /** Host names (`name` or `[v6]`) accepted in `Host` and `Origin` besides loopback and the bound host; `"*"` accepts any. */
+  readonly allowedHosts?: readonly string[];
 }
 
 export interface OpsServer {
@@ -141,15 +73,38 @@ export function opsRegistry(metrics: readonly OpsMetric[]): Registry {
   return registry;
 }
 
-/** Serves `GET /healthz` (JSON) and `GET /metrics` (Prometheus text) at host:port; anything else is 404. */
+/** The names a request to a server bound at `host` may carry in `Host`: the bound host, or each local address when bound to all. */
+export function boundHostNames(host: string): string[] {
+  const bracket = (address: string) => (address.includes(":") ? `[${address}]` : address);
+  if (host !== "0.0.0.0" && host !== "::" && host !== "[::]") return [bracket(host)];
+  // Bound to every interface: the addresses it is reached at (IP literals, which no DNS rebinding can
+  // name), and the machine's own name, as a scraper on another machine would write them.
+  const addresses = Object.values(networkInterfaces()).flatMap((entries) => (entries ?? []).map((entry) => bracket(entry.address.split("%")[0]!)));
+  return [...new Set([...addresses, hostname()])];
+}
+
+/**
+ * Serves `GET /healthz` (JSON) and `GET /metrics` (Prometheus text) at host:port; anything else is
+ * 404. Refused before any route: a `Host` or `Origin` that is neither loopback nor the bound host
+ * (nor `allowedHosts`) with 403, as DNS rebinding would bring a web page here; a method other than
+ * GET or HEAD with 405; a request with a body (none is read) with 413, the connection then closed.
+ */
 export async function serveOps(options: OpsServerOptions): Promise<OpsServer> {
   const registry = opsRegistry(options.metrics);
-  const server = createServer((request: IncomingMessage, response: ServerResponse) => {
-    const path = (request.url ?? "/").split("?")[0];
-    if (request.method !== "GET" && request.method !== "HEAD") {
-      response.writeHead(405, { allow: "GET, HEAD" }).end();
-      return;
+  let guard: HostGuard = { hosts: [], origins: [] };
+  const server = createServer({ headersTimeout: 10_000, requestTimeout: 10_000, maxHeaderSize: 8192 }, (request: IncomingMessage, response: ServerResponse) => {
+    const refused = (status: number, text: string, headers: Record<string, string> = {}) => {
+      response.shouldKeepAlive = false;
+      response.writeHead(status, { "content-type": "text/plain", connection: "close", ...headers }).end(`${text}\n`);
+    };
+    const denied = guardRefusal(guard, request.headers);
+    if (denied) return refused(403, `${denied}: the health endpoint answers loopback and its bound host only`);
+    if (request.method !== "GET" && request.method !== "HEAD") return refused(405, `${request.method} is not served: GET /healthz or /metrics`, { allow: "GET, HEAD" });
+    const length = request.headers["content-length"];
+    if ((length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined) {
+      return refused(413, "a request to the health endpoint carries no body");
     }
+    const path = (request.url ?? "/").split("?")[0];
     if (path === "/healthz") {
       let health: Health;
       try {
@@ -170,6 +125,8 @@ export async function serveOps(options: OpsServerOptions): Promise<OpsServer> {
     server.listen(options.port, options.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
+  const hosts = [...boundHostNames(options.host), ...(options.allowedHosts ?? [])];
+  guard = { hosts, origins: hosts.includes("*") ? ["*"] : hosts.flatMap((name) => [`http://${name}:${port}`, `https://${name}:${port}`]) };
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
     port,

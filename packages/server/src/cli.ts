@@ -3,7 +3,8 @@
 //
 // It binds its ports first and says so, then loads the proxy (proxy.js and what it imports: the
 // codec, the multiplexer, the parts); what arrives meanwhile waits and is served once they are
-// attached. Only Node's own modules and bind.js/listener.js are imported before the listening line.
+// attached. Only Node's own modules and bind.js/listener.js are imported before the listening line
+// (and, with --log-format json, the log: @diverge/multiplexer/log).
 import { parseArgs } from "node:util";
 import { bindPorts, DEFAULT_PG_PORT, DEFAULT_PROGRAM_PORT, PROXY_PORT } from "./bind.js";
 import { DEFAULT_MAX_MESSAGE_BYTES } from "./listener.js";
@@ -229,15 +230,20 @@ async function main(argv: string[]): Promise<number> {
   }
   const { ops, ...proxyOptions } = options;
   const startedAt = Date.now();
-  /** A line said even with --quiet (where the health endpoint is: with port 0 the only way to learn it). */
-  let notice: (line: string) => void = (line) => void process.stderr.write(`${line}\n`);
-  if (ops.logFormat === "json") {
-    // Every stderr line one JSON object from here on (errors too); progress lines at level info.
-    const { useLogFormat } = await import("@diverge/multiplexer/ops");
-    const log = useLogFormat({ format: "json" });
-    if (proxyOptions.log) proxyOptions.log = (line: string) => log.info(line);
-    notice = (line: string) => log.info(line);
-  }
+  // Text or JSON (every stderr line one JSON object from here on, errors too; progress lines at level
+  // info): outside text only in fields, one event a line, and every form of every secret the provider
+  // has fed redacted (the proxy never logs one on purpose; a program's error quoting one is redacted).
+  const fedSecrets: string[] = [];
+  const startLog = async () => {
+    const { useLogFormat, logEvent } = await import("@diverge/multiplexer/log");
+    const log = useLogFormat({ format: ops.logFormat, secrets: () => fedSecrets });
+    if (proxyOptions.log) proxyOptions.log = (line, event) => log.info(line, event);
+    proxyOptions.onSecretsFed = (values) => fedSecrets.push(...values.filter((value) => !fedSecrets.includes(value)));
+    // `notice`: a line said even with --quiet (where the health endpoint is: with port 0 the only way to learn it).
+    return { notice: (line: string) => log.info(line), logEvent };
+  };
+  // JSON from the first line on (a failing bind's error too); the text log once listening (startup.test.ts).
+  const early = ops.logFormat === "json" ? await startLog() : undefined;
   const ports = await bindPorts(proxyOptions);
   // Listening for the stop signals before saying "listening": whoever reads that line may stop us at once.
   const stopped = new Promise<void>((resolve) => {
@@ -248,6 +254,7 @@ async function main(argv: string[]): Promise<number> {
     `diverge-proxy listening: provider ws://${options.host}:${ports.provider.port} (/, /requests), program http://127.0.0.1:${ports.program.port}/mcp` +
       `${options.secretsGate === false ? "" : " (MCP held until the program takes its secrets)"}\n`,
   );
+  const { notice, logEvent } = early ?? (await startLog());
   let proxy: import("./proxy.js").RunningProxy | undefined;
   // /healthz answers from here on: 503 while the proxy loads, 200 once it serves.
   let opsServer: { url: string; close(): Promise<void> } | undefined;
@@ -269,8 +276,8 @@ async function main(argv: string[]): Promise<number> {
     await opsServer?.close();
     throw problem;
   }
-  const { log: _log, spillPool: _pool, ...shown } = proxy.options;
-  proxyOptions.log?.(`diverge-proxy options ${JSON.stringify(shown)}`);
+  const { log: _log, spillPool: _pool, onSecretsFed: _fed, ...shown } = proxy.options;
+  proxyOptions.log?.(...logEvent("diverge-proxy options {options}", { options: shown }));
   // The whole machine is the root unless told otherwise: a provider's tree, reads and writes reach
   // every file the proxy can. Right for a container that is the program's own, worth a word anywhere else.
   if ((proxyOptions.root ?? "/").replace(/\/+$/, "") === "") {

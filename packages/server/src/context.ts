@@ -1,5 +1,6 @@
 // What every part of the proxy is given, and the options it is started with: shared by the proxy
 // (proxy.ts) and both transports, so neither transport imports the proxy that attaches it.
+import type { Say } from "@diverge/multiplexer/log";
 import type { Server as NetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { SpillPool, speakRevision, type SpokenRevision } from "@diverge/multiplexer";
@@ -93,17 +94,25 @@ export interface ProxyOptions {
   readonly programSessionIdleMs?: number;
   /** Program MCP sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
   readonly maxProgramSessions?: number;
-  /** Where the proxy reports what happens; never given a secret value. Default: silent. */
-  readonly log?: (line: string) => void;
+  /**
+   * Where the proxy reports what happens: one line of text a call (control characters escaped), and
+   * with it, when the line carries outside text (a path, a reason, an error's message), the same as
+   * a fixed message and its fields (`@diverge/multiplexer/log`). Never given a secret value on
+   * purpose; `onSecretsFed` names them, for a log to redact whatever form reaches it. Default: silent.
+   */
+  readonly log?: Say;
+  /** Told the secret values the provider feeds, before the program gets them (the CLI's log redacts them in every form). */
+  readonly onSecretsFed?: (values: readonly string[]) => void;
 }
 
-export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins">> {
+export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins" | "onSecretsFed">> {
   /** Every pair's disk use together (`maxSpillBytes`, `spillDir`): one per proxy. */
   readonly spillPool: SpillPool;
   readonly allowedHosts: readonly string[];
   readonly allowedOrigins: readonly string[];
   readonly revision: SpokenRevision;
-  readonly log: (line: string) => void;
+  readonly log: Say;
+  readonly onSecretsFed?: (values: readonly string[]) => void;
 }
 
 /** What every part of the proxy is given. */
@@ -166,5 +175,6 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
     maxProgramSessions: options.maxProgramSessions ?? DEFAULT_MAX_PROGRAM_SESSIONS,
     log: options.log ?? (() => {}),
+    onSecretsFed: options.onSecretsFed,
   };
 }

@@ -3,6 +3,7 @@
 // CommonJS bundle. Used by scripts/bundle.mjs (in this repository, after esbuild) and by
 // `diverge-proxy bundle --out DIR` (from an installed package, which ships the two bundles in
 // dist/bundle/).
+import type { Say } from "@diverge/multiplexer/log";
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -158,7 +159,7 @@ export interface ImageOptions {
   readonly sea?: boolean;
   /** Copy the native packages beside the bundle (default true). */
   readonly natives?: boolean;
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 /** The directory holding the shipped diverge-proxy.mjs and .cjs: dist/bundle/ of the package, or the bundle's own directory. */
@@ -201,7 +202,7 @@ export function writeImage(options: ImageOptions): number {
 }
 
 /** Says what was carried; a native package that is not installed is named (its family then answers why it cannot serve). */
-export function reportNatives(out: string, result: { carried: CarriedPackage[]; missing: string[] }, log: (line: string) => void): number {
+export function reportNatives(out: string, result: { carried: CarriedPackage[]; missing: string[] }, log: Say): number {
   const top = result.carried.filter((p) => NATIVE_PACKAGES.includes(p.name) || OPTIONAL_NATIVE_PACKAGES.includes(p.name));
   log(`wrote ${join(out, "node_modules")}: ${top.map((p) => `${p.name}@${p.version}`).join(", ")} (${result.carried.length} packages with their dependencies)`);
   for (const name of result.missing) log(`not carried: ${name} is not installed here (its family refuses with the reason)`);

@@ -3,6 +3,7 @@
 // /agent/register on paths), enqueues each line of stdin as one message and prints the loop on stdout
 // as it comes (folded as `diverge agent` prints it; `--agent-json`: one chunk a line).
 // `--serve-agent HOST:PORT` serves the agent over A2A (serveAgentA2a) for as long as the command runs.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { createInterface } from "node:readline";
 import type { Agent } from "../families/agents/agent.js";
 import { serveAgentA2a, type ServingAgent } from "../families/agents/a2a.js";
@@ -54,7 +55,7 @@ export function agentFlagsProblem(values: AgentConnectFlags): string | undefined
 }
 
 /** Holds the begun agent: stdin's lines as messages and the loop on stdout (--agent), A2A (--serve-agent). */
-export async function holdAgent(agent: Agent, values: AgentConnectFlags, say: (line: string) => void): Promise<{ close(): Promise<void> } | number> {
+export async function holdAgent(agent: Agent, values: AgentConnectFlags, say: Say, error: Say = (line) => void process.stderr.write(`${line}\n`)): Promise<{ close(): Promise<void> } | number> {
   let serving: ServingAgent | undefined;
   const serveAt = values["serve-agent"] === undefined ? undefined : parseHostPort(values["serve-agent"]);
   if (serveAt) {
@@ -64,7 +65,7 @@ export async function holdAgent(agent: Agent, values: AgentConnectFlags, say: (l
       return fail(new BackendError("--serve-agent", (problem as Error).message));
     }
     // Said even with --quiet: with port 0 it is the only way to learn where.
-    process.stderr.write(`serving the agent over A2A at ${serving.url} (card at ${serving.url}.well-known/agent-card.json)\n`);
+    error(`serving the agent over A2A at ${serving.url} (card at ${serving.url}.well-known/agent-card.json)`);
   }
   const stop = new AbortController();
   let lines: ReturnType<typeof createInterface> | undefined;
@@ -80,8 +81,8 @@ export async function holdAgent(agent: Agent, values: AgentConnectFlags, say: (l
       if (line.trim() === "") return;
       const key = `stdin-${++count}`;
       agent.enqueue(key, line).then(
-        (fate) => say(`${key}: ${fate}`),
-        (problem: unknown) => process.stderr.write(`${key}: ${problem instanceof Error ? problem.message : String(problem)}\n`),
+        (fate) => say(...logEvent(`${key}: {fate}`, { fate })),
+        (problem: unknown) => error(...logEvent(`${key}: {error}`, { error: problem instanceof Error ? problem.message : String(problem) })),
       );
     });
   }

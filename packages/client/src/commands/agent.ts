@@ -2,6 +2,7 @@
 // chunks to the terminal as they come (folded: text as text, tool calls and results one line each;
 // `--json`: one chunk a line), and exit when the loop ends. The program's own asks (its tool calls to
 // the provider's MCP server, `--mcp`) are answered meanwhile.
+import { escapeControls } from "@diverge/multiplexer/log";
 import { parseArgs } from "node:util";
 import { randomUUID } from "node:crypto";
 import { openContainer } from "../multiplexed/container.js";
@@ -141,9 +142,10 @@ export async function runAgent(args: string[]): Promise<number> {
     if (!command) return usage("--mcp-stdio needs a command");
     target = { command, args: rest };
   }
-  const onError = (error: Error) => process.stderr.write(`mcp server: ${error.message}\n`);
+  // Outside text (an error's message, a tool's name) with its control characters escaped: one line each.
+  const onError = (error: Error) => process.stderr.write(`mcp server: ${escapeControls(error.message)}\n`);
   const relay: McpRelay | undefined = target && relayToMcp(target, { onError });
-  const say = (line: string) => process.stderr.write(`${line}\n`);
+  const say = (line: string) => process.stderr.write(`${escapeControls(line)}\n`);
   const write = (text: string) => void process.stdout.write(text);
   const cleanups: (() => Promise<unknown>)[] = [];
   if (relay) cleanups.push(() => relay.close());

@@ -2,6 +2,7 @@
 // the container's filesystem held by the long-lived command, on either transport. Mounts are made
 // once the connection serves (on the multiplexed one after the begin, before any other scope, as the
 // spec orders it); the tree's frames go to stdout as JSON lines until the command stops.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { FilesystemError } from "../families/filesystem/errors.js";
@@ -138,19 +139,20 @@ export function filesystemExit(problem: FilesystemError): ExitStatus {
  */
 export async function holdFilesystem(
   target: FilesystemTarget,
-  options: { mounts: readonly MountSpec[]; watchTree: boolean; root?: string; ignore: readonly string[]; say: (line: string) => void },
+  options: { mounts: readonly MountSpec[]; watchTree: boolean; root?: string; ignore: readonly string[]; say: Say; error?: Say },
 ): Promise<HeldFilesystem> {
   for (const spec of options.mounts) {
     const where = `/${spec.path.join("/")}`;
     if (target.transport === "multiplexed") await target.connection.mount(spec.path, spec.dir, { kind: "directory", readonly: spec.readonly });
     else await target.mounts.mount(spec.path, spec.dir, { kind: "directory", readonly: spec.readonly });
-    options.say(`mounted ${where} from ${spec.dir}${spec.readonly ? " (read-only)" : ""}`);
+    options.say(...logEvent(`mounted {where} from {dir}${spec.readonly ? " (read-only)" : ""}`, { where, dir: spec.dir }));
   }
   if (!options.watchTree) return { ended: new Promise<ExitStatus>(() => {}), close: async () => {} };
   // The provider leaves its own FUSE mounts out of the tree (fs-fuse.md §5.1): it serves those files itself.
   const ignore = [...options.ignore.map(components), ...options.mounts.map((spec) => spec.path)];
   const tree: TreeStream = target.transport === "multiplexed" ? target.connection.tree({ ignore }) : filesystemPaths(target.proxy).tree({ ignore });
   const within = subtreeFrames(components(options.root ?? "/"));
+  const error: Say = options.error ?? ((line) => void process.stderr.write(`${line}\n`));
   let closing = false;
   const ended = (async (): Promise<ExitStatus> => {
     try {
@@ -158,15 +160,15 @@ export async function holdFilesystem(
       for await (const received of tree) {
         const frame = within(received);
         if (!frame) continue;
-        if (frames++ === 0) options.say(`tree${options.root ? ` of ${options.root}` : ""}: Snapshot`);
+        if (frames++ === 0) options.say(...logEvent(`tree${options.root ? " of {root}" : ""}: Snapshot`, options.root ? { root: options.root } : undefined));
         process.stdout.write(`${frameJson(frame)}\n`);
       }
       if (closing) return Exit.Ok;
-      process.stderr.write("the container's tree ended\n");
+      error("the container's tree ended");
       return Exit.ExchangeFailed;
     } catch (problem) {
       if (closing) return Exit.Ok;
-      process.stderr.write(`${(problem as Error).message}\n`);
+      error(...logEvent("{error}", { error: (problem as Error).message }));
       return problem instanceof FilesystemError ? filesystemExit(problem) : Exit.Failed;
     }
   })();

@@ -2,6 +2,7 @@
 // redacted), and /healthz + /metrics (@diverge/multiplexer/ops, prom-client) from counters kept here.
 import type { PathsConnectionEvent } from "../paths/answering.js";
 import type { ProviderHandlers } from "../gen/exchanges.js";
+import type { LogEvent, Say } from "@diverge/multiplexer/log";
 import type { OpsServer } from "@diverge/multiplexer/ops";
 
 export const connectOpsOptions = {
@@ -31,8 +32,7 @@ export class ConnectOps {
   requestsLost = 0;
   errors = 0;
   private server: OpsServer | undefined;
-  private write: (line: string) => void = (line) => void process.stderr.write(`${line}\n`);
-  private info: (line: string) => void = this.write;
+  private log: { info: Say; error: Say } | undefined;
 
   constructor(
     readonly transport: "multiplexed" | "paths",
@@ -53,16 +53,29 @@ export class ConnectOps {
     return new ConnectOps(transport, format, health);
   }
 
-  /** Turns on the JSON log (every stderr line from now on, `secrets` redacted); returns the progress `say`. */
-  async start(quiet: boolean, secrets: readonly string[]): Promise<(line: string) => void> {
-    if (this.logFormat === "json") {
-      const { useLogFormat } = await import("@diverge/multiplexer/ops");
-      const log = useLogFormat({ format: "json", secrets: () => secrets });
-      this.info = (line) => log.info(line);
-    }
-    return (line) => {
-      if (!quiet) this.info(line);
+  /**
+   * Turns on the run's log (text or JSON; every stderr line from now on in JSON, `secrets` redacted in
+   * every form, redact.ts); returns the progress `say` (silent with --quiet). Outside text (a tool's
+   * name, an error's message, a path) goes in the fields, never in the message.
+   */
+  async start(quiet: boolean, secrets: readonly string[]): Promise<Say> {
+    const { useLogFormat } = await import("@diverge/multiplexer/log");
+    this.log = useLogFormat({ format: this.logFormat, secrets: () => secrets });
+    return (line, event) => {
+      if (!quiet) this.info(line, event);
     };
+  }
+
+  /** A progress line said even with --quiet. */
+  info(line: string, event?: LogEvent): void {
+    if (this.log) this.log.info(line, event);
+    else process.stderr.write(`${line}\n`);
+  }
+
+  /** A line of what went wrong (error level), said even with --quiet. */
+  error(line: string, event?: LogEvent): void {
+    if (this.log) this.log.error(line, event);
+    else process.stderr.write(`${line}\n`);
   }
 
   /** Serves /healthz and /metrics when --health was given; says where (even with --quiet). */

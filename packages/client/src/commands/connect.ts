@@ -22,6 +22,7 @@ import { FilesystemError } from "../families/filesystem/errors.js";
 import { PathsMounts } from "../families/fuse/paths.js";
 import { beginPathsAgent } from "../families/agents/paths.js";
 import type { Agent } from "../families/agents/agent.js";
+import { logEvent, type LogFields, type Say } from "@diverge/multiplexer/log";
 import { ConnectOps, connectOpsHelp, connectOpsOptions, connectOpsUsage } from "./connect-ops.js";
 import { agentConnectHelp, agentConnectOptions, agentConnectUsage, agentFlagsProblem, holdAgent, wantsAgent } from "./agent-connect.js";
 
@@ -228,23 +229,23 @@ export async function runConnect(args: string[]): Promise<number> {
     if (!command) return usage("--mcp-stdio needs a command");
     target = { command, args: rest };
   }
-  const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) });
+  const relay: McpRelay | undefined = target && relayToMcp(target, { onError: (error) => ops.error(...logEvent("mcp server: {error}", { error: error.message })) });
   if (relay) cleanups.push(() => relay.close());
   // Said once the proxy is held: a command refused at the dial says one sentence and nothing else.
-  const backendLines: string[] = [];
+  const backendLines: [string, LogFields?][] = [];
   // The vault's lock holder is the container: --container-id, else a random id of this run (never the --proxy URL).
   const vaultOptions = { namespace: values["vault-namespace"]!, holder: values["container-id"] };
   let vault: PostgresVault;
   try {
     if (values["vault-database-url"]) {
       vault = await PostgresVault.connect(values["vault-database-url"], vaultOptions);
-      backendLines.push(`vault in PostgreSQL (namespace ${vaultOptions.namespace})`);
+      backendLines.push(["vault in PostgreSQL (namespace {namespace})", { namespace: vaultOptions.namespace }]);
     } else {
       // Without --vault-dir, in memory: nothing is left behind (the vault lasts this run).
       const dir = values["vault-dir"];
       if (dir !== undefined) mkdirSync(dir, { recursive: true });
       vault = PostgresVault.embedded(dir, vaultOptions);
-      backendLines.push(`vault in ${dir ?? "memory, for this run"} (embedded PGlite, namespace ${vaultOptions.namespace})`);
+      backendLines.push(dir === undefined ? ["vault in memory, for this run (embedded PGlite, namespace {namespace})", { namespace: vaultOptions.namespace }] : ["vault in {dir} (embedded PGlite, namespace {namespace})", { dir, namespace: vaultOptions.namespace }]);
     }
   } catch (problem) {
     await cleanUp();
@@ -252,12 +253,12 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   cleanups.push(() => vault.close());
   const executable = values["command-exec"];
-  if (executable) backendLines.push(`commands run ${executable}`);
+  if (executable) backendLines.push(["commands run {executable}", { executable }]);
   const handlers: ProxyHandlers = Object.assign(Object.create(relay ?? null) as ProxyHandlers, vault.handlers(), executable ? { command: commandExec(executable) } : {});
   const database = databaseBackend(values["database-url"], say);
   cleanups.push(() => database.close());
   // The program's database connections on /requests (kind 11), made while nobody has begun on /.
-  (handlers as { raw?: ProxyHandlers["raw"] }).raw = postgresOverPaths(() => database.address(), { onError: (error) => process.stderr.write(`database: ${error.message}\n`) });
+  (handlers as { raw?: ProxyHandlers["raw"] }).raw = postgresOverPaths(() => database.address(), { onError: (error) => ops.error(...logEvent("database: {error}", { error: error.message })) });
 
   let lost: (() => void) | undefined;
   const lostConnection = new Promise<void>((resolve) => (lost = resolve));
@@ -280,11 +281,11 @@ export async function runConnect(args: string[]): Promise<number> {
   // only once / is open, so a command refused at the dial (the one connection used) takes no ask.
   let paths: PathsConnection | undefined;
   const holdRequests = (): PathsConnection => {
-    for (const line of backendLines.splice(0)) say(line);
+    for (const [message, fields] of backendLines.splice(0)) say(...logEvent(message, fields ?? {}));
     const held: PathsConnection = connectProxy(values.proxy!, handlers, {
       revision: values.revision,
       maxMessageBytes,
-      onEvent: ops.pathsEvents(sayPathsEvents(values.proxy!, say, () => stopping)),
+      onEvent: ops.pathsEvents(sayPathsEvents(values.proxy!, say, () => stopping, (line, event) => ops.error(line, event))),
     });
     cleanups.push(() => held.close());
     paths = held;
@@ -304,19 +305,19 @@ export async function runConnect(args: string[]): Promise<number> {
         maxMessageBytes,
         onPostgres: (announced) => database.pipe(announced),
         // What the proxy asks on the begin scope once begun (outward MCP, vault): the same handlers as /requests.
-        handlers: announcing(ops.counting({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => process.stderr.write(`mcp server: ${error.message}\n`) }), ...vault.handlers() }), say),
+        handlers: announcing(ops.counting({ ...mcpProviderHandlers(relay ?? {}, { onError: (error) => ops.error(...logEvent("mcp server: {error}", { error: error.message })) }), ...vault.handlers() }), say),
         onEvent: (event) => {
           switch (event.type) {
             case "announced":
               return say(`/ ${event.kind} connection ${event.id}: announced`);
             case "declined":
-              return say(`/ ${event.kind} connection ${event.id}: declined (${event.reason})`);
+              return say(...logEvent(`/ ${event.kind} connection ${event.id}: declined ({reason})`, { reason: event.reason }));
             case "pairFailed":
-              return process.stderr.write(`/ ${event.kind} connection ${event.id}: ${event.error.message}\n`);
+              return ops.error(...logEvent(`/ ${event.kind} connection ${event.id}: {error}`, { error: event.error.message }));
             case "answerNotSent":
-              return process.stderr.write(`/ channel ${event.channel}: not answered: ${event.reason}\n`);
+              return ops.error(...logEvent(`/ channel ${event.channel}: not answered: {reason}`, { reason: event.reason }));
             case "heldForSecrets":
-              return say(`${event.what}: held by the proxy's secrets gate until the secrets are fed`);
+              return say(...logEvent("{what}: held by the proxy's secrets gate until the secrets are fed", { what: event.what }));
             case "ended":
               ops.multiplexed = "ended";
               if (!stopping) lost?.();
@@ -336,14 +337,15 @@ export async function runConnect(args: string[]): Promise<number> {
       if (agentMode) agent = await connection.beginAgent(begin, { timeoutMs });
       const tools = agent ? agent.tools : await connection.beginTools(begin, { timeoutMs });
       ops.begun = true;
-      say(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? ` (${tools.map((tool) => tool.name).join(", ")})` : ""}`);
+      say(...logEvent(`/ begun: ${tools.length} tool${tools.length === 1 ? "" : "s"} declared${tools.length > 0 ? " {tools}" : ""}`, tools.length > 0 ? { tools: tools.map((tool) => tool.name) } : undefined));
       const info = await (agent ?? connection).info({ timeoutMs });
       const declared = info?.frontMatter.secrets ?? [];
       const missing = declared.filter((name) => !(name in secrets));
       if (missing.length > 0) {
-        process.stderr.write(
-          `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${missing.join(", ")}, not given: add ${missing.map((name) => `--secret-env ${name}`).join(" ")}; a proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets\n`,
-        );
+        ops.error(...logEvent(`the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} {missing}, not given: add {flags}; a proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets`, {
+          missing: missing.join(", "),
+          flags: missing.map((name) => `--secret-env ${name}`).join(" "),
+        }));
       } else if (declared.length > 0 || Object.keys(secrets).length > 0) {
         await (agent ?? connection).feedSecrets(secrets, { timeoutMs });
         say(`/ secrets fed (${Object.keys(secrets).length})`);
@@ -380,11 +382,11 @@ export async function runConnect(args: string[]): Promise<number> {
   }
   let filesystem: HeldFilesystem;
   try {
-    filesystem = await holdFilesystem(filesystemTarget, { mounts: mountSpecs, watchTree: values["watch-tree"]!, root: watchTree.root, ignore: values.ignore ?? [], say });
+    filesystem = await holdFilesystem(filesystemTarget, { mounts: mountSpecs, watchTree: values["watch-tree"]!, root: watchTree.root, ignore: values.ignore ?? [], say, error: (line, event) => ops.error(line, event) });
   } catch (problem) {
     await cleanUp();
     if (problem instanceof FilesystemError) {
-      process.stderr.write(`${problem.message}\n`);
+      ops.error(...logEvent("{error}", { error: problem.message }));
       return filesystemExit(problem);
     }
     return fail(problem);
@@ -397,7 +399,7 @@ export async function runConnect(args: string[]): Promise<number> {
       if (serveAt) {
         serving = await serveToolsHttp(source, { host: serveAt.host, port: serveAt.port, log: say, maxSessions, sessionIdleMs: idleSeconds === undefined ? undefined : idleSeconds * 1000, guard: { hosts: values["allow-host"] ?? [], origins: values["allow-origin"] ?? [] } });
         // Said even with --quiet: with port 0 it is the only way to learn where.
-        process.stderr.write(`serving the container's tools at ${serving.url}\n`);
+        ops.info(`serving the container's tools at ${serving.url}`);
       } else {
         serving = await serveToolsStdio(source, { log: say });
         say("serving the container's tools on stdin/stdout");
@@ -409,13 +411,13 @@ export async function runConnect(args: string[]): Promise<number> {
     const served = serving;
     cleanups.push(() => served.close());
     // The paths transport cannot feed secrets: a gated proxy refuses every agent request; said at start.
-    if (!multiplexed) void pathsGateWarning(new PathsTools(values.proxy!)).then((line) => line && process.stderr.write(`${line}\n`));
+    if (!multiplexed) void pathsGateWarning(new PathsTools(values.proxy!)).then((line) => line && ops.error(...logEvent("{warning}", { warning: line })));
   }
 
   // --serve-tools-stdio: the agent closing stdin ends the run (exit code 0), as it ends any stdio MCP server.
   const agentGone = serving?.ended?.then(() => "agentGone" as const) ?? new Promise<never>(() => {});
   if (agent) {
-    const held = await holdAgent(agent, values, say);
+    const held = await holdAgent(agent, values, say, (line, event) => ops.error(line, event));
     if (typeof held === "number") {
       await cleanUp();
       return held;
@@ -430,9 +432,7 @@ export async function runConnect(args: string[]): Promise<number> {
     return outcome;
   }
   if (outcome === "lost") {
-    process.stderr.write(
-      `the proxy's one multiplexed connection (${values.proxy}) was lost; a proxy takes one in its life, so restart the proxy (its container) and run diverge connect again\n`,
-    );
+    ops.error(...logEvent("the proxy's one multiplexed connection ({proxy}) was lost; a proxy takes one in its life, so restart the proxy (its container) and run diverge connect again", { proxy: values.proxy }));
   } else say("stopping");
   await cleanUp();
   return outcome === "lost" ? Exit.Lost : Exit.Ok;
@@ -442,7 +442,7 @@ export async function runConnect(args: string[]): Promise<number> {
 const STOP_DEADLINE_MS = 900;
 
 /** Where the container's database connections go: --database-url, else an embedded PGlite started on the first one. */
-function databaseBackend(url: string | undefined, say: (line: string) => void) {
+function databaseBackend(url: string | undefined, say: Say) {
   let embedded: Promise<{ address: DatabaseAddress; close(): Promise<void> }> | undefined;
   const start = async () => {
     const { PGlite } = await import("@electric-sql/pglite");
@@ -467,7 +467,7 @@ function databaseBackend(url: string | undefined, say: (line: string) => void) {
     /** Where to dial: --database-url, else the embedded PGlite (started now if it is not yet). */
     async address(): Promise<string | DatabaseAddress> {
       // The flag's URL for where to dial; a line (not a process warning) says what of it goes unused.
-      if (url) return databaseAddress(url, say);
+      if (url) return databaseAddress(url, (text) => say(...logEvent("{warning}", { warning: text })));
       embedded ??= start();
       return (await embedded).address;
     },
@@ -478,37 +478,38 @@ function databaseBackend(url: string | undefined, say: (line: string) => void) {
 }
 
 /** `handlers`, each saying one line when the proxy asks its exchange on the begin scope. */
-function announcing(handlers: ProviderHandlers, say: (line: string) => void): ProviderHandlers {
+function announcing(handlers: ProviderHandlers, say: Say): ProviderHandlers {
   const wrapped: Record<string, unknown> = {};
   for (const [name, handler] of Object.entries(handlers)) {
     if (typeof handler !== "function") continue;
     wrapped[name] = (ask: unknown, context: AnswerContext) => {
-      say(`${context.path}: ${name}`);
+      say(...logEvent(`{path}: ${name}`, { path: context.path }));
       return (handler as (ask: unknown, context: AnswerContext) => unknown)(ask, context);
     };
   }
   return wrapped as ProviderHandlers;
 }
 
-/** The container's MCP server as the transport reaches it, with one line per exchange. */
-function loggedSource(source: ToolsSource, say: (line: string) => void): ToolsSource {
+/** The container's MCP server as the transport reaches it, with one line per exchange (naming the tool or resource asked: a field). */
+function loggedSource(source: ToolsSource, say: Say): ToolsSource {
   const logged =
-    <P, R>(what: string, call: (params: P, options?: SourceCallOptions) => Promise<R>) =>
+    <P, R>(what: string, call: (params: P, options?: SourceCallOptions) => Promise<R>, named?: (params: P) => LogFields) =>
     async (params: P, options?: SourceCallOptions) => {
+      const fields = named?.(params) ?? {};
       try {
         const result = await call(params, options);
-        say(`${what}: answered`);
+        say(...logEvent(`${what}: answered`, fields));
         return result;
       } catch (problem) {
-        say(`${what}: ${problem instanceof Error ? problem.message : String(problem)}`);
+        say(...logEvent(`${what}: {error}`, { ...fields, error: problem instanceof Error ? problem.message : String(problem) }));
         throw problem;
       }
     };
   return {
     listTools: logged("tools/list", (params, options) => source.listTools(params, options)),
     listResources: logged("resources/list", (params, options) => source.listResources(params, options)),
-    callTool: logged("tools/call", (params, options) => source.callTool(params, options)),
-    readResource: logged("resources/read", (params, options) => source.readResource(params, options)),
+    callTool: logged("tools/call", (params, options) => source.callTool(params, options), (params) => ({ tool: (params as { name?: unknown }).name })),
+    readResource: logged("resources/read", (params, options) => source.readResource(params, options), (params) => ({ uri: (params as { uri?: unknown }).uri })),
     notifications: () => source.notifications(),
   };
 }

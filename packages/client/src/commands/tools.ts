@@ -1,6 +1,7 @@
 // `diverge tools …`: one exchange with a tool container through its proxy's multiplexed connection.
 // The proxy takes one connection in its life, so each run begins the container, optionally feeds its
 // secrets, makes its one exchange and prints the result as JSON.
+import { escapeControls } from "@diverge/multiplexer/log";
 import { parseArgs } from "node:util";
 import { ContainerError, openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
 import { Exit, exitStatusHelp, fail } from "./exit.js";
@@ -163,7 +164,7 @@ export async function runTools(args: string[]): Promise<number> {
       timeoutMs,
       ...(databaseUrl ? { database: databaseUrl } : {}),
       onEvent: (event) => {
-        if (event.type === "pairFailed") process.stderr.write(`${event.kind} connection ${event.id}: ${event.error.message}\n`);
+        if (event.type === "pairFailed") process.stderr.write(`${event.kind} connection ${event.id}: ${escapeControls(event.error.message)}\n`);
       },
     });
   } catch (problem) {
@@ -179,8 +180,8 @@ export async function runTools(args: string[]): Promise<number> {
       if (missing.length > 0) {
         // Said before the wait: a proxy with the secrets gate (the default) holds the exchange until they are fed.
         process.stderr.write(
-          `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${missing.join(", ")}, not given: ` +
-            `add ${missing.map((name) => `--secret ${name}=… (or --secret-env ${name})`).join(" ")}. ` +
+          `the container's DIVERGE.md declares the secret${missing.length > 1 ? "s" : ""} ${escapeControls(missing.join(", "))}, not given: ` +
+            `add ${escapeControls(missing.map((name) => `--secret ${name}=… (or --secret-env ${name})`).join(" "))}. ` +
             `A proxy with the secrets gate (the default) holds every MCP exchange until the program has its secrets; waiting${timeoutMs === 0 ? "" : ` at most ${timeoutMs ?? 60000} ms`}\n`,
         );
       }

@@ -2,6 +2,7 @@
 // exchange of the `/requests` table on the ask board and reads its answer path as the exchange's
 // descriptor says: the answer frame's decoder, the message pattern, and whether an unanswered
 // exchange is asked again. It never names a kind; the descriptors do.
+import type { Say } from "@diverge/multiplexer/log";
 import { DecodeError, encodeRequestsAsk } from "@diverge/codec";
 import type { ExchangeDescriptor } from "@diverge/codec/exchanges";
 import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
@@ -72,7 +73,7 @@ export interface RequestsEngineOptions {
   readonly encodeAsk?: (channel: number, kindName: string, ask: object) => Uint8Array;
   /** Messages a stream holds for a reader that does not pull; past it the path is closed. Default 4096. */
   readonly maxBufferedMessages?: number;
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 /** Reads an answer message with the exchange's decoder; its typed error (JSON nested too deeply included) is unreadable. */
@@ -88,7 +89,7 @@ export function decodeAnswer<A>(exchange: ExchangeDescriptor<string, A>, bytes: 
 /** The `/requests` transport's engine: every exchange an ask on the board, its answer read from its path. */
 export class RequestsEngine implements AskEngine {
   private readonly maxBuffered: number;
-  private readonly log: (line: string) => void;
+  private readonly log: Say;
 
   constructor(private readonly options: RequestsEngineOptions) {
     this.maxBuffered = options.maxBufferedMessages ?? 4096;

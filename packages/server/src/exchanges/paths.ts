@@ -2,6 +2,7 @@
 // (src/gen/exchanges.ts, `bindProviderPaths`) hands it one handler per path with the path's
 // descriptor; it reads the one request message, runs the handler and sends the answer messages as
 // the descriptor says. Nothing here names a path or a kind; the descriptors do.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import type { OpenedPathDescriptor } from "@diverge/codec/exchanges";
 import { checkMcp, loadMcpChecks } from "../mcp-checks.js";
 import type { WebSocket } from "ws";
@@ -33,7 +34,7 @@ export interface PathsEngineOptions {
   readonly maxMessageBytes: number;
   /** Bytes that may wait in a streamed path's send buffer; beyond it that path's messages are dropped (counted in `dropped`). */
   readonly maxStreamBacklogBytes: number;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 /** Serves every bound path on the provider-facing listener; any number of openings of each. */
@@ -103,7 +104,7 @@ export class PathsEngine implements UpgradeRoute {
       return true;
     };
     const fail = (problem: unknown) => {
-      this.options.log(`${path}: ${problem instanceof Error ? problem.message : String(problem)}`);
+      this.options.log(...logEvent("{path}: {error}", { path, error: problem instanceof Error ? problem.message : String(problem) }));
       // A handler that fails leaves nothing to say: the path ends abruptly, which the provider reads as a failed exchange.
       socket.terminate();
     };

@@ -2,6 +2,7 @@
 // connection, assembled into the tables the connection dispatches on. Imported by the connection
 // only, so that what these adapters load (YAML for DIVERGE.md) loads with the connection, when the
 // provider first connects on `/`, not at start.
+import { logEvent } from "@diverge/multiplexer/log";
 import { ContainerProxyRequestError, decodeContainerProxyRequest, type ContainerProxyRequest } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
 import type { ToolsBeginChannelsProviderRoutes } from "../gen/exchanges.js";
@@ -57,7 +58,7 @@ export function openMultiplexedFamilies(services: ConnectionServices) {
         request = decodeContainerProxyRequest(payload);
       } catch (error) {
         if (!(error instanceof ContainerProxyRequestError)) throw error;
-        services.options.log(`unreadable request on scope ${responder.scope}: ${error.message}`);
+        services.options.log(...logEvent(`unreadable request on scope ${responder.scope}: {error}`, { error: error.message }));
         responder.finish();
         return Promise.resolve();
       }

@@ -2,6 +2,7 @@
 // whichever family. Every scope and every channel the provider opens is a family's: the registry
 // (families/multiplexed.ts) says which family serves a scope's endpoint, and the family that began
 // serves the begin scope's channels.
+import { logEvent } from "@diverge/multiplexer/log";
 import { FrameSocket, MultiplexerError, type Corkable, type Disregard, type Responder, type WebSocketLike } from "@diverge/multiplexer";
 import type { Gate } from "../families/secrets/gate.js";
 import type { ResolvedProxyOptions } from "../context.js";
@@ -100,7 +101,7 @@ export class ProxyConnection {
           this.disregardedCount++;
           if (this.disregarded.length >= DISREGARDED_KEPT) this.disregarded.shift();
           this.disregarded.push(what);
-          this.options.log(`disregarded a frame: ${what.reason}`);
+          this.options.log(...logEvent("disregarded a frame: {reason}", { reason: what.reason }));
         },
       },
       closed: (code) => this.cleanUp(code),
@@ -206,7 +207,7 @@ export class ProxyConnection {
   /** Whatever goes wrong serving one stream ends that stream (with a finish) and nothing else. */
   private guard(responder: Responder, what: string, work: Promise<void>): void {
     work.catch((problem: unknown) => {
-      this.options.log(`${what} failed: ${problem instanceof Error ? problem.name : "error"}; finishing it`);
+      this.options.log(...logEvent(`${what} failed: {error}; finishing it`, { error: problem instanceof Error ? problem.name : "error" }));
       responder.finish();
     });
   }

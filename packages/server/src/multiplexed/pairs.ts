@@ -19,6 +19,7 @@
 //   whatever the provider still sends on the proxy's half is discarded until it finishes it. With
 //   spilling off (`maxPairSpillBytes` 0) a pair past its budget pauses the connection instead until
 //   its socket drains to a quarter, and a program that reads nothing for `pairStallMs` meanwhile is cut.
+import type { Say } from "@diverge/multiplexer/log";
 import { BacklogHold, SpillStream, type AnswerHandlers, type OpenedChannel, type SpillPool, type SpillSink } from "@diverge/multiplexer";
 
 /** What a pair needs of the provider connection. */
@@ -47,7 +48,7 @@ export interface PairOptions {
   readonly spillBytes: number;
   /** Every pair's disk use together, and its cap. */
   readonly spillPool: SpillPool;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 /** Send-buffer level of the provider connection above which a program's socket is paused. */

@@ -17,6 +17,7 @@
 //              already delivered is canceled for A2A too, but its loop goes on (nothing interrupts one)
 // Text deltas are appended to the task's "response" artifact, reasoning to its "reasoning" artifact,
 // images and audio are file parts; a tool call and its result are one status message each.
+import { logEvent, type LogEvent, type Say } from "@diverge/multiplexer/log";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
@@ -39,7 +40,7 @@ export interface ServeAgentOptions {
   /** Quiet time after which a loop is taken as ended where the transport does not mark it (see `Agent.settled`). */
   readonly idleMs?: number;
   /** One line per task event. */
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 export interface ServingAgent {
@@ -111,7 +112,7 @@ export class ContainerAgentExecutor implements AgentExecutor {
 
   constructor(
     private readonly agent: Agent,
-    private readonly options: { idleMs?: number; log?: (line: string) => void } = {},
+    private readonly options: { idleMs?: number; log?: Say } = {},
   ) {
     void this.follow();
   }
@@ -126,7 +127,7 @@ export class ContainerAgentExecutor implements AgentExecutor {
       const task: Task = { kind: "task", id: taskId, contextId, status: { state: "submitted", timestamp: new Date().toISOString() }, history: [userMessage] };
       bus.publish(task);
     }
-    this.say(`task ${taskId}: submitted`);
+    this.say(...logEvent("task {task}: submitted", { task: taskId }));
     let fate;
     try {
       fate = await this.agent.enqueue(taskId, blocksOfParts(userMessage.parts), { signal: run.abort.signal });
@@ -155,7 +156,7 @@ export class ContainerAgentExecutor implements AgentExecutor {
     try {
       await this.agent.dequeue(taskId);
     } catch (error) {
-      this.say(`task ${taskId}: dequeue failed: ${(error as Error).message}`);
+      this.say(...logEvent("task {task}: dequeue failed: {error}", { task: taskId, error: (error as Error).message }));
     }
     if (run.done) return;
     this.finish(run, "canceled", run.state === "working" ? "canceled (the loop that took it goes on)" : "withdrawn before a loop took it");
@@ -229,7 +230,7 @@ export class ContainerAgentExecutor implements AgentExecutor {
     if (run.state !== "submitted") return;
     run.state = "working";
     run.bus.publish(statusEvent(run.taskId, run.contextId, "working"));
-    this.say(`task ${run.taskId}: working`);
+    this.say(...logEvent("task {task}: working", { task: run.taskId }));
   }
 
   private finish(run: TaskRun, state: TaskState, text?: string): void {
@@ -241,11 +242,11 @@ export class ContainerAgentExecutor implements AgentExecutor {
     const event = statusEvent(run.taskId, run.contextId, state, text);
     run.bus.publish({ ...event, final: true });
     run.bus.finished();
-    this.say(`task ${run.taskId}: ${state}`);
+    this.say(...logEvent(`task {task}: ${state}`, { task: run.taskId }));
   }
 
-  private say(line: string): void {
-    this.options.log?.(line);
+  private say(line: string, event?: LogEvent): void {
+    this.options.log?.(line, event);
   }
 }
 

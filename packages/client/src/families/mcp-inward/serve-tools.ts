@@ -3,6 +3,7 @@
 // Streamable HTTP (any number of sessions, all sharing the one connection) or stdio. Only what is
 // relayed is advertised; every other method is MCP's method-not-found. Results (with their cursors
 // and `isError`) and the container's MCP errors pass through unchanged.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -104,7 +105,7 @@ export interface ServeToolsOptions {
   /** How the server introduces itself. */
   readonly serverInfo?: { readonly name: string; readonly version: string };
   /** Told about what happens (sessions opened and closed, the notification stream's end). */
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 export interface ServeToolsHttpOptions extends ServeToolsOptions {
@@ -168,7 +169,7 @@ export const RESOURCES_PROBE_MS = 10_000;
  * method-not-found (-32601, the server declares no resources) says no; any other outcome (an answer,
  * an error of another kind, no answer in time) advertises them, as before.
  */
-async function probeResources(source: ToolsSource, log: (line: string) => void): Promise<boolean> {
+async function probeResources(source: ToolsSource, log: Say): Promise<boolean> {
   try {
     await source.listResources(undefined, { signal: AbortSignal.timeout(RESOURCES_PROBE_MS) });
     return true;
@@ -195,13 +196,13 @@ interface RelaySession {
  * notification and the agent. A session with no notification stream open (its GET) misses what is
  * not tied to one of its requests (no replay).
  */
-function relayNotifications(source: ToolsSource, sessions: () => Iterable<RelaySession>, progress: ProgressRoutes, log: (line: string) => void): () => void {
+function relayNotifications(source: ToolsSource, sessions: () => Iterable<RelaySession>, progress: ProgressRoutes, log: Say): () => void {
   let stream: ReturnType<ToolsSource["notifications"]> | undefined;
   let stopped = false;
   try {
     stream = source.notifications();
   } catch (problem) {
-    log(`the container's notifications are not relayed: ${problem instanceof Error ? problem.message : String(problem)}`);
+    log(...logEvent("the container's notifications are not relayed: {error}", { error: problem instanceof Error ? problem.message : String(problem) }));
     return () => {};
   }
   void (async () => {
@@ -218,7 +219,7 @@ function relayNotifications(source: ToolsSource, sessions: () => Iterable<RelayS
       }
       if (!stopped) log("the container's notification stream ended");
     } catch (problem) {
-      if (!stopped) log(`the container's notification stream ended: ${problem instanceof Error ? problem.message : String(problem)}`);
+      if (!stopped) log(...logEvent("the container's notification stream ended: {error}", { error: problem instanceof Error ? problem.message : String(problem) }));
     }
   })();
   return () => {
@@ -275,7 +276,7 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
     idleMs: options.sessionIdleMs ?? DEFAULT_SERVE_TOOLS_IDLE_MS,
     maxSessions,
     release: (session, why) => {
-      log(`MCP session ${session.transport.sessionId} closed: ${why} (${sessions.size} open)`);
+      log(...logEvent(`MCP session {session} closed: {why} (${sessions.size} open)`, { session: session.transport.sessionId, why }));
       void session.server.close().catch(() => {});
     },
   });
@@ -342,14 +343,14 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
         sessions.add(id, entry);
-        log(`MCP session ${id} opened (${sessions.size} open)`);
+        log(...logEvent(`MCP session {session} opened (${sessions.size} open)`, { session: id }));
       },
       onsessionclosed: (id) => {
-        if (sessions.remove(entry)) log(`MCP session ${id} closed (${sessions.size} open)`);
+        if (sessions.remove(entry)) log(...logEvent(`MCP session {session} closed (${sessions.size} open)`, { session: id }));
       },
     });
     transport.onclose = () => {
-      if (sessions.remove(entry)) log(`MCP session ${transport.sessionId} closed (${sessions.size} open)`);
+      if (sessions.remove(entry)) log(...logEvent(`MCP session {session} closed (${sessions.size} open)`, { session: transport.sessionId }));
     };
     const entry = sessions.entry({ server, transport });
     await server.connect(transport);
@@ -368,7 +369,7 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
       resolve();
     });
   });
-  http.on("error", (error) => log(`--serve-tools listener: ${error.message}`));
+  http.on("error", (error) => log(...logEvent("--serve-tools listener: {error}", { error: error.message })));
   const address = http.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {

@@ -2,6 +2,7 @@
 // the tools as the program wrote them, or NotBegun), the run loop's chunks on the begin scope, and the
 // provider-opened channels of the begun scope: Postgres, Info, Daemon and Secrets are the tools
 // families' own (the registry hands them in), Enqueue and Dequeue are the run loop's.
+import { logEvent } from "@diverge/multiplexer/log";
 import {
   AgentsBeginChannelRequestError,
   ProgramRunEventError,
@@ -78,7 +79,7 @@ export function agentsScopes(services: ConnectionServices, shared: SharedAgentCh
     } catch (error) {
       if (!(error instanceof AgentsBeginChannelRequestError)) throw error;
       // The secrets' decode error quotes none of their bytes; the others may be logged whole.
-      options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
+      options.log(...logEvent(`unreadable channel request on channel ${responder.channel}: {error}`, { error: error.message }));
       return responder.finish();
     }
     routeAgentsBeginChannelsProviderChannel(request, routes, responder);
@@ -95,7 +96,7 @@ export function agentsScopes(services: ConnectionServices, shared: SharedAgentCh
       payload.set(bytes, 1);
     } catch (error) {
       if (!(error instanceof ProgramRunEventError)) throw error;
-      options.log(`the program streamed an event that is not a chunk: ${error.message}`);
+      options.log(...logEvent("the program streamed an event that is not a chunk: {error}", { error: error.message }));
       payload = encoder.encode(String.fromCharCode(CHUNK_TAG) + notificationOf(garbageWords(error.message)));
     }
     if (payload.length + FRAME_HEADER > options.maxMessageBytes) {

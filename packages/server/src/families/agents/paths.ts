@@ -3,6 +3,7 @@
 // this is. The first binary message is the ask (text messages are ignored); the proxy sends its
 // answer(s) and closes; an ask that does not decode gets a close with no message; the provider
 // leaving abandons the call to the program.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import type { RawData, WebSocket } from "ws";
 import {
   AgentRequestError,
@@ -41,7 +42,7 @@ export interface AgentPathsOptions {
   /** The program's port (read at every call). */
   readonly appPort: () => number;
   readonly maxMessageBytes: number;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 function bytesOf(data: RawData): Uint8Array {
@@ -88,7 +89,7 @@ export class AgentPaths implements UpgradeRoute {
     });
     const serve = (body: Uint8Array | undefined) =>
       void this.serve(socket, ask, body, aborter.signal).catch((problem: unknown) => {
-        this.options.log(`/agent/${ask} failed: ${problem instanceof Error ? problem.message : String(problem)}; ending it`);
+        this.options.log(...logEvent(`/agent/${ask} failed: {error}; ending it`, { error: problem instanceof Error ? problem.message : String(problem) }));
         socket.terminate();
       });
     if (ask === "schema" || ask === "dequeue") return serve(undefined);
@@ -103,7 +104,7 @@ export class AgentPaths implements UpgradeRoute {
         else decodeAgentPromptRequest(bytes);
       } catch (problem) {
         if (!(problem instanceof AgentRequestError)) throw problem;
-        this.options.log(`/agent/${ask}: ${problem.message}; closing with no message`);
+        this.options.log(...logEvent(`/agent/${ask}: {error}; closing with no message`, { error: problem.message }));
         return socket.close();
       }
       serve(bytes.slice());

@@ -3,6 +3,7 @@
 // program is a task of its own that reports back to it, and after every event one post-step decides
 // what starts next. Transport-free: the adapter (multiplexed.ts) gives it the program, the gate and
 // where chunks go, and answers the channels with the fates.
+import type { Say } from "@diverge/multiplexer/log";
 import type { AgentMessage } from "@diverge/codec";
 
 /** A message's fate, sent once on its enqueue channel. */
@@ -35,7 +36,7 @@ export interface RunLoopOptions {
   readonly chunk: (data: string) => void | Promise<void>;
   /** Aborted when the connection ends: the driver ends and every call to the program with it. */
   readonly signal: AbortSignal;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 /** The error of a `/run` call that died without an answer (agents.md §6.2). */

@@ -9,6 +9,7 @@
 // The items are taken from the provider only as fast as the program reads them (see `pauseAtBytes`).
 //
 // The ask goes through the generated typed asks; which transport carries it is the engine's business.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RequestRoute } from "../../listener.js";
 import type { ProxyAsks } from "../../gen/exchanges.js";
@@ -26,7 +27,7 @@ export class CommandApi {
     private readonly asks: ProxyAsks,
     /** The largest body the API reads: one message of the wire, less the ask's header. */
     private readonly maxBodyBytes: number,
-    private readonly log: (line: string) => void = () => {},
+    private readonly log: Say = () => {},
   ) {}
 
   /** Gives up every exchange still waiting; their programs read `lost`. */
@@ -93,7 +94,7 @@ export class CommandApi {
         const ending = await stream.ended;
         const end = ending.type === "done" ? "done" : ending.type === "notServed" ? "notServed" : "lost";
         // Outcome unknown: the program reads lost; the proxy's log says why, with the decoder's exact text.
-        if (ending.type !== "done" && ending.type !== "notServed") this.log(`/command ended ${ending.type}${ending.type === "unreadable" ? `: ${ending.error.message}` : ending.type === "answerTooLarge" ? `: an answer over ${ending.limit} bytes` : ""}`);
+        if (ending.type !== "done" && ending.type !== "notServed") this.log(...logEvent(`/command ended ${ending.type}${ending.type === "unreadable" ? ": {error}" : ending.type === "answerTooLarge" ? `: an answer over ${ending.limit} bytes` : ""}`, ending.type === "unreadable" ? { error: ending.error.message } : {}));
         response.write(`${JSON.stringify({ end })}\n`);
       }
       response.end();

@@ -1,6 +1,7 @@
 // filesystem::tree, ::read and ::write on the multiplexed connection (fs-fuse.md §5, §7, §8): the
 // scopes the provider opens, served from the filesystem service under the proxy's root. A failure is
 // the FsError's JSON as the error value; whatever is in flight stops when the connection ends.
+import type { Say } from "@diverge/multiplexer/log";
 import { WriteContentError, decodeWriteContent, encodeReadResponse, encodeTreeResponse, encodeWriteResponse } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
 import { ContentError, FsError, joined, messageHead, prepareWrite, readPieces, tooLarge, watchTreeEncoded } from "./index.js";
@@ -28,7 +29,7 @@ export interface FilesystemScopeOptions {
   readonly maxTreeWatches?: number;
   /** Pauses reading the connection while a write catches up with its content; the returned function resumes (counted: paused while any holds). */
   readonly flow?: Flow;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 /** A read Piece's bytes before the piece itself: the encoding of an empty piece. */

@@ -1,6 +1,7 @@
 // /filesystem/tree, /filesystem/read and /filesystem/write on the paths transport (paths.md §9 as
 // corrected by fs-fuse.md §10): one WebSocket per opening, the request its first message, errors
 // the UTF-8 text `kind: error`. The provider closing the socket stops a tree and abandons a write.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import type { IncomingMessage } from "node:http";
 import type { RawData, WebSocket } from "ws";
 import { FilesystemPathsRequestError, decodeFilesystemPathsRequest, encodeReadAnswer, encodeTreeMessage, encodeWriteAnswer } from "@diverge/codec";
@@ -21,7 +22,7 @@ export interface FilesystemPathsOptions {
   readonly maxMessageBytes?: number;
   /** Directories one tree watches at most (`TreeOptions.maxWatches`). */
   readonly maxTreeWatches?: number;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 type Endpoint = "tree" | "read" | "write";
@@ -93,7 +94,7 @@ export class FilesystemPaths implements UpgradeRoute {
           return () => socket.resume();
         });
         void this.serve(socket, endpoint, request, aborter.signal, content).catch((problem: unknown) => {
-          this.options.log(`/filesystem/${endpoint} failed: ${problem instanceof Error ? problem.message : String(problem)}; closing`);
+          this.options.log(...logEvent(`/filesystem/${endpoint} failed: {error}; closing`, { error: problem instanceof Error ? problem.message : String(problem) }));
           socket.close();
         });
         return;

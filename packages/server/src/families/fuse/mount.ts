@@ -20,6 +20,7 @@
 // Where FUSE_PACKAGE names the published fuse-native 2.2.6 instead (natives.ts), mounts work as
 // before these fixes: times to the millisecond, a change of one time alone not asked, and the
 // modification time read from the binding's per-thread record (`withTrueMtime`).
+import type { Say } from "@diverge/multiplexer/log";
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import { constants as fsConstants, existsSync } from "node:fs";
@@ -186,7 +187,7 @@ export interface MountOptions {
   /** Called at open, flush and release (the paths transport's proxy copies). */
   readonly sessions?: FileSessions;
   /** The proxy's log, for refusals a program cannot be told the reason of (EFBIG at open). */
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 export interface FuseMount {

@@ -2,6 +2,7 @@
 // proxy mounts a real kernel FUSE filesystem inside its root and turns every operation the kernel
 // asks into one channel on the mount scope carrying the FUSE ask. The scope answered `[00]` is never
 // finished; the mounts go when the connection (or the proxy) ends, leaving no stale mount.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { encodeFuseAck } from "@diverge/codec";
 import { MultiplexerError, type FrameSocket, type Responder } from "@diverge/multiplexer";
 import { askThrough } from "@diverge/multiplexer/fuse";
@@ -15,7 +16,7 @@ export interface FuseScopeOptions {
   readonly frames: FrameSocket;
   /** The proxy's root, resolved. */
   readonly root: () => Promise<string>;
-  readonly log: (line: string) => void;
+  readonly log: Say;
 }
 
 export class FuseScopes {
@@ -28,7 +29,7 @@ export class FuseScopes {
     const members = mountMembers(request);
     if (!members) return responder.finish();
     const refuse = (reason: string) => {
-      this.options.log(`fuse::mount on scope ${responder.scope} refused: ${reason}`);
+      this.options.log(...logEvent(`fuse::mount on scope ${responder.scope} refused: {reason}`, { reason }));
       responder.respond(encodeFuseAck({ variant: "Refused", message: reason }));
       responder.finish();
     };
@@ -71,7 +72,7 @@ export class FuseScopes {
       return;
     }
     this.mounts.add(mounted);
-    this.options.log(`mounted ${members.kind} /${components.join("/")} for scope ${scope}`);
+    this.options.log(...logEvent(`mounted ${members.kind} {path} for scope ${scope}`, { path: `/${components.join("/")}` }));
     // `[00]`, and never a finish: the scope is the mount.
     responder.respond(encodeFuseAck({ variant: "Ok" }));
   }

@@ -3,6 +3,7 @@
 // inside its root and asks every operation there on /requests, whole files each way. The kernel's
 // operations are offset-based, so a whole-file adapter sits between: each open file has a proxy
 // copy, read once at its first open and written back whole on flush/fsync/release (`Copy`).
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import * as fs from "node:fs";
 import type { IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
@@ -21,7 +22,7 @@ import type { ProxyAsks } from "../../gen/exchanges.js";
 export interface FuseMountPathsOptions {
   readonly root: string;
   readonly asks: Pick<ProxyAsks, "fuseRead" | "fuseWrite" | "fuseList" | "fuseRemove" | "fuseRename" | "fuseMkdir" | "fuseStat">;
-  readonly log: (line: string) => void;
+  readonly log: Say;
   /** The largest message either way (`--max-message-bytes`): a whole file must fit in one. */
   readonly maxMessageBytes?: number;
   /** Whether a `/requests` connection is open: without one an operation fails at once (EIO), never waits. */
@@ -165,7 +166,7 @@ export function wholeFileHandlers(
   asks: FuseMountPathsOptions["asks"],
   id: string,
   readonly: boolean,
-  limits: { readonly maxFileBytes?: number; readonly requestsOpen?: () => boolean; readonly log?: (line: string) => void } = {},
+  limits: { readonly maxFileBytes?: number; readonly requestsOpen?: () => boolean; readonly log?: Say } = {},
 ): FuseHandlers & { readonly sessions: FileSessions } {
   const { maxFileBytes = Number.MAX_SAFE_INTEGER, requestsOpen = () => true, log = () => {} } = limits;
   /** The provider must be there to ask: with no `/requests` connection the ask is not queued (the operation fails with EIO at once). */
@@ -205,7 +206,7 @@ export function wholeFileHandlers(
   const store = async (path: string, data: Uint8Array) => (present(), ack(answered(await asks.fuseWrite({ id, path, data }, LIVE))));
   const codeOf = (a: FuseAckResult) => (a.kind === "ok" ? 0 : a.kind === "readOnly" ? PATHS_EROFS : errnoOfMessage(a.message));
   const refuseLarge = (path: string, size: number | bigint) => {
-    log(`/fuse/mount ${id}: /${path} (${size} bytes) is larger than one message carries (${maxFileBytes} bytes): open refused (EFBIG)`);
+    log(...logEvent(`/fuse/mount ${id}: {path} (${size} bytes) is larger than one message carries (${maxFileBytes} bytes): open refused (EFBIG)`, { path: `/${path}` }));
     return PATHS_EFBIG;
   };
   /**
@@ -488,7 +489,7 @@ export class FuseMountPaths implements UpgradeRoute {
     const held = this.mounts.get(key);
     if (!held || !this.providerGone(held.servedBy)) return;
     this.mounts.delete(key);
-    this.options.log(`fuse: replacing the mount at ${key}, whose /fuse/mount provider is gone`);
+    this.options.log(...logEvent("fuse: replacing the mount at {key}, whose /fuse/mount provider is gone", { key }));
     await held.mount.close();
   }
 
@@ -531,7 +532,7 @@ export class FuseMountPaths implements UpgradeRoute {
         return socket.close();
       }
       void this.mount(socket, request).catch((problem: unknown) => {
-        this.options.log(`/fuse/mount failed: ${problem instanceof Error ? problem.message : String(problem)}`);
+        this.options.log(...logEvent("/fuse/mount failed: {error}", { error: problem instanceof Error ? problem.message : String(problem) }));
         socket.close();
       });
     });
@@ -542,7 +543,7 @@ export class FuseMountPaths implements UpgradeRoute {
     // Not readable: a clean close with no message.
     if (!members) return socket.close();
     const refuse = (reason: string) => {
-      this.options.log(`/fuse/mount refused: ${reason}`);
+      this.options.log(...logEvent("/fuse/mount refused: {reason}", { reason }));
       socket.send(encodeFuseAck({ variant: "Refused", message: reason }));
       socket.close();
     };
@@ -570,7 +571,7 @@ export class FuseMountPaths implements UpgradeRoute {
     // One left over whose place was cleared meanwhile (a dead connection, ENOTCONN) is let go.
     void this.mounts.get(key)?.mount.close();
     this.mounts.set(key, { mount: mounted, servedBy });
-    this.options.log(`mounted ${members.kind} /${components.join("/")} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`);
+    this.options.log(...logEvent(`mounted ${members.kind} {path} for /fuse/mount id ${members.id}${members.readonly ? " (read-only)" : ""}`, { path: `/${components.join("/")}` }));
     socket.send(encodeFuseAck({ variant: "Ok" }));
     socket.close();
   }

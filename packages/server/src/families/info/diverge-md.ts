@@ -7,6 +7,7 @@
 // matter: the answer is `frontMatter: {}` and the whole file as `body`, and the log says which of
 // those it was, quoting nothing of the file. The `yaml` library's warnings (which quote the file)
 // are never printed.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { isAlias, isCollection, isMap, isPair, parseDocument, visit } from "yaml";
@@ -25,7 +26,7 @@ export type InfoOutcome =
 
 export interface InfoOptions {
   /** Where a front matter that is not one is reported; the line quotes nothing of the file. */
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 /**
@@ -67,7 +68,7 @@ export function parseDivergeMarkdown(text: string, options: InfoOptions = {}): D
   if (!match) return { frontMatter: {}, body: source };
   const read = readFrontMatter(match[1] ?? "");
   if ("problem" in read) {
-    options.log?.(`DIVERGE.md: its leading --- block is no front matter (${read.problem}); answering frontMatter {} and the whole file as body`);
+    options.log?.(...logEvent("DIVERGE.md: its leading --- block is no front matter ({problem}); answering frontMatter {} and the whole file as body", { problem: read.problem }));
     return { frontMatter: {}, body: source };
   }
   return { frontMatter: read.value, body: source.slice(match[0].length) };

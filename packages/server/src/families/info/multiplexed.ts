@@ -1,4 +1,5 @@
 // DIVERGE.md on the multiplexed connection: the begin scope's provider-opened channel 1 (Info).
+import { logEvent } from "@diverge/multiplexer/log";
 import { encodeInfoAnswer } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
 import type { ToolsBeginChannelsProviderRoutes } from "../../gen/exchanges.js";
@@ -22,7 +23,7 @@ async function answerInfo({ options, counters }: ConnectionServices, responder: 
   if (responder.finished) return;
   if (outcome.variant === "NotServed") {
     if (outcome.tooLarge) counters.oversizedAnswers++;
-    options.log(`Info: DIVERGE.md is not served (a bare finish): ${outcome.reason}`);
+    options.log(...logEvent("Info: DIVERGE.md is not served (a bare finish): {reason}", { reason: outcome.reason }));
     return responder.finish();
   }
   const answer = encodeInfoAnswer(outcome.variant === "Info" ? { variant: "Info", info: { frontMatter: outcome.info.frontMatter, body: outcome.info.body } } : { variant: "None" });

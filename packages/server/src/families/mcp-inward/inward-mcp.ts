@@ -3,6 +3,7 @@
 // server loses it, as MCP requires: an HTTP 404 to a request of the session ("session not found"), a
 // refused connection, a lost notification stream (the SDK's GET stream). Open notification
 // subscriptions carry over to the new session; when no new session can be made they end with the error.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
@@ -140,7 +141,7 @@ export class InwardMcp {
 
   constructor(
     private readonly url: URL,
-    private readonly log: (line: string) => void,
+    private readonly log: Say,
   ) {}
 
   /** Sessions made so far (the first counts), for tests and logs. */
@@ -260,7 +261,7 @@ export class InwardMcp {
     if (this.session !== session) return;
     this.session = undefined;
     if (this.closed) return;
-    this.log(`inward MCP session lost: ${why}`);
+    this.log(...logEvent("inward MCP session lost: {why}", { why }));
     if (this.listeners.size > 0) this.scheduleRenew();
   }
 
@@ -268,7 +269,7 @@ export class InwardMcp {
   private fail(session: Session, why: string): void {
     if (session.failure !== undefined) return;
     session.failure = why;
-    this.log(`inward MCP: ${why}; the session is given up`);
+    this.log(...logEvent("inward MCP: {why}; the session is given up", { why }));
     this.lost(session, why);
     if (this.open.delete(session)) void session.close();
   }

@@ -1,6 +1,7 @@
 // The container's own MCP server on the multiplexed connection: the begin scope's provider-opened
 // channels 3-6 (one exchange each, relayed through the proxy's one inward MCP client) and 7 (the
 // container's notifications, for as long as the channel is open). Held by the secrets gate.
+import { logEvent } from "@diverge/multiplexer/log";
 import { encodeMcpCallToolAnswer, encodeMcpListResourcesAnswer, encodeMcpListToolsAnswer, encodeMcpNotificationsAnswer, encodeMcpReadResourceAnswer } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
 import type { ToolsBeginChannelsProviderRoutes } from "../../gen/exchanges.js";
@@ -51,13 +52,13 @@ export class InwardMcpChannels {
       answer = encode(outcome);
     } catch (problem) {
       // The container's answer cannot be written as JSON (nested too deeply, say): say so instead.
-      options.log(`the container's ${exchange.method} answer could not be encoded`);
+      options.log(...logEvent("the container's {method} answer could not be encoded", { method: exchange.method }));
       answer = encode({ error: { code: -32603, message: `the container's answer could not be encoded: ${problem instanceof Error ? problem.name : "error"}` } });
     }
     if (answer.length + FRAME_HEADER > options.maxMessageBytes) {
       // The provider could not take it: the container's answer becomes an MCP error that says why.
       counters.oversizedAnswers++;
-      options.log(`the container's ${exchange.method} answer is ${answer.length} bytes, larger than the limit; answering with an error`);
+      options.log(...logEvent(`the container's {method} answer is ${answer.length} bytes, larger than the limit; answering with an error`, { method: exchange.method }));
       answer = encode({ error: { code: -32603, message: `the container's answer is ${answer.length} bytes, larger than the message limit of ${options.maxMessageBytes}` } });
     }
     responder.respond(answer);

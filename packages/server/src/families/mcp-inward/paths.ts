@@ -5,6 +5,7 @@
 // limit with -32603 saying so (as on the begin scope). Held by the secrets gate like every MCP exchange
 // while a provider begun on `/` can feed the secrets (until the path ends); refused at once, naming the
 // gate and --no-secrets-gate, while none can (the paths transport cannot feed them).
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import { gateError, type Gate } from "../secrets/gate.js";
 import type { ErrorData, InwardExchange, McpOutcome } from "./inward-mcp.js";
@@ -27,7 +28,7 @@ type McpAnswer = { variant: "Result"; result: never } | { variant: "Error"; erro
 export interface ToolPathsOptions {
   readonly inward: SharedInwardMcp;
   readonly gate: Gate;
-  readonly log: (line: string) => void;
+  readonly log: Say;
   /**
    * Whether a provider is begun on `/` now (it alone can feed the secrets). While the gate is shut
    * and none is, `/tool/*` is answered at once with the gate's error rather than held: the paths
@@ -40,10 +41,10 @@ export interface ToolPathsOptions {
  * Passes the gate: at once when open; refused at once (the gate's error) when shut and no provider
  * can feed; else held until it opens or the path ends (bounded by the provider's own wait).
  */
-async function passGate(gate: Gate, canFeed: () => boolean, context: PathContext, log: (line: string) => void): Promise<ErrorData | undefined> {
+async function passGate(gate: Gate, canFeed: () => boolean, context: PathContext, log: Say): Promise<ErrorData | undefined> {
   if (gate.isOpen) return undefined;
   if (!canFeed()) {
-    log(`${context.path}: refused at once: the secrets gate is shut and no provider is begun on / to feed the secrets (the paths transport cannot)`);
+    log(...logEvent("{path}: refused at once: the secrets gate is shut and no provider is begun on / to feed the secrets (the paths transport cannot)", { path: context.path }));
     return gateError("the paths transport (/tool/*)");
   }
   try {
@@ -68,12 +69,12 @@ export function toolPathHandlers({ inward, gate, log, canFeedSecrets = () => fal
     try {
       size = context.encodedSize(reply);
     } catch (problem) {
-      log(`${context.path}: the container's ${method} answer could not be encoded`);
+      log(...logEvent("{path}: the container's {method} answer could not be encoded", { path: context.path, method }));
       reply = { variant: "Error", error: { code: INTERNAL_ERROR, message: `the container's answer could not be encoded: ${problem instanceof Error ? problem.name : "error"}` } };
       size = 0;
     }
     if (size > context.maxMessageBytes) {
-      log(`${context.path}: the container's ${method} answer is ${size} bytes, larger than the limit; answering with an error`);
+      log(...logEvent(`{path}: the container's {method} answer is ${size} bytes, larger than the limit; answering with an error`, { path: context.path, method }));
       reply = { variant: "Error", error: { code: INTERNAL_ERROR, message: `the container's answer is ${size} bytes, larger than the message limit of ${context.maxMessageBytes}` } };
     }
     return reply;
@@ -88,7 +89,7 @@ export function toolPathHandlers({ inward, gate, log, canFeedSecrets = () => fal
 }
 
 /** What the container's server sends after the opening, until the provider closes; one error and the end when it cannot be reached. */
-async function* notifications(inward: SharedInwardMcp, gate: Gate, canFeed: () => boolean, log: (line: string) => void, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
+async function* notifications(inward: SharedInwardMcp, gate: Gate, canFeed: () => boolean, log: Say, context: PathContext): AsyncIterable<{ variant: "Notification"; notification: ServerNotification } | { variant: "Error"; error: ErrorData }> {
   const refused = await passGate(gate, canFeed, context, log);
   if (context.signal.aborted) return;
   if (refused) {

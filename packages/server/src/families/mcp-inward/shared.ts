@@ -1,6 +1,7 @@
 // The proxy's one MCP client to the container's own MCP server, shared by the begin scope's MCP
 // channels and the paths transport's `/tool/*`. The MCP SDK's client is loaded on first use (the
 // proxy loads nothing heavy at start); until then nothing is dialled.
+import type { Say } from "@diverge/multiplexer/log";
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
 import type { ErrorData, ExchangeOptions, InwardExchange, InwardListener, InwardMcp, McpOutcome } from "./inward-mcp.js";
 
@@ -11,7 +12,7 @@ export class SharedInwardMcp {
 
   constructor(
     private readonly url: URL,
-    private readonly log: (line: string) => void,
+    private readonly log: Say,
   ) {}
 
   private client(): Promise<InwardMcp> {

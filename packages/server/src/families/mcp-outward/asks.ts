@@ -1,6 +1,7 @@
 // The typed API of the MCP exchanges the proxy asks (seed 000, kinds 0 to 4):
 // `listTools`, `listResources`, `callTool`, `readResource` each resolve with the MCP result or reject
 // with an McpExchangeError; notifications arrive as events or through an async iterator.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import {
   McpAnswerError,
   type CallToolRequestParams,
@@ -76,7 +77,7 @@ export type NotificationStreamEvent =
 export interface McpAsksOptions {
   readonly board: AskBoard;
   readonly gate: Gate;
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
   /** Exchanges that may wait for their answers at once (held by the gate, queued, or asked); more fail with TooManyPending. Default 10 000. */
   readonly maxPendingAsks?: number;
   /** Notifications one `notifications()` iterator holds for a loop that does not pull; older ones beyond it are dropped and counted. Default 1024. */
@@ -125,7 +126,7 @@ export class McpAsks {
   /** The generated typed asks of the `/requests` table, bound onto the generic engine. */
   private readonly asks: ProxyAsks;
   private readonly gate: Gate;
-  private readonly log: (line: string) => void;
+  private readonly log: Say;
   private readonly pending = new Set<(error: McpExchangeError) => void>();
   private readonly notificationListeners = new Set<(notification: ServerNotification) => void>();
   private readonly streamListeners = new Set<(event: NotificationStreamEvent) => void>();
@@ -257,11 +258,11 @@ export class McpAsks {
     void (async () => {
       for await (const message of stream) {
         if (message.variant === "Notification") for (const listener of this.notificationListeners) listener(message.notification as ServerNotification);
-        else this.log(`the provider ended the begin scope's notification channel with an error: ${message.error.message}`);
+        else this.log(...logEvent("the provider ended the begin scope's notification channel with an error: {error}", { error: message.error.message }));
       }
       const ending = await stream.ended;
       if (ending.type !== "done") this.log(`the begin scope's notification channel ended: ${ending.type}`);
-    })().catch((problem: unknown) => this.log(`the begin scope's notification channel: ${problem instanceof Error ? problem.message : String(problem)}`));
+    })().catch((problem: unknown) => this.log(...logEvent("the begin scope's notification channel: {error}", { error: problem instanceof Error ? problem.message : String(problem) })));
   }
 
   /** Rejects every exchange not yet answered with ProxyClosed and ends every notification iterator. */

@@ -1,6 +1,7 @@
 // The program's outward MCP on the paths transport: the asks (kinds 0-4 on `/requests`, or
 // proxy-opened tags 7-11 on the begin scope once a provider has begun) and the program-facing MCP
 // endpoint `/mcp` that turns the program's requests into them.
+import { logEvent } from "@diverge/multiplexer/log";
 import type { PathsServices } from "../../paths/family.js";
 import { McpAsks } from "./asks.js";
 import type { ProgramMcpServer } from "./program-mcp.js";
@@ -27,7 +28,7 @@ export function attachOutwardMcp({ context, board, engine, beginScope }: PathsSe
           else server.route(request, response, pathname);
         },
         (problem: unknown) => {
-          options.log(`program /mcp: ${problem instanceof Error ? problem.message : String(problem)}`);
+          options.log(...logEvent("program /mcp: {error}", { error: problem instanceof Error ? problem.message : String(problem) }));
           response.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "internal error" }, id: null }));
         },
       );

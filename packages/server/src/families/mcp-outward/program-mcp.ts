@@ -3,6 +3,7 @@
 // any MCP client; its `tools/list`, `resources/list`, `tools/call` and `resources/read` become asks
 // on `/requests`, their answers go back to it. The provider's progress reaches the request that asked
 // for it; its other notifications reach every live session.
+import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -68,7 +69,7 @@ export interface ProgramMcpOptions {
   readonly sessionIdleMs?: number;
   /** Sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
   readonly maxSessions?: number;
-  readonly log?: (line: string) => void;
+  readonly log?: Say;
 }
 
 /** After a session's notification stream closes with nothing else open, it is released this soon (the shared session book's grace). */
@@ -79,7 +80,7 @@ export class ProgramMcpServer {
   private readonly stopRelaying: () => void;
   private readonly progress = new Map<string | number, ProgressRoute>();
   private nextProgressToken = 0;
-  private readonly log: (line: string) => void;
+  private readonly log: Say;
 
   constructor(
     private readonly mcp: McpAsks,
@@ -92,7 +93,7 @@ export class ProgramMcpServer {
       idleMs: resolved.sessionIdleMs ?? 300_000,
       maxSessions: resolved.maxSessions ?? 1000,
       release: (session, why) => {
-        this.log(`program session ${session.transport.sessionId} released: ${why}`);
+        this.log(...logEvent("program session {session} released: {why}", { session: session.transport.sessionId, why }));
         void session.server.close().catch(() => {});
       },
     });
@@ -103,7 +104,7 @@ export class ProgramMcpServer {
   readonly route: RequestRoute = (request, response, pathname) => {
     if (pathname !== "/mcp") return false;
     this.handle(request, response).catch((problem: unknown) => {
-      this.log(`program /mcp: ${problem instanceof Error ? problem.message : String(problem)}`);
+      this.log(...logEvent("program /mcp: {error}", { error: problem instanceof Error ? problem.message : String(problem) }));
       if (!response.headersSent) respondError(response, 500, ErrorCode.InternalError, "internal error");
       else response.end();
     });
@@ -179,7 +180,7 @@ export class ProgramMcpServer {
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
         this.sessions.add(id, entry);
-        this.log(`program session ${id} opened`);
+        this.log(...logEvent("program session {session} opened", { session: id }));
       },
       onsessionclosed: () => {
         this.sessions.remove(entry);

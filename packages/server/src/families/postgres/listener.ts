@@ -2,6 +2,7 @@
 // program's database driver connects to. A driver is paired on the begin scope once the provider's
 // connection has begun; before that a provider holding `/requests` carries it (kind 11), else it is
 // held for whichever comes first, the begin or a `/requests` connection.
+import { logEvent } from "@diverge/multiplexer/log";
 import { createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import type { ProxyConnection } from "../../multiplexed/connection.js";
@@ -65,7 +66,7 @@ export async function attachPostgresListener({ context, connection: current, clo
     }
   });
   // Errors of the listener itself after it listens (EMFILE on accept, say) are reported, never thrown.
-  const onServerError = (error: Error) => log(`postgres listener: ${(error as { code?: string }).code ?? error.name}`);
+  const onServerError = (error: Error) => log(...logEvent("postgres listener: {error}", { error: (error as { code?: string }).code ?? error.name }));
   if (pgServer.listening) pgServer.on("error", onServerError);
   else
     await new Promise<void>((resolve, reject) => {

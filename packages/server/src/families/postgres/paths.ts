@@ -3,6 +3,7 @@
 // `/postgres/{channel}`: raw pgwire both ways, the path is the connection. Bytes the driver wrote
 // before the path opened wait (unread) and go first; a clean close before any byte declines it;
 // `/requests` ending before the path opened ends that connection; nothing is ever asked again.
+import type { Say } from "@diverge/multiplexer/log";
 import type { Socket } from "node:net";
 import { encodeRequestsAsk } from "@diverge/codec";
 import { BacklogHold } from "@diverge/multiplexer";
@@ -37,7 +38,7 @@ export class PostgresOverRequests {
 
   constructor(
     private readonly board: AskBoard,
-    private readonly log: (line: string) => void,
+    private readonly log: Say,
   ) {
     board.onEvent((event) => {
       if (event.type !== "requestsOpened") return;

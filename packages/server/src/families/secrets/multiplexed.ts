@@ -13,7 +13,8 @@ export function secretsChannels(services: ConnectionServices): Pick<ToolsBeginCh
 }
 
 async function feedSecrets({ options, signal, gate }: ConnectionServices, responder: Responder, values: Record<string, string>): Promise<void> {
-  // The log names how many values, never one of them.
+  // The log names how many values, never one of them; and redacts them from here on (onSecretsFed).
+  options.onSecretsFed?.(Object.values(values));
   options.log(`feeding ${Object.keys(values).length} secret(s) to the program`);
   const answer = await postToProgram(options.appPort, "/secrets", JSON.stringify(values), signal);
   if (answer.ok) {

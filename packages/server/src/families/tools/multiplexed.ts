@@ -1,5 +1,6 @@
 // tools::begin on the multiplexed connection: the begin (the engine holds the one claim per
 // connection) and the routing of the channels the provider opens on the begun scope.
+import { logEvent } from "@diverge/multiplexer/log";
 import {
   ToolsBeginChannelRequestError,
   checkToolDeclarations,
@@ -26,7 +27,7 @@ export function toolsBegin(services: ConnectionServices, channels: ToolsBeginCha
       request = decodeToolsBeginChannelRequest(payload, { check: checkMcp });
     } catch (error) {
       if (!(error instanceof ToolsBeginChannelRequestError)) throw error;
-      options.log(`unreadable channel request on channel ${responder.channel}: ${error.message}`);
+      options.log(...logEvent(`unreadable channel request on channel ${responder.channel}: {error}`, { error: error.message }));
       return responder.finish();
     }
     routeToolsBeginChannelsProviderChannel(request, channels, responder);
@@ -69,7 +70,7 @@ async function answerBegin({ options, signal }: ConnectionServices, responder: R
       return;
     }
     const error = problem === undefined ? "the program declared no JSON array of tools" : `the program declared tools a provider cannot read: ${problem}`;
-    options.log(`${error}; the connection is not begun`);
+    options.log(...logEvent("{error}; the connection is not begun", { error }));
     responder.respond(encodeToolsBeginResponse({ variant: "NotBegun", error: { error, status: answer.status } }));
     return responder.finish();
   }
