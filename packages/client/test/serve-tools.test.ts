@@ -166,3 +166,26 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     expect(await status(["--serve-tools", "127.0.0.1:0", "--serve-tools-idle-seconds", "-1"])).toBe(2);
   });
 });
+
+describe("--serve-tools bounds the request body", () => {
+  it.each(TRANSPORTS)("on %s: a body over 16 MiB is answered 413 (a JSON-RPC error naming the limit) at once, and the connection ends", async (transport) => {
+    const { proxy } = await fixture();
+    const { url } = await serveTools(proxy, transport);
+    const target = new URL(url);
+    const { connect } = await import("node:net");
+    // Only the head, declaring a body of 1 GiB: the answer comes with none of it sent.
+    const socket = connect(Number(target.port), target.hostname);
+    cleanups.push(async () => void socket.destroy());
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write(`POST /mcp HTTP/1.1\r\nHost: ${target.host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${1024 ** 3}\r\n\r\n`);
+    await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 413 /);
+    expect(received.toLowerCase()).toContain("connection: close");
+    const error = JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as { error: { code: number; message: string } };
+    expect(error.error.code).toBe(-32600);
+    expect(error.error.message).toContain(`limit of ${16 * 1024 * 1024} bytes`);
+  }, 60_000);
+});

@@ -18,6 +18,7 @@ export interface BindOptions {
   readonly maxMessageBytes?: number;
   readonly allowedHosts?: readonly string[];
   readonly allowedOrigins?: readonly string[];
+  readonly allowedProviderOrigins?: readonly string[];
 }
 
 export interface ResolvedBindOptions {
@@ -28,6 +29,7 @@ export interface ResolvedBindOptions {
   readonly maxMessageBytes: number;
   readonly allowedHosts: readonly string[];
   readonly allowedOrigins: readonly string[];
+  readonly allowedProviderOrigins: readonly string[];
 }
 
 /** The defaults of the options binding needs (the proxy's `resolveOptions` uses these too). */
@@ -40,6 +42,7 @@ export function resolveBindOptions(options: BindOptions): ResolvedBindOptions {
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
     allowedHosts: [...(options.allowedHosts ?? [])],
     allowedOrigins: [...(options.allowedOrigins ?? [])],
+    allowedProviderOrigins: [...(options.allowedProviderOrigins ?? [])],
   };
 }
 
@@ -57,7 +60,11 @@ export interface BoundPorts {
 /** Binds the three ports, holding what arrives until `release()`; a port that cannot be bound closes the others. */
 export async function bindPorts(options: BindOptions): Promise<BoundPorts> {
   const resolved = resolveBindOptions(options);
-  const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes, held: true });
+  // The provider reaches this port by whatever address leads to the container (its IP, a DNS name, a
+  // mapped port): its Host is not checked. A browser always sends an Origin with a WebSocket
+  // handshake and no provider client does, so a page elsewhere (a cross-site WebSocket, no CORS to
+  // stop it) is refused: an Origin must be loopback or allowed (--allow-provider-origin).
+  const provider = new RouteListener({ host: resolved.host, port: resolved.port, maxMessageBytes: resolved.maxMessageBytes, guard: { hosts: ["*"], origins: resolved.allowedProviderOrigins }, held: true });
   // MCP's rule for Streamable HTTP servers, applied to every path of the loopback listener.
   const program = new RouteListener({
     host: "127.0.0.1",

@@ -60,6 +60,11 @@ Flags:
                            [::1] (repeatable; "*" accepts any); others get 403
   --allow-origin <origin>  an Origin (scheme://host[:port]) the program port accepts besides
                            loopback ones (repeatable; "*" accepts any); others get 403
+  --allow-provider-origin <origin>
+                           an Origin the provider port accepts besides loopback ones (repeatable;
+                           "*" accepts any): a handshake with another Origin (a browser page's) gets
+                           403; one with none (every provider client but a browser) is not checked,
+                           nor is its Host (the provider names the container as it reaches it)
   --revision <r>           the spec revision to speak (default and only: ${SPOKEN_REVISIONS.join(", ")})
   --fuse-cache <level>     what the kernel caches of FUSE mounts: none (every read and stat asked;
                            no shared mmap), close-to-open (default: 1 s attributes and names,
@@ -130,6 +135,7 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
       "max-tree-watches": { type: "string" },
       "allow-host": { type: "string", multiple: true },
       "allow-origin": { type: "string", multiple: true },
+      "allow-provider-origin": { type: "string", multiple: true },
       revision: { type: "string" },
       "fuse-cache": { type: "string" },
       quiet: { type: "boolean", default: false },
@@ -174,6 +180,7 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
     maxTreeWatches: positive("max-tree-watches", values["max-tree-watches"]),
     allowedHosts: values["allow-host"],
     allowedOrigins: values["allow-origin"],
+    allowedProviderOrigins: values["allow-provider-origin"],
     log: values.quiet ? undefined : (line: string) => process.stderr.write(`${line}\n`),
   };
 }

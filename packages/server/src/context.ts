@@ -90,6 +90,12 @@ export interface ProxyOptions {
    * `"*"` accepts any. A request with any other `Origin` is refused with 403; one without is not checked.
    */
   readonly allowedOrigins?: readonly string[];
+  /**
+   * `Origin`s the provider-facing port accepts besides loopback ones (`"*"`: any); its `Host` is never
+   * checked. A handshake with any other `Origin` (a browser's, from a page elsewhere) is refused with
+   * 403; one without (every provider client but a browser) is not checked.
+   */
+  readonly allowedProviderOrigins?: readonly string[];
   /** A program MCP session with no request in flight and no notification stream open is released after this long, in ms. Default 300 000 (5 minutes). */
   readonly programSessionIdleMs?: number;
   /** Program MCP sessions held at once; an `initialize` beyond it releases the oldest quiet session, or gets 503 when none is quiet. Default 1000. */
@@ -105,11 +111,12 @@ export interface ProxyOptions {
   readonly onSecretsFed?: (values: readonly string[]) => void;
 }
 
-export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins" | "onSecretsFed">> {
+export interface ResolvedProxyOptions extends Required<Omit<ProxyOptions, "log" | "revision" | "allowedHosts" | "allowedOrigins" | "allowedProviderOrigins" | "onSecretsFed">> {
   /** Every pair's disk use together (`maxSpillBytes`, `spillDir`): one per proxy. */
   readonly spillPool: SpillPool;
   readonly allowedHosts: readonly string[];
   readonly allowedOrigins: readonly string[];
+  readonly allowedProviderOrigins: readonly string[];
   readonly revision: SpokenRevision;
   readonly log: Say;
   readonly onSecretsFed?: (values: readonly string[]) => void;
@@ -172,6 +179,7 @@ export function resolveOptions(options: ProxyOptions = {}): ResolvedProxyOptions
     maxTreeWatches: options.maxTreeWatches ?? Infinity,
     allowedHosts: bind.allowedHosts,
     allowedOrigins: bind.allowedOrigins,
+    allowedProviderOrigins: bind.allowedProviderOrigins,
     programSessionIdleMs: options.programSessionIdleMs ?? DEFAULT_PROGRAM_SESSION_IDLE_MS,
     maxProgramSessions: options.maxProgramSessions ?? DEFAULT_MAX_PROGRAM_SESSIONS,
     log: options.log ?? (() => {}),

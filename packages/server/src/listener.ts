@@ -116,7 +116,8 @@ export class RouteListener {
     }
     const pathname = pathOf(request);
     for (const route of this.requests) if (route(request, response, pathname)) return;
-    response.writeHead(this.upgrades.length > 0 ? 426 : 404, { "content-type": "text/plain" }).end(this.upgrades.length > 0 ? "WebSocket upgrade required\n" : "not found\n");
+    // Nothing here reads a body: the connection ends after the refusal rather than reading one on.
+    response.writeHead(this.upgrades.length > 0 ? 426 : 404, { "content-type": "text/plain", connection: "close" }).end(this.upgrades.length > 0 ? "WebSocket upgrade required\n" : "not found\n");
   }
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {

@@ -11,7 +11,8 @@ import { parseHostPort } from "../families/mcp-inward/serve-tools.js";
 import { chunkPrinter } from "./agent-print.js";
 import { BackendError, fail } from "./exit.js";
 
-export const agentConnectUsage = `    [--agent [--agent-json]] [--serve-agent <host:port> [--serve-agent-idle-ms <ms>]]   (an agent container)`;
+export const agentConnectUsage = `    [--agent [--agent-json]] [--serve-agent <host:port> [--serve-agent-idle-ms <ms>] [--serve-agent-stream-buffer-bytes <n>]
+      [--allow-host <name>]... [--allow-origin <origin>]...]   (an agent container)`;
 
 export const agentConnectHelp = `  --agent                   the container is an agent container: begin it with agents::begin (paths:
                             /agent/register, with --arguments), enqueue each line of stdin as one
@@ -22,13 +23,21 @@ export const agentConnectHelp = `  --agent                   the container is an
                             an agent container's begin
   --serve-agent-idle-ms <ms>
                             quiet time after which an A2A task's loop is taken as ended on the
-                            multiplexed transport, which marks no loop's end (default 2000)`;
+                            multiplexed transport, which marks no loop's end (default 2000)
+  --serve-agent-stream-buffer-bytes <n>
+                            bytes of a message/stream an A2A client may leave unread (default 4 MiB):
+                            past them its stream ends with an error event saying it read too slowly
+                            The A2A server checks Host and Origin as --serve-tools does (loopback only;
+                            --allow-host and --allow-origin widen it), reads a request body of at most
+                            twice --max-message-bytes (413 past it), and refuses a message larger than
+                            --max-message-bytes with a JSON-RPC error (-32600), sending nothing`;
 
 export const agentConnectOptions = {
   agent: { type: "boolean", default: false },
   "agent-json": { type: "boolean", default: false },
   "serve-agent": { type: "string" },
   "serve-agent-idle-ms": { type: "string" },
+  "serve-agent-stream-buffer-bytes": { type: "string" },
 } as const;
 
 export interface AgentConnectFlags {
@@ -36,6 +45,9 @@ export interface AgentConnectFlags {
   readonly "agent-json"?: boolean;
   readonly "serve-agent"?: string;
   readonly "serve-agent-idle-ms"?: string;
+  readonly "serve-agent-stream-buffer-bytes"?: string;
+  readonly "allow-host"?: string[];
+  readonly "allow-origin"?: string[];
   readonly "serve-tools"?: string;
   readonly "serve-tools-stdio"?: boolean;
 }
@@ -50,6 +62,8 @@ export function agentFlagsProblem(values: AgentConnectFlags): string | undefined
   if (values["agent-json"] && !values.agent) return "--agent-json belongs to --agent";
   if (values["serve-agent"] !== undefined && !parseHostPort(values["serve-agent"])) return "--serve-agent must be <host>:<port>, e.g. 127.0.0.1:7100";
   if (values["serve-agent-idle-ms"] !== undefined && (values["serve-agent"] === undefined || !(Number(values["serve-agent-idle-ms"]) >= 0))) return "--serve-agent-idle-ms is a number of milliseconds, with --serve-agent";
+  const buffer = values["serve-agent-stream-buffer-bytes"];
+  if (buffer !== undefined && (values["serve-agent"] === undefined || !(Number.isInteger(Number(buffer)) && Number(buffer) > 0))) return "--serve-agent-stream-buffer-bytes is a whole number of bytes above 0, with --serve-agent";
   if (wantsAgent(values) && (values["serve-tools"] !== undefined || values["serve-tools-stdio"])) return "an agent container has no tools to serve: give --serve-tools or --agent/--serve-agent, not both";
   return undefined;
 }
@@ -60,7 +74,14 @@ export async function holdAgent(agent: Agent, values: AgentConnectFlags, say: Sa
   const serveAt = values["serve-agent"] === undefined ? undefined : parseHostPort(values["serve-agent"]);
   if (serveAt) {
     try {
-      serving = await serveAgentA2a(agent, { host: serveAt.host, port: serveAt.port, idleMs: values["serve-agent-idle-ms"] === undefined ? undefined : Number(values["serve-agent-idle-ms"]), log: say });
+      serving = await serveAgentA2a(agent, {
+        host: serveAt.host,
+        port: serveAt.port,
+        idleMs: values["serve-agent-idle-ms"] === undefined ? undefined : Number(values["serve-agent-idle-ms"]),
+        streamBufferBytes: values["serve-agent-stream-buffer-bytes"] === undefined ? undefined : Number(values["serve-agent-stream-buffer-bytes"]),
+        guard: { hosts: values["allow-host"] ?? [], origins: values["allow-origin"] ?? [] },
+        log: say,
+      });
     } catch (problem) {
       return fail(new BackendError("--serve-agent", (problem as Error).message));
     }

@@ -81,10 +81,10 @@ Flags:
   --serve-tools-idle-seconds <s>
                             a session with no request in flight and no notification stream open is
                             closed after this long (default 300)
-  --allow-host <name>       a Host name --serve-tools accepts besides localhost, 127.0.0.1 and [::1]
-                            (repeatable; "*" accepts any); others get 403
-  --allow-origin <origin>   an Origin (scheme://host[:port]) --serve-tools accepts besides loopback
-                            ones (repeatable; "*" accepts any); others get 403
+  --allow-host <name>       a Host name --serve-tools (or --serve-agent) accepts besides localhost,
+                            127.0.0.1 and [::1] (repeatable; "*" accepts any); others get 403
+  --allow-origin <origin>   an Origin (scheme://host[:port]) --serve-tools (or --serve-agent) accepts
+                            besides loopback ones (repeatable; "*" accepts any); others get 403
   --serve-tools-stdio       the same on stdin/stdout (one session; logs stay on stderr)
 ${agentConnectHelp}
 ${connectFsHelp}
@@ -203,7 +203,7 @@ export async function runConnect(args: string[]): Promise<number> {
   const idleSeconds = values["serve-tools-idle-seconds"] === undefined ? undefined : Number(values["serve-tools-idle-seconds"]);
   if (idleSeconds !== undefined && !(idleSeconds > 0)) return usage("--serve-tools-idle-seconds must be a number of seconds above 0");
   if (!serveAt && (maxSessions !== undefined || idleSeconds !== undefined)) return usage("--serve-tools-max-sessions and --serve-tools-idle-seconds bound the sessions of --serve-tools, which is not given");
-  if (!serveAt && (values["allow-host"] !== undefined || values["allow-origin"] !== undefined)) return usage("--allow-host and --allow-origin widen --serve-tools: give it too");
+  if (!serveAt && values["serve-agent"] === undefined && (values["allow-host"] !== undefined || values["allow-origin"] !== undefined)) return usage("--allow-host and --allow-origin widen --serve-tools or --serve-agent: give one of them too");
 
   // --log-format and --health (connect-ops.ts): the progress lines go through its log.
   const ops = ConnectOps.parse(values, transport);
@@ -360,7 +360,7 @@ export async function runConnect(args: string[]): Promise<number> {
     source = agentMode ? undefined : loggedSource(new PathsTools(values.proxy!), say);
     if (agentMode) {
       try {
-        const registered = await beginPathsAgent(values.proxy!, { arguments: beginArguments });
+        const registered = await beginPathsAgent(values.proxy!, { arguments: beginArguments }, { maxMessageBytes });
         cleanups.push(() => registered.close());
         agent = registered;
         say("/agent/register: registered");

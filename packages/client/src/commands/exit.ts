@@ -65,6 +65,7 @@ export function exitStatusOf(problem: unknown): ExitStatus {
       case "Mcp":
       case "Unreadable":
       case "NotBegun":
+      case "TooLarge":
         return Exit.ExchangeFailed;
     }
   }

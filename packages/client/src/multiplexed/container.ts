@@ -292,6 +292,7 @@ export class MultiplexedConnection {
         this.endScope(scope);
       },
       serveProxyChannel: (responder, request, dispatch) => this.serveProxyChannel(responder, request, dispatch),
+      maxMessageBytes: this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
       askChannel: (what, ask, options, waitingFor) => this.askChannel(what, ask, options, waitingFor),
     };
   }

@@ -30,6 +30,11 @@ export type ContainerErrorDetail =
   | { readonly variant: "Aborted"; readonly what: string; readonly waitingFor: string; readonly reason: unknown }
   /** The proxy refused `/` with 409: it has had its one provider connection (a proxy takes one in its life). */
   | { readonly variant: "AlreadyConnected"; readonly what: string; readonly url: string }
+  /**
+   * The ask's message would be larger than the proxy's message limit (its --max-message-bytes): it was
+   * not sent, since the proxy ends the whole connection (or the path) on a message over its limit.
+   */
+  | { readonly variant: "TooLarge"; readonly what: string; readonly bytes: number; readonly limit: number }
   /** The proxy could not be reached, or refused the upgrade for another reason. */
   | { readonly variant: "Unreachable"; readonly what: string; readonly url: string; readonly status: number | undefined; readonly reason: string };
 
@@ -63,6 +68,8 @@ function describe(detail: ContainerErrorDetail): string {
       return `${detail.what}: aborted while waiting for ${detail.waitingFor}${detail.reason instanceof Error ? `: ${detail.reason.message}` : ""}`;
     case "AlreadyConnected":
       return `${detail.what}: the proxy's one multiplexed connection (${detail.url}, HTTP 409) is already used, by an earlier command even one whose begin was refused, and a proxy takes one connection on / in its life: restart the proxy (its container), or hold the connection with \`diverge connect\``;
+    case "TooLarge":
+      return `${detail.what}: the message is ${detail.bytes} bytes on the wire, larger than the proxy's message limit of ${detail.limit} bytes (its --max-message-bytes); it was not sent`;
     case "Unreachable":
       return `${detail.what}: could not open ${detail.url}${detail.status ? ` (HTTP ${detail.status})` : ""}: ${detail.reason}`;
   }

@@ -49,27 +49,38 @@ export function failed(response: ServerResponse, outcome: Exclude<AskOutcome<unk
 
 export function reply(response: ServerResponse, status: number, text: string): void {
   if (response.headersSent) return void response.end();
-  response.writeHead(status, { "content-type": "text/plain; charset=utf-8" }).end(text);
+  response.writeHead(status, { "content-type": "text/plain; charset=utf-8", ...closeUnlessRead(response) }).end(text);
 }
 
-/** The whole body, or undefined once it passes `limit` bytes (the rest is discarded unread). */
+/** `connection: close` when the request's body was not read to its end (it is not read on to find a next request). */
+export function closeUnlessRead(response: ServerResponse): { connection?: string } {
+  return response.req?.complete === false ? { connection: "close" } : {};
+}
+
+/**
+ * The whole body, or undefined once it passes `limit` bytes: at once for a Content-Length over it
+ * (nothing read), else as soon as it passes it; nothing more is read (answer with `reply`, which
+ * closes the connection after a body left unread).
+ */
 export function readBody(request: IncomingMessage, limit: number): Promise<Uint8Array | undefined> {
   return new Promise((resolve) => {
+    const declared = Number(request.headers["content-length"]);
+    if (Number.isFinite(declared) && declared > limit) return resolve(undefined);
     const chunks: Buffer[] = [];
     let size = 0;
-    let over = false;
-    request.on("data", (chunk: Buffer) => {
-      if (over) return;
+    const done = (value: Uint8Array | undefined) => {
+      request.off("data", onData);
+      request.pause();
+      resolve(value);
+    };
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
-        over = true;
-        chunks.length = 0;
-        return;
-      }
+      if (size > limit) return done(undefined);
       chunks.push(chunk);
-    });
-    request.once("end", () => resolve(over ? undefined : new Uint8Array(Buffer.concat(chunks))));
-    request.once("error", () => resolve(undefined));
+    };
+    request.on("data", onData);
+    request.once("end", () => done(new Uint8Array(Buffer.concat(chunks))));
+    request.once("error", () => done(undefined));
   });
 }
 

@@ -24,6 +24,8 @@ import { randomUUID } from "node:crypto";
 import type { AgentCard, Message, Part, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import type { AgentExecutor, ExecutionEventBus, JsonRpcTransportHandler, RequestContext } from "@a2a-js/sdk/server";
 import type { AgenticLoopChunk, ContentBlock } from "@diverge/codec";
+import { guardRefusal, type HostGuard } from "@diverge/multiplexer";
+import { answerJsonRpcError, BodyTooLarge, readBodyWithin } from "../../http-serving.js";
 import type { ContainerInfo } from "../info/front-matter.js";
 import { ContainerError } from "../../multiplexed/errors.js";
 import type { DeclaredTool } from "../../multiplexed/container.js";
@@ -41,13 +43,29 @@ export interface ServeAgentOptions {
   readonly idleMs?: number;
   /** One line per task event. */
   readonly log?: Say;
+  /** Host names and Origins accepted besides the loopback ones (DNS-rebinding protection, as --serve-tools). */
+  readonly guard?: HostGuard;
+  /** The largest request body read, in bytes (413 past it). Default twice the agent's `maxMessageBytes`. */
+  readonly maxBodyBytes?: number;
+  /**
+   * Bytes of a `message/stream` a client may leave unread (the response's buffer and its socket's);
+   * an event that comes while more wait ends the stream with an error event. Default 4 MiB.
+   */
+  readonly streamBufferBytes?: number;
 }
+
+/** The default of {@link ServeAgentOptions.streamBufferBytes}. */
+export const DEFAULT_A2A_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 
 export interface ServingAgent {
   /** Where the JSON-RPC endpoint is (the card's `url`). */
   readonly url: string;
   /** The agent card served at /.well-known/agent-card.json. */
   readonly card: AgentCard;
+  /** Bytes written to the open `message/stream` responses that their clients have not taken yet. */
+  readonly streamBytesWaiting: number;
+  /** The most `streamBytesWaiting` of one stream has been, at an event's write. */
+  readonly peakStreamBytesWaiting: number;
   close(): Promise<void>;
 }
 
@@ -273,10 +291,32 @@ export async function serveAgentA2a(agent: Agent, options: ServeAgentOptions = {
   const { DefaultRequestHandler, InMemoryTaskStore, JsonRpcTransportHandler } = await import("@a2a-js/sdk/server");
   const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
   const transport = new JsonRpcTransportHandler(requestHandler);
-  server.on("request", (request, response) => void answer(request, response, card, transport));
+  const http: HttpLayer = {
+    card,
+    transport,
+    agent,
+    guard: options.guard ?? { hosts: [], origins: [] },
+    maxBodyBytes: options.maxBodyBytes ?? 2 * agent.maxMessageBytes,
+    streamBufferBytes: options.streamBufferBytes ?? DEFAULT_A2A_STREAM_BUFFER_BYTES,
+    streams: new Set(),
+    peak: 0,
+    log: options.log ?? (() => {}),
+  };
+  server.on("request", (request, response) => {
+    answer(request, response, http).catch((problem: unknown) => answerJsonRpcError(response, 500, -32603, problem instanceof Error ? problem.message : String(problem)));
+  });
+  server.on("clientError", (_error, socket) => socket.destroy());
   return {
     url,
     card,
+    get streamBytesWaiting() {
+      let bytes = 0;
+      for (const stream of http.streams) bytes += stream.writableLength;
+      return bytes;
+    },
+    get peakStreamBytesWaiting() {
+      return http.peak;
+    },
     async close() {
       executor.close();
       server.closeAllConnections();
@@ -285,41 +325,121 @@ export async function serveAgentA2a(agent: Agent, options: ServeAgentOptions = {
   };
 }
 
-async function answer(request: IncomingMessage, response: ServerResponse, card: AgentCard, transport: JsonRpcTransportHandler): Promise<void> {
-  const path = (request.url ?? "/").split("?")[0];
-  if (request.method === "GET" && (path === AGENT_CARD_PATH || path === "/.well-known/agent.json")) {
-    response.writeHead(200, { "Content-Type": "application/json" });
-    response.end(JSON.stringify(card));
-    return;
+/** What the HTTP layer of one served agent holds. */
+interface HttpLayer {
+  readonly card: AgentCard;
+  readonly transport: JsonRpcTransportHandler;
+  readonly agent: Agent;
+  readonly guard: HostGuard;
+  readonly maxBodyBytes: number;
+  readonly streamBufferBytes: number;
+  /** The `message/stream` responses open now. */
+  readonly streams: Set<ServerResponse>;
+  peak: number;
+  readonly log: (line: string) => void;
+}
+
+/** JSON-RPC's Invalid Request: a request this server will not take as it is (its size, its Host). */
+const INVALID_REQUEST = -32600;
+
+/** A task id's length (the SDK's are UUIDs): a new task's message is measured under one. */
+const NEW_TASK_ID = "00000000-0000-0000-0000-000000000000";
+
+/**
+ * Why `body` carries a message the proxy could not take (over its message limit), or undefined. Sent,
+ * it would end the provider's whole connection (multiplexed) or its path; refused here, it is refused
+ * alone and the bridge goes on. A message the SDK would refuse anyway (malformed parts) is left to it.
+ */
+function oversizedMessage(body: unknown, agent: Agent): string | undefined {
+  const request = body as { method?: unknown; params?: { message?: { taskId?: unknown; parts?: unknown } } } | null;
+  if (request?.method !== "message/send" && request?.method !== "message/stream") return undefined;
+  const message = request.params?.message;
+  if (!Array.isArray(message?.parts)) return undefined;
+  let bytes: number;
+  try {
+    bytes = agent.enqueueBytes(typeof message.taskId === "string" ? message.taskId : NEW_TASK_ID, blocksOfParts(message.parts as Part[]));
+  } catch {
+    return undefined;
   }
-  if (request.method !== "POST" || path !== "/") {
-    response.writeHead(404, { "Content-Type": "application/json" });
+  if (bytes <= agent.maxMessageBytes) return undefined;
+  return `the message is ${bytes} bytes as the proxy would receive it, larger than its message limit of ${agent.maxMessageBytes} bytes (--max-message-bytes); it was not sent`;
+}
+
+async function answer(request: IncomingMessage, response: ServerResponse, http: HttpLayer): Promise<void> {
+  // Before anything is read: a page elsewhere (DNS rebinding) never reaches the agent.
+  const refusal = guardRefusal(http.guard, request.headers);
+  if (refusal) return answerJsonRpcError(response, 403, INVALID_REQUEST, refusal, { close: true });
+  const path = (request.url ?? "/").split("?")[0];
+  const isCard = request.method === "GET" && (path === AGENT_CARD_PATH || path === "/.well-known/agent.json");
+  if (!isCard && (request.method !== "POST" || path !== "/")) {
+    response.writeHead(404, { "Content-Type": "application/json", Connection: "close" });
     response.end(JSON.stringify({ error: "not found" }));
     return;
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
+  // Every body is read within the bound, the card's too (a GET may carry one).
+  let bytes: Buffer;
+  try {
+    bytes = await readBodyWithin(request, http.maxBodyBytes);
+  } catch (problem) {
+    if (!(problem instanceof BodyTooLarge)) throw problem;
+    return answerJsonRpcError(response, 413, INVALID_REQUEST, `${problem.message}: an A2A request to this agent is at most ${http.maxBodyBytes} bytes`, { close: true });
+  }
+  if (isCard) {
+    response.writeHead(200, { "Content-Type": "application/json" });
+    response.end(JSON.stringify(http.card));
+    return;
+  }
   let body: unknown;
   try {
-    body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    body = JSON.parse(bytes.toString("utf8"));
   } catch {
     response.writeHead(200, { "Content-Type": "application/json" });
     response.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } }));
     return;
   }
-  const result = await transport.handle(body);
-  if (typeof (result as AsyncGenerator<unknown>)[Symbol.asyncIterator] === "function") {
-    response.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" });
-    try {
-      for await (const event of result as AsyncGenerator<unknown>) response.write(`data: ${JSON.stringify(event)}\n\n`);
-    } catch (error) {
-      const id = (body as { id?: unknown } | null)?.id ?? null;
-      response.write(`event: error\ndata: ${JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: (error as Error).message } })}\n\n`);
-    } finally {
-      response.end();
-    }
-    return;
-  }
+  const id = (body as { id?: unknown } | null)?.id ?? null;
+  const oversized = oversizedMessage(body, http.agent);
+  if (oversized) return answerJsonRpcError(response, 200, INVALID_REQUEST, oversized, { id });
+  const result = await http.transport.handle(body);
+  if (typeof (result as AsyncGenerator<unknown>)[Symbol.asyncIterator] === "function") return stream(response, result as AsyncGenerator<unknown>, id, http);
   response.writeHead(200, { "Content-Type": "application/json" });
   response.end(JSON.stringify(result));
+}
+
+/**
+ * A `message/stream` as server-sent events, bounded for a client that reads slowly or not at all.
+ * The events keep being taken from the SDK (waiting for `drain` instead would only move the pile into
+ * the SDK's queue, unbounded); an event that comes while more than `streamBufferBytes` wait unread
+ * ends the stream with an error event saying so. At most the bound plus one event is ever held.
+ */
+async function stream(response: ServerResponse, events: AsyncGenerator<unknown>, id: unknown, http: HttpLayer): Promise<void> {
+  response.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" });
+  http.streams.add(response);
+  const gone = () => void events.return(undefined).catch(() => {});
+  response.once("close", gone);
+  const limit = http.streamBufferBytes;
+  let ending: string | undefined;
+  try {
+    for await (const event of events) {
+      const waiting = response.writableLength;
+      http.peak = Math.max(http.peak, waiting);
+      if (waiting > limit) {
+        ending = `the A2A client read too slowly: ${waiting} bytes waiting, limit ${limit}`;
+        break;
+      }
+      if (response.destroyed) break;
+      response.write(`data: ${JSON.stringify(event)}\n\n`);
+      http.peak = Math.max(http.peak, response.writableLength);
+    }
+  } catch (error) {
+    ending = (error as Error).message;
+  } finally {
+    http.streams.delete(response);
+    response.off("close", gone);
+    if (ending !== undefined) {
+      if (ending.startsWith("the A2A client read too slowly")) http.log(`message/stream ${JSON.stringify(id)} ended: ${ending}`);
+      response.write(`event: error\ndata: ${JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: ending } })}\n\n`);
+    }
+    response.end();
+  }
 }

@@ -51,11 +51,19 @@ export interface Agent {
   readonly transport: "multiplexed" | "paths";
   /** The tools the program declared when it took the arguments (`[]` on the paths transport, whose register answers none). */
   readonly tools: readonly DeclaredTool[];
+  /** The proxy's message limit (its --max-message-bytes) this agent's messages must fit, in bytes. */
+  readonly maxMessageBytes: number;
+  /**
+   * How many bytes a message under `key` takes on the wire (the channel's frame, or the path's message,
+   * that its enqueue sends). One over `maxMessageBytes` is not sent: `enqueue` rejects with `TooLarge`.
+   */
+  enqueueBytes(key: string, content: string | readonly ContentBlock[]): number;
   /**
    * The one way into the agent: a message under `key` (the provider's handle, not unique). Resolves
    * with its fate when it is known, however long that takes (no timeout): `delivered` once a loop took
    * it, `dequeued` when a dequeue of its key withdrew it first. Rejects with ContainerError `Refused`
-   * (the program's words) when the program would not take it, or `NotServed`/`Lost`/`Unreadable`.
+   * (the program's words) when the program would not take it, `TooLarge` (not sent, the connection
+   * unharmed) when it is over the proxy's message limit, or `NotServed`/`Lost`/`Unreadable`.
    * A string is one text block.
    */
   enqueue(key: string, content: string | readonly ContentBlock[], options?: EnqueueOptions): Promise<EnqueueFate>;

@@ -32,6 +32,8 @@ export interface AgentScopeHost {
   endScope(scope: number): void;
   /** Answers a proxy-opened channel: a pair's announcement to the pair engine, an exchange to `dispatch` with the connection's handlers. */
   serveProxyChannel(responder: Responder, request: { readonly variant: string; readonly connection_id?: number }, dispatch: (handlers: ProviderHandlers) => DispatchedAsk | undefined): void;
+  /** The proxy's message limit (the connection's `maxMessageBytes`): a larger frame would end the connection. */
+  readonly maxMessageBytes: number;
   /** The bounded ask of one channel of the begin scope (see `MultiplexedConnection.askChannel`). */
   askChannel<A>(what: string, ask: () => Promise<ChannelOutcome<A>>, options?: RequestOptions, waitingFor?: () => string): Promise<A>;
 }
@@ -92,6 +94,9 @@ export function beginAgentOn(host: AgentScopeHost, request: AgentBeginRequest, o
   });
 }
 
+/** The Frames layer's header: type, scope and channel before every payload. */
+const FRAME_HEADER_BYTES = 9;
+
 class MultiplexedAgent implements Agent {
   readonly transport = "multiplexed" as const;
   readonly hub = new ChunkHub();
@@ -108,14 +113,27 @@ class MultiplexedAgent implements Agent {
         encode: encodeAgentsBeginChannelRequest,
         open: (payload, handlers) => {
           if (this.hub.isOver) throw new ContainerError({ variant: "Lost", what: "agents::begin channel" });
+          // The proxy ends the one connection on a frame over its limit: such an ask is refused here, alone.
+          const bytes = payload.length + FRAME_HEADER_BYTES;
+          if (bytes > host.maxMessageBytes) throw new ContainerError({ variant: "TooLarge", what: "agents::begin channel", bytes, limit: host.maxMessageBytes });
           host.frames.mux.openChannel(scope, payload, handlers);
         },
       }),
     );
   }
 
+  get maxMessageBytes(): number {
+    return this.host.maxMessageBytes;
+  }
+
+  enqueueBytes(key: string, content: string | Parameters<Agent["enqueue"]>[1]): number {
+    return encodeAgentsBeginChannelRequest({ variant: "Enqueue", message: { key, content: contentOf(content) } }).length + FRAME_HEADER_BYTES;
+  }
+
   enqueue(key: string, content: string | Parameters<Agent["enqueue"]>[1], options?: EnqueueOptions): Promise<EnqueueFate> {
     const message = { key, content: contentOf(content) };
+    const bytes = this.enqueueBytes(key, content);
+    if (bytes > this.maxMessageBytes) return Promise.reject(new ContainerError({ variant: "TooLarge", what: "enqueue", bytes, limit: this.maxMessageBytes }));
     this.hub.pendingFates++;
     this.hub.changed();
     const asked = this.host.askChannel(

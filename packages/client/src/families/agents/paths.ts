@@ -10,7 +10,8 @@
 // The bodies are the paths generation's (`{"agent"}`, `{"prompt"}`) with the A4d members beside them
 // (`arguments`; `key` and `content`; `messages`), so that a program written to either contract reads
 // what it needs (each ignores members it does not know); the proxy relays them verbatim.
-import { checkAgenticLoopChunk, type AgenticLoopChunk, type ContentBlock } from "@diverge/codec";
+import { checkAgenticLoopChunk, encodeAgentPromptRequest, type AgenticLoopChunk, type ContentBlock } from "@diverge/codec";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../../limits.js";
 import { bindProviderPathAsks, type ProviderPathAsks } from "../../gen/exchanges.js";
 import { pathAskEngine, type PathAskEngineOptions, type PathOutcome, type PathStream } from "../../exchanges/paths.js";
 import type { AgenticLoopAnswer } from "@diverge/codec";
@@ -49,19 +50,34 @@ function promptOf(messages: readonly { readonly content: readonly ContentBlock[]
     .join("\n");
 }
 
+/** The body of `/agent/run` that carries `entries` (the paths generation's prompt, the A4d messages). */
+function runBody(entries: readonly { readonly key: string; readonly content: ContentBlock[] }[]) {
+  return { prompt: promptOf(entries), messages: entries.map((entry) => ({ key: entry.key, content: entry.content })) };
+}
+
+/** The body of `/agent/enqueue` that carries one message. */
+function enqueueBody(entry: { readonly key: string; readonly content: ContentBlock[] }) {
+  return { prompt: promptOf([entry]), key: entry.key, content: entry.content };
+}
+
+export interface PathsAgentOptions extends PathAskEngineOptions, RequestOptions {
+  /** The proxy's message limit (its --max-message-bytes); a path's message over it is not sent. Default 16 MiB. */
+  readonly maxMessageBytes?: number;
+}
+
 /**
  * Registers the agent on the proxy at `url` (`/agent/register` with the arguments) and resolves with
  * the Agent over `/agent/*`. Rejects with ContainerError `Refused` (the program's words), or
  * `NotServed`/`Lost`/`Unreachable`/`Unreadable`.
  */
-export async function beginPathsAgent(url: string | URL, request: AgentBeginRequest, options: PathAskEngineOptions & RequestOptions = {}): Promise<PathsAgent> {
+export async function beginPathsAgent(url: string | URL, request: AgentBeginRequest, options: PathsAgentOptions = {}): Promise<PathsAgent> {
   const asks = bindProviderPathAsks(pathAskEngine(url, options));
   const what = "/agent/register";
   const args = request.arguments ?? null;
   const outcome = await asks.agentRegister({ request: { agent: args, arguments: args } }, { signal: options.signal });
   if (outcome.type !== "answered") throw failure(what, outcome, String(url));
   if (outcome.answer.variant === "Error") throw new ContainerError({ variant: "Refused", what, error: outcome.answer.error });
-  return new PathsAgent(asks, String(url));
+  return new PathsAgent(asks, String(url), options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
 }
 
 /** An agent container over the paths transport's `/agent/*`. */
@@ -82,14 +98,24 @@ export class PathsAgent implements Agent {
   constructor(
     private readonly asks: ProviderPathAsks,
     private readonly url: string,
+    readonly maxMessageBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
   ) {
     this.hub.marksLoopEnd = true;
+  }
+
+  /** The larger of the two messages that may carry it: `/agent/enqueue`'s (a loop runs) and `/agent/run`'s (none does). */
+  enqueueBytes(key: string, content: string | readonly ContentBlock[]): number {
+    const entry = { key, content: contentOf(content) };
+    return Math.max(encodeAgentPromptRequest({ request: enqueueBody(entry) }).length, encodeAgentPromptRequest({ request: runBody([entry]) }).length);
   }
 
   enqueue(key: string, content: string | readonly ContentBlock[], options?: EnqueueOptions): Promise<EnqueueFate> {
     if (this.closed) return Promise.reject(new ContainerError({ variant: "Lost", what: "enqueue" }));
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(new ContainerError({ variant: "Aborted", what: "enqueue", waitingFor: `the fate of the message under "${key}"`, reason: signal.reason }));
+    // The proxy closes a path whose message is over its limit: such a message is refused here, alone.
+    const bytes = this.enqueueBytes(key, content);
+    if (bytes > this.maxMessageBytes) return Promise.reject(new ContainerError({ variant: "TooLarge", what: "enqueue", bytes, limit: this.maxMessageBytes }));
     return new Promise<EnqueueFate>((resolve, reject) => {
       const onAbort = () => entry.reject(new ContainerError({ variant: "Aborted", what: "enqueue", waitingFor: `the fate of the message under "${key}"`, reason: signal!.reason }));
       const done = () => {
@@ -176,8 +202,7 @@ export class PathsAgent implements Agent {
   /** Hands a message to the loop in flight; a miss keeps it for the next loop. */
   private hand(entry: Waiting): void {
     this.handed.add(entry);
-    const body = { prompt: promptOf([entry]), key: entry.key, content: entry.content };
-    void this.asks.agentEnqueue({ request: body }).then((outcome) => {
+    void this.asks.agentEnqueue({ request: enqueueBody(entry) }).then((outcome) => {
       this.handed.delete(entry);
       if (entry.settled) return;
       if (outcome.type !== "answered") return entry.reject(failure("/agent/enqueue", outcome, this.url));
@@ -200,9 +225,14 @@ export class PathsAgent implements Agent {
   /** Opens `/agent/run` on `batch`; relays its chunks; its end starts the next loop on what waits. */
   private startRun(batch: Waiting[]): void {
     if (this.closed) return;
-    const live = batch.filter((entry) => !entry.settled);
-    if (live.length === 0) return;
-    const body = { prompt: promptOf(live), messages: live.map((entry) => ({ key: entry.key, content: entry.content })) };
+    const pending = batch.filter((entry) => !entry.settled);
+    if (pending.length === 0) return;
+    // Each message fits alone (enqueue checked it); a batch that would not fit takes what does, the rest waits for the next loop.
+    let taken = 1;
+    while (taken < pending.length && encodeAgentPromptRequest({ request: runBody(pending.slice(0, taken + 1)) }).length <= this.maxMessageBytes) taken++;
+    const live = pending.slice(0, taken);
+    this.waiting.unshift(...pending.slice(taken));
+    const body = runBody(live);
     const run = this.asks.agentRun({ request: body });
     this.run = run;
     this.hub.loopRunning = true;

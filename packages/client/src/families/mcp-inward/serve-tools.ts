@@ -31,6 +31,7 @@ import {
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { guardRefusal, SessionBook, type HostGuard } from "@diverge/multiplexer";
+import { answerJsonRpcError, BodyTooLarge, readBodyWithin } from "../../http-serving.js";
 
 /**
  * The container's MCP server as a transport reaches it. Each method resolves with the server's result
@@ -98,8 +99,8 @@ class ProgressRoutes {
   }
 }
 
-/** The largest JSON-RPC request body read, in bytes. */
-const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** The largest JSON-RPC request body read, in bytes; a larger one is 413, read no further. */
+export const MAX_SERVE_TOOLS_BODY_BYTES = 16 * 1024 * 1024;
 
 export interface ServeToolsOptions {
   /** How the server introduces itself. */
@@ -285,37 +286,20 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
   // Learnt once, at the start; an initialize waits for it (bounded by RESOURCES_PROBE_MS).
   const resources = probeResources(source, log);
 
-  const jsonError = (response: ServerResponse, status: number, code: number, message: string) => {
-    if (response.headersSent) return response.end();
-    response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
-  };
+  const jsonError = (response: ServerResponse, status: number, code: number, message: string, close = false) => answerJsonRpcError(response, status, code, message, { close });
 
-  const readBody = (request: IncomingMessage): Promise<unknown> =>
-    new Promise((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      request.on("data", (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
-          reject(new Error(`the request body is over ${MAX_BODY_BYTES} bytes`));
-          request.destroy();
-          return;
-        }
-        chunks.push(chunk);
-      });
-      request.on("end", () => {
-        try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")));
-        } catch {
-          reject(new SyntaxError("the request body is not JSON"));
-        }
-      });
-      request.on("error", reject);
-    });
+  const readBody = async (request: IncomingMessage): Promise<unknown> => {
+    const bytes = await readBodyWithin(request, MAX_SERVE_TOOLS_BODY_BYTES);
+    try {
+      return JSON.parse(bytes.toString("utf8"));
+    } catch {
+      throw new SyntaxError("the request body is not JSON");
+    }
+  };
 
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     const refusal = guardRefusal(guard, request.headers);
-    if (refusal) return jsonError(response, 403, ErrorCode.InvalidRequest, refusal);
+    if (refusal) return jsonError(response, 403, ErrorCode.InvalidRequest, refusal, true);
     const pathname = new URL(request.url ?? "/", "http://localhost").pathname;
     if (pathname !== "/mcp") return jsonError(response, 404, ErrorCode.InvalidRequest, `nothing is served at ${pathname}; the MCP endpoint is /mcp`);
     const header = request.headers["mcp-session-id"];
@@ -325,7 +309,8 @@ export async function serveToolsHttp(source: ToolsSource, options: ServeToolsHtt
       try {
         body = await readBody(request);
       } catch (problem) {
-        return jsonError(response, problem instanceof SyntaxError ? 400 : 413, ErrorCode.ParseError, (problem as Error).message);
+        if (problem instanceof BodyTooLarge) return jsonError(response, 413, ErrorCode.InvalidRequest, problem.message, true);
+        return jsonError(response, 400, ErrorCode.ParseError, (problem as Error).message);
       }
     }
     if (sessionId !== undefined) {

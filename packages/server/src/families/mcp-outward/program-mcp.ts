@@ -21,6 +21,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { SessionBook, STREAM_GRACE_MS, type SessionEntry } from "@diverge/multiplexer";
 import type { RequestRoute } from "../../listener.js";
+import { closeUnlessRead, readBody } from "../../paths/program-http.js";
 import { McpExchangeError } from "./errors.js";
 import type { McpAsks } from "./asks.js";
 
@@ -150,9 +151,9 @@ export class ProgramMcpServer {
     let body: unknown;
     if (request.method === "POST") {
       const read = await readBody(request, this.maxBodyBytes);
-      if (read === "tooLarge") return respondError(response, 413, ErrorCode.InvalidRequest, `request body is larger than ${this.maxBodyBytes} bytes`);
+      if (read === undefined) return respondError(response, 413, ErrorCode.InvalidRequest, `request body is larger than ${this.maxBodyBytes} bytes`);
       try {
-        body = JSON.parse(read);
+        body = JSON.parse(Buffer.from(read).toString("utf8"));
       } catch {
         return respondError(response, 400, ErrorCode.ParseError, "request body is not JSON");
       }
@@ -240,26 +241,6 @@ export class ProgramMcpServer {
   }
 }
 
-function readBody(request: IncomingMessage, limit: number): Promise<string | "tooLarge"> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    request.on("data", (chunk: Buffer) => {
-      if (over) return;
-      size += chunk.length;
-      if (size > limit) {
-        over = true;
-        chunks.length = 0;
-        return;
-      }
-      chunks.push(chunk);
-    });
-    request.on("end", () => resolve(over ? "tooLarge" : Buffer.concat(chunks).toString("utf8")));
-    request.on("error", reject);
-  });
-}
-
 function respondError(response: ServerResponse, status: number, code: number, message: string): void {
-  response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
+  response.writeHead(status, { "content-type": "application/json", ...closeUnlessRead(response) }).end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
 }
