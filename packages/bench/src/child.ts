@@ -14,6 +14,9 @@
 //                                      a provider begun on the multiplexed connection, answering the vault from <databaseUrl>
 //   node child.js pg-provider <proxyPort> <multiplexed|paths> <databaseUrl>
 //                                      a provider carrying the proxy's database connections to <databaseUrl>
+//   node child.js tcp-relay <targetPort> a plain Node TCP relay to <targetPort> (net.Socket piped both ways):
+//                                      what one Node hop costs before any WebSocket or frame
+import { connect, createServer } from "node:net";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
@@ -108,6 +111,20 @@ async function main(): Promise<void> {
       close = async () => connection.close();
     }
     ready = { type: "ready", port: 0 };
+  } else if (mode === "tcp-relay") {
+    const target = Number(arg);
+    const server = createServer({ noDelay: true }, (socket) => {
+      const upstream = connect({ host: "127.0.0.1", port: target, noDelay: true });
+      socket.pipe(upstream).on("error", () => socket.destroy());
+      upstream.pipe(socket).on("error", () => upstream.destroy());
+      socket.on("error", () => upstream.destroy());
+      upstream.on("error", () => socket.destroy());
+      socket.on("close", () => upstream.destroy());
+      upstream.on("close", () => socket.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+    ready = { type: "ready", port: (server.address() as { port: number }).port };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};
