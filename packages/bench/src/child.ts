@@ -14,6 +14,9 @@
 //                                      a provider begun on the multiplexed connection, answering the vault from <databaseUrl>
 //   node child.js pg-provider <proxyPort> <multiplexed|paths> <databaseUrl>
 //                                      a provider carrying the proxy's database connections to <databaseUrl>
+//   node child.js tcp-relay <targetPort> a plain Node TCP relay to <targetPort> (net.Socket piped both ways):
+//                                      what one Node hop costs before any WebSocket or frame
+import { connect, createServer } from "node:net";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
@@ -108,6 +111,20 @@ async function main(): Promise<void> {
       close = async () => connection.close();
     }
     ready = { type: "ready", port: 0 };
+  } else if (mode === "tcp-relay") {
+    const target = Number(arg);
+    const server = createServer({ noDelay: true }, (socket) => {
+      const upstream = connect({ host: "127.0.0.1", port: target, noDelay: true });
+      socket.pipe(upstream).on("error", () => socket.destroy());
+      upstream.pipe(socket).on("error", () => upstream.destroy());
+      socket.on("error", () => upstream.destroy());
+      upstream.on("error", () => socket.destroy());
+      socket.on("close", () => upstream.destroy());
+      upstream.on("close", () => socket.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+    ready = { type: "ready", port: (server.address() as { port: number }).port };
   } else if (mode === "idle") {
     // A Node process that has loaded the same modules and serves nothing: the floor under the proxy.
     close = async () => {};
@@ -116,8 +133,10 @@ async function main(): Promise<void> {
     throw new Error(`unknown mode ${mode}`);
   }
   // The event loop's delay, sampled every 1 ms (perf_hooks' timer histogram), read and reset on `loop`.
+  // Enabled by the first `loop` (the slow reader's reset): a timer waking the process 1,000 times a
+  // second is the harness's, not the relay's, and the socat and pgbench rows have none.
   const delay = monitorEventLoopDelay({ resolution: 1 });
-  delay.enable();
+  let delayOn = false;
   let gcCount = 0;
   let gcMs = 0;
   new PerformanceObserver((list) => {
@@ -130,6 +149,10 @@ async function main(): Promise<void> {
   let loopWall = performance.now();
   process.on("message", (message: { type: string; gc?: boolean }) => {
     if (message.type === "loop") {
+      if (!delayOn) {
+        delayOn = true;
+        delay.enable();
+      }
       const cpu = process.cpuUsage(loopCpu);
       const now = performance.now();
       const ms = (ns: number) => ns / 1e6;

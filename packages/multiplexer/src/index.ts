@@ -13,6 +13,7 @@ export {
   type MultiplexerOptions,
 } from "./multiplexer.js";
 export { BacklogHold } from "./backlog.js";
+export { BinaryMessageWriter, type ByteSink } from "./message-writer.js";
 export { FrameSocket, binaryOf, type Corkable, type WebSocketLike, type FrameSocketOptions } from "./socket.js";
 export { SPOKEN_REVISIONS, RevisionError, speakRevision, type SpokenRevision } from "./revision.js";
 export { perRequestSignalFetch, type FetchLike, type FetchWatch, type WatchedFetch } from "./fetch.js";

@@ -90,6 +90,13 @@ export interface MultiplexerOptions {
   readonly role: Role;
   /** Writes one frame as one binary message: a view over an `ArrayBuffer` of its own, as a WHATWG `send` takes. */
   readonly send: (frame: Uint8Array<ArrayBuffer>) => void;
+  /**
+   * Given, every frame is handed over here instead of `send`, as parts to be sent in order as one
+   * binary message: the frame's header (the generated encoder's), then its payload, unjoined (the
+   * payload a view of the caller's bytes: write or copy it before returning). Saves the copy that
+   * joins them where the writer copies anyway (FrameSocket's own message writer).
+   */
+  readonly sendFrame?: (parts: readonly Uint8Array[]) => void;
   readonly events?: MultiplexerEvents;
   /** Server only: scopes the client may hold open at once; a request beyond it gets a bare finish. Default unlimited. */
   readonly maxOpenScopes?: number;
@@ -137,6 +144,7 @@ export class MultiplexerError extends Error {
 export class Multiplexer {
   readonly role: Role;
   private readonly sendBytes: (frame: Uint8Array<ArrayBuffer>) => void;
+  private readonly sendFrameParts: ((parts: readonly Uint8Array[]) => void) | undefined;
   private readonly events: MultiplexerEvents;
   private readonly scopes = new Map<number, ScopeState>();
   private nextScope = 1;
@@ -149,6 +157,7 @@ export class Multiplexer {
   constructor(options: MultiplexerOptions) {
     this.role = options.role;
     this.sendBytes = options.send;
+    this.sendFrameParts = options.sendFrame;
     this.events = options.events ?? {};
     this.maxOpenScopes = options.maxOpenScopes ?? Infinity;
     this.maxOpenChannels = options.maxOpenChannels ?? Infinity;
@@ -319,7 +328,8 @@ export class Multiplexer {
       respond(payload: Uint8Array) {
         if (state.finished || mux.over) return;
         state.responded = true;
-        mux.send(isScope ? { variant: "Response", scope, channel: 0, payload } : { variant: "ChannelResponse", scope, channel: channel!, payload });
+        if (mux.sendFrameParts) mux.sendHeaderThen(isScope ? { variant: "Response", scope, channel: 0, payload: NO_BYTES } : { variant: "ChannelResponse", scope, channel: channel!, payload: NO_BYTES }, payload);
+        else mux.send(isScope ? { variant: "Response", scope, channel: 0, payload } : { variant: "ChannelResponse", scope, channel: channel!, payload });
       },
       respondParts(head: Uint8Array, body: Uint8Array | readonly Uint8Array[]) {
         if (state.finished || mux.over) return;
@@ -382,7 +392,15 @@ export class Multiplexer {
   private send(frame: ClientFrame | ServerFrame): void {
     if (this.over) return;
     // The codec's encoders allocate each frame's bytes as a new Uint8Array (over an ArrayBuffer).
-    this.sendBytes((this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame)) as Uint8Array<ArrayBuffer>);
+    const encoded = (this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame)) as Uint8Array<ArrayBuffer>;
+    if (this.sendFrameParts) return this.sendFrameParts([encoded]);
+    this.sendBytes(encoded);
+  }
+
+  /** With `sendFrame`: the frame's header (`frame` encoded with an empty payload), then `payload`, not joined here. */
+  private sendHeaderThen(frame: ClientFrame | ServerFrame, payload: Uint8Array): void {
+    if (this.over) return;
+    this.sendFrameParts!([this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame), payload]);
   }
 
   /**
@@ -392,7 +410,8 @@ export class Multiplexer {
   private sendParts(frame: ClientFrame | ServerFrame, head: Uint8Array, body: Uint8Array | readonly Uint8Array[]): void {
     if (this.over) return;
     const header = this.role === "client" ? encodeClientFrame(frame as ClientFrame) : encodeServerFrame(frame as ServerFrame);
-    const parts = [header, head, ...(body instanceof Uint8Array ? [body] : body)];
+    const parts = body instanceof Uint8Array ? [header, head, body] : [header, head, ...body];
+    if (this.sendFrameParts) return this.sendFrameParts(parts);
     const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
     let at = 0;
     for (const part of parts) {

@@ -1,5 +1,6 @@
 // A Multiplexer bound to a WebSocket: binary messages in, frames out, text messages ignored, the
 // close ending every scope and channel. Works with `ws` and with any WHATWG-shaped WebSocket.
+import { BinaryMessageWriter } from "./message-writer.js";
 import { Multiplexer, type MultiplexerEvents, type Role } from "./multiplexer.js";
 
 /** The part of a WebSocket this module uses; `ws`'s WebSocket and the WHATWG one both fit. */
@@ -10,7 +11,11 @@ export interface WebSocketLike {
   /** WHATWG `send` takes a `BufferSource`, whose views are over an `ArrayBuffer` (never a `SharedArrayBuffer`). */
   send(data: Uint8Array<ArrayBuffer>): void;
   close(code?: number, reason?: string): void;
-  addEventListener(type: string, listener: (event: any) => void): void;
+  addEventListener(type: string, listener: (event: any) => void, options?: { readonly once?: boolean }): void;
+  /** `ws` only: Node-style listeners (a message as `(data, isBinary)`, no event object per message). */
+  on?(type: "message", listener: (data: unknown, isBinary: boolean) => void): unknown;
+  /** The extensions the handshake agreed on ("" for none). */
+  readonly extensions?: string;
   /** `ws` only: stop reading from the socket (TCP backpressure reaches the sender). */
   pause?(): void;
   resume?(): void;
@@ -31,6 +36,8 @@ export interface FrameSocketOptions {
    * The byte stream under the WebSocket (with `ws`: the upgrade's socket), when it can be reached.
    * Frames sent in one turn of the event loop are then corked on it and leave in one write: under
    * load, one system call carries many answers (and each answer's finish) instead of one per frame.
+   * With `ws` and no extension agreed, each frame is also written onto it as one binary message by
+   * this module's own writer (one buffer per frame, masked in the same copy on the client's side).
    */
   readonly stream?: Corkable;
 }
@@ -39,7 +46,15 @@ export interface FrameSocketOptions {
 export interface Corkable {
   cork(): void;
   uncork(): void;
+  /** Node's `net.Socket` has it: then the frames' messages can be written onto the stream directly. */
+  write?(chunk: Uint8Array): boolean;
 }
+
+/**
+ * The largest frame the client's side masks here, byte by byte in JavaScript; a larger one goes
+ * through the WebSocket's own sender, whose masking is native (`bufferutil`) and faster for bulk.
+ */
+const MAX_MASKED_HERE = 64 * 1024;
 
 /**
  * The most bytes held corked in one turn: past it they go at once. Corked bytes count in the
@@ -61,10 +76,18 @@ export class FrameSocket {
   private uncorking: ReturnType<typeof setImmediate> | undefined;
   private corkedBytes = 0;
   private readonly stream: Corkable | undefined;
+  private readonly writer: BinaryMessageWriter | undefined;
 
   constructor(readonly socket: WebSocketLike, options: FrameSocketOptions) {
     if (socket.binaryType === "blob") socket.binaryType = "arraybuffer";
     this.stream = options.stream;
+    const stream = options.stream;
+    // Only `ws` (which has `on`) is known to write nothing of its own between whole messages; an
+    // extension (compression) would change what a message's bytes are.
+    if (stream?.write && typeof socket.on === "function" && socket.extensions === "") {
+      this.writer = new BinaryMessageWriter({ write: (chunk) => stream.write!(chunk) }, options.role === "client");
+    }
+    const writer = this.writer;
     this.mux = new Multiplexer({
       role: options.role,
       events: options.events,
@@ -80,12 +103,34 @@ export class FrameSocket {
         socket.send(frame);
         if (this.uncorking !== undefined && (this.corkedBytes += frame.length) >= MAX_CORKED_BYTES) this.flush();
       },
+      sendFrame: writer
+        ? (parts) => {
+            if (socket.readyState !== OPEN) return;
+            if (this.stream && this.uncorking === undefined) {
+              this.stream.cork();
+              this.uncorking = setImmediate(() => this.flush());
+            }
+            let length = 0;
+            for (const part of parts) length += part.length;
+            if (writer.masked && length > MAX_MASKED_HERE) socket.send(joined(parts, length));
+            else writer.write(parts);
+            if (this.uncorking !== undefined && (this.corkedBytes += length) >= MAX_CORKED_BYTES) this.flush();
+          }
+        : undefined,
     });
-    socket.addEventListener("message", (event: { data: unknown }) => {
-      const bytes = binaryOf(event.data);
-      // Text messages carry no meaning on this connection.
-      if (bytes) this.mux.receive(bytes);
-    });
+    if (writer) {
+      // `ws`: the message itself, not an event object made for it.
+      socket.on!("message", (data, isBinary) => {
+        const bytes = isBinary ? binaryOf(data) : undefined;
+        if (bytes) this.mux.receive(bytes);
+      });
+    } else {
+      socket.addEventListener("message", (event: { data: unknown }) => {
+        const bytes = binaryOf(event.data);
+        // Text messages carry no meaning on this connection.
+        if (bytes) this.mux.receive(bytes);
+      });
+    }
     socket.addEventListener("close", (event: { code?: number }) => {
       if (this.isClosed) return;
       this.isClosed = true;
@@ -95,6 +140,11 @@ export class FrameSocket {
       this.mux.end();
       options.closed?.(event.code ?? 1006);
     });
+  }
+
+  /** Whether frames are written onto the stream by this module's own message writer (else by the WebSocket's `send`). */
+  get writesMessages(): boolean {
+    return this.writer !== undefined;
   }
 
   get closed(): boolean {
@@ -171,6 +221,16 @@ export class FrameSocket {
     this.flush();
     if (this.socket.readyState === OPEN || this.socket.readyState === 0) this.socket.close(code);
   }
+}
+
+function joined(parts: readonly Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
 }
 
 /** The bytes of a binary message, or undefined for a text message. */

@@ -16,6 +16,8 @@ export interface WebSocketLike {
   /** Ends the connection without a Close frame, where the implementation can (`ws` can). */
   terminate?(): void;
   addEventListener(type: "open" | "message" | "close" | "error", listener: (event: never) => void): void;
+  /** `ws` only: Node-style listeners (a message as `(data, isBinary)`, no event object per message). */
+  on?(type: "message", listener: (data: unknown, isBinary: boolean) => void): unknown;
   /** `ws` only: stops reading the connection (TCP backpressure reaches the sender) until `resume()`. */
   pause?(): void;
   resume?(): void;
@@ -83,7 +85,10 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
       reject({ status: undefined, message: problem instanceof Error ? problem.message : String(problem) } satisfies OpenFailure);
       return;
     }
-    socket.binaryType = "arraybuffer";
+    // `ws` hands a message's own Buffer over as it is; its "arraybuffer" copies each into a new ArrayBuffer.
+    // A WHATWG WebSocket ignores a value it does not know, and is then given "arraybuffer".
+    socket.binaryType = "nodebuffer";
+    if (socket.binaryType !== "nodebuffer") socket.binaryType = "arraybuffer";
     // With `ws`, the upgrade's socket under the WebSocket: the messages sent in one turn of the event
     // loop leave in one write (a command's items: one system call per turn, not per item). Small ones
     // are framed here into one batch (small-frames.ts) once the connection is known to have no
@@ -145,12 +150,13 @@ export function openSocket(Impl: WebSocketConstructor, url: string): Promise<Ope
     socket.addEventListener("error", ((event: { message?: string; error?: unknown }) => {
       lastError = event.message ?? (event.error instanceof Error ? event.error.message : "connection failed");
     }) as (event: never) => void);
-    socket.addEventListener("message", ((event: { data: unknown }) => {
-      const bytes = binaryOf(event.data); // undefined for a text message: ignored
-      if (!bytes) return;
+    const onMessage = (bytes: Uint8Array | undefined) => {
+      if (!bytes) return; // a text message: ignored
       if (listeners.length === 0) early.push(bytes);
       for (const listener of listeners) listener(bytes);
-    }) as (event: never) => void);
+    };
+    if (typeof socket.on === "function") socket.on("message", (data, isBinary) => onMessage(isBinary ? binaryOf(data) : undefined));
+    else socket.addEventListener("message", ((event: { data: unknown }) => onMessage(binaryOf(event.data))) as (event: never) => void);
     socket.addEventListener("close", ((event: { code: number }) => {
       // 1006 is what every implementation reports when no Close frame arrived.
       const ending = { clean: event.code !== 1006, code: event.code };

@@ -74,9 +74,14 @@ export class ProxyConnection {
     // Nobody may be left waiting on a connection that never begins.
     this.begunPromise.catch(() => {});
     // Whether the provider has sent anything at all (the proxy sends nothing before its first frame).
-    socket.addEventListener("message", () => {
-      this.spoken = true;
-    });
+    // Once: only the first message matters here (and `ws` makes an event object per message per listener).
+    socket.addEventListener(
+      "message",
+      () => {
+        this.spoken = true;
+      },
+      { once: true },
+    );
     this.frames = new FrameSocket(socket, {
       role: "server",
       stream,
