@@ -8,7 +8,26 @@ const { exec } = require('child_process')
 const Nanoresource = require('nanoresource')
 const { beforeMount, beforeUnmount, configure, unconfigure, isConfigured } = require('fuse-shared-library')
 
-const binding = require('node-gyp-build')(__dirname)
+// The libfuse 3 build when it is there and loads (libfuse3.so.3 present), else the libfuse 2.9 one;
+// DIVERGE_FUSE_LIBFUSE=2 (or 3) picks one (3: an error when it does not load).
+const binding = loadBinding(process.env.DIVERGE_FUSE_LIBFUSE)
+function loadBinding (wanted) {
+  if (wanted !== '2') {
+    const tuple = `${os.platform()}-${os.arch()}`
+    const candidates = [path.join(__dirname, 'build', 'Release', 'fuse3.node'), path.join(__dirname, 'prebuilds', tuple, 'libfuse3', 'fuse.node')]
+    let problem
+    for (const file of candidates) {
+      if (!fs.existsSync(file)) continue
+      try {
+        return require(file)
+      } catch (err) {
+        problem = err
+      }
+    }
+    if (wanted === '3') throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
+  }
+  return require('node-gyp-build')(__dirname)
+}
 if (!binding.utime_omit_ok) {
   // index.js and fuse-native.c of this package go together (times are passed otherwise): never
   // fuse-native 2.2.6's own prebuilt binaries.
@@ -657,6 +676,9 @@ class Fuse extends Nanoresource {
 
 // This patched build: the times of utimens as { sec, nsec } with these markers, stat times to the nanosecond.
 Fuse.UTIME_NOW = binding.UTIME_NOW
+// The binding this module drives, and its libfuse (2 or 3): the mount options differ.
+Fuse.binding = binding
+Fuse.LIBFUSE_MAJOR = binding.libfuse_major || 2
 Fuse.UTIME_OMIT = binding.UTIME_OMIT
 
 Fuse.EPERM = -1
