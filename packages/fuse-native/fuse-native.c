@@ -23,6 +23,7 @@
 #include <fuse_common.h>
 #include <fuse_lowlevel.h>
 #include <errno.h>
+#include <stddef.h>
 
 #include <unistd.h>
 #include <sys/wait.h>
@@ -141,6 +142,8 @@ typedef struct {
   // The connection options of the mount string (max_write, max_readahead, writeback_cache, …),
   // which libfuse 3 applies at init rather than at mount.
   struct fuse_conn_info_opts *conn_opts;
+  // `direct_io`, which libfuse 3.14's option parser does not know (its fuse_config has it): set at init.
+  int direct_io;
 #else
   struct fuse_chan *ch;
 #endif
@@ -782,6 +785,7 @@ static void * fuse_native_init (struct fuse_conn_info *conn, struct fuse_config 
   // Paths, not inode numbers, are what the handlers know.
   cfg->use_ino = 0;
   cfg->nullpath_ok = 0;
+  if (ft->direct_io) cfg->direct_io = 1;
   return fuse_native_init_common();
 }
 #else
@@ -971,6 +975,13 @@ NAPI_METHOD(fuse_native_mount) {
 #ifdef FUSE_NATIVE_LIBFUSE3
   // The connection's options are taken out of the string first (fuse_new refuses what it does not
   // know); the rest are the mount's and the high-level library's (timeouts, caches).
+  struct fuse_opt own_opts[] = { { "direct_io", offsetof(fuse_thread_t, direct_io), 1 }, FUSE_OPT_END };
+  ft->direct_io = 0;
+  if (fuse_opt_parse(&args, ft, own_opts, NULL) == -1) {
+    fuse_opt_free_args(&args);
+    napi_throw_error(env, "fuse failed", "fuse failed: the options do not parse");
+    return NULL;
+  }
   ft->conn_opts = fuse_parse_conn_info_opts(&args);
   if (ft->conn_opts == NULL) {
     fuse_opt_free_args(&args);

@@ -650,11 +650,13 @@ const { O_NOFOLLOW } = fsConstants;
  * device's `read_ahead_kb` can. A sequential read is then one ask per MiB. Best effort.
  */
 async function widenReadahead(rootFd: number): Promise<void> {
-  const dev = (await fstatFd(rootFd).catch(() => undefined))?.dev;
-  if (dev === undefined) return;
-  const major = ((dev >> 8) & 0xfff) | ((dev / 2 ** 32) & ~0xfff);
-  const minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
-  await fs.promises.writeFile(`/sys/class/bdi/${major}:${minor}/read_ahead_kb`, String(MAX_TRANSFER[3] / 1024)).catch(() => undefined);
+  // The device from /proc/self/mountinfo, not an fstat: that would ask the root's attributes and
+  // cache them (a dead server's mount would then look alive for the attributes' second).
+  const mntId = String(mountIdOf(rootFd));
+  const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const device = info.split("\n").find((l) => l.split(" ")[0] === mntId)?.split(" ")[2];
+  if (!device || !/^\d+:\d+$/.test(device)) return;
+  await fs.promises.writeFile(`/sys/class/bdi/${device}/read_ahead_kb`, String(MAX_TRANSFER[3] / 1024)).catch(() => undefined);
 }
 
 /** The mount a descriptor's object lies on (`mnt_id` in /proc/self/fdinfo). */
