@@ -868,7 +868,7 @@ static void* start_fuse_thread (void *data) {
   // threads kept, so a burst does not start threads one by one.
   struct fuse_loop_config *config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(config, 64);
-  fuse_loop_cfg_set_idle_threads(config, 16);
+  fuse_loop_cfg_set_idle_threads(config, 64);
   fuse_loop_cfg_set_clone_fd(config, 0);
   fuse_loop_mt(ft->fuse, config);
   fuse_loop_cfg_destroy(config);

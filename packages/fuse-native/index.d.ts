@@ -132,7 +132,7 @@ declare class Fuse {
   static isConfigured(cb: (error: Error | null, configured?: boolean) => void): void;
   /** The nanoseconds of a utimens time that mean "the current time". */
   static readonly UTIME_NOW: number;
-  /** The libfuse the loaded binding is built against: 3 when its build is there and loads, else 2 (DIVERGE_FUSE_LIBFUSE=2 or 3 picks). */
+  /** The libfuse the loaded binding is built against: 2, or 3 with DIVERGE_FUSE_LIBFUSE=3 (opt-in). */
   static readonly LIBFUSE_MAJOR: 2 | 3;
   /** The native binding this module drives. */
   static readonly binding: Record<string, unknown>;

@@ -8,11 +8,12 @@ const { exec } = require('child_process')
 const Nanoresource = require('nanoresource')
 const { beforeMount, beforeUnmount, configure, unconfigure, isConfigured } = require('fuse-shared-library')
 
-// The libfuse 3 build when it is there and loads (libfuse3.so.3 present), else the libfuse 2.9 one;
-// DIVERGE_FUSE_LIBFUSE=2 (or 3) picks one (3: an error when it does not load).
+// The libfuse 2.9 build unless DIVERGE_FUSE_LIBFUSE=3 asks for the libfuse 3 one (an error when it
+// is not built or does not load). libfuse 3 is opt-in until its proxy crash under the FUSE bench
+// (a SIGSEGV on the main thread after minutes of load, issue 36) is found.
 const binding = loadBinding(process.env.DIVERGE_FUSE_LIBFUSE)
 function loadBinding (wanted) {
-  if (wanted !== '2') {
+  if (wanted === '3') {
     const tuple = `${os.platform()}-${os.arch()}`
     const candidates = [path.join(__dirname, 'build', 'Release', 'fuse3.node'), path.join(__dirname, 'prebuilds', tuple, 'libfuse3', 'fuse.node')]
     let problem
@@ -24,7 +25,7 @@ function loadBinding (wanted) {
         problem = err
       }
     }
-    if (wanted === '3') throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
+    throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
   }
   return require('node-gyp-build')(__dirname)
 }

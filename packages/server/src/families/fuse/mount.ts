@@ -368,10 +368,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const withFd = (cb: Cb): Cb => (code, ...rest) => cb(code, rest[0] ?? 0, ...rest.slice(1));
   /** Per directory path, the listings asked at opendir and not yet read (one per open). */
   const listed = new Map<string, ListedEntry[][]>();
-  /** A listing as readdir answers it: the names after `.` and `..`, and beside each its type (the entry's d_type, so `find` need not stat it). */
+  /**
+   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only, opt-in with
+   * it) beside each its type (the entry's d_type, so `find` need not stat it).
+   */
   const direntries = (entries: readonly ListedEntry[]): [string[], { mode: number }[]] => [
     [".", "..", ...entries.map((e) => e.name)],
-    [DIR_TYPE, DIR_TYPE, ...entries.map((e) => (e.kind === "directory" ? DIR_TYPE : FILE_TYPE))],
+    libfuseMajor === 3 ? [DIR_TYPE, DIR_TYPE, ...entries.map((e) => (e.kind === "directory" ? DIR_TYPE : FILE_TYPE))] : [],
   ];
   /** Per directory path, how many opens of it are not yet released. */
   const openDirs = new Map<string, number>();
