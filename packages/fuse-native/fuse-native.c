@@ -1,4 +1,13 @@
+// One source, two libraries: libfuse 3 (FUSE_NATIVE_LIBFUSE3, the target `fuse3`: writeback cache,
+// transfers up to 1 MiB, a loop whose thread count is set) or libfuse 2.9 (the target `fuse`). The
+// JavaScript interface is the same; where libfuse 3's high-level operations take more (a file
+// handle beside chmod/chown/utimens/truncate, rename flags, readdir flags), the wrappers below
+// hand them to the same handlers.
+#ifdef FUSE_NATIVE_LIBFUSE3
+#define FUSE_USE_VERSION 312
+#else
 #define FUSE_USE_VERSION 29
+#endif
 
 #include <uv.h>
 #include <node_api.h>
@@ -13,6 +22,8 @@
 #include <fuse_opt.h>
 #include <fuse_common.h>
 #include <fuse_lowlevel.h>
+#include <errno.h>
+#include <stddef.h>
 
 #include <unistd.h>
 #include <sys/wait.h>
@@ -127,7 +138,15 @@ typedef struct {
   napi_ref handlers[35];
 
   struct fuse *fuse;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  // The connection options of the mount string (max_write, max_readahead, writeback_cache, …),
+  // which libfuse 3 applies at init rather than at mount.
+  struct fuse_conn_info_opts *conn_opts;
+  // `direct_io`, which libfuse 3.14's option parser does not know (its fuse_config has it): set at init.
+  int direct_io;
+#else
   struct fuse_chan *ch;
+#endif
   char mnt[1024];
   char mntopts[1024];
   int mounted;
@@ -402,7 +421,15 @@ FUSE_METHOD(write, 6, 2, (const char *path, const char *buf, size_t len, off_t o
   if (IS_ARRAY_BUFFER_DETACH_SUPPORTED == 1) assert(napi_detach_arraybuffer(env, argv[3]) == napi_ok);
 })
 
-FUSE_METHOD(readdir, 1, 2, (const char *path, void *buf, fuse_fill_dir_t filler, off_t offset, struct fuse_file_info *info), {
+#ifdef FUSE_NATIVE_LIBFUSE3
+#define FUSE_NATIVE_FILL(name, st) l->readdir_filler((char *) l->buf, name, st, 0, 0)
+#define FUSE_NATIVE_READDIR_SIGNATURE (const char *path, void *buf, fuse_fill_dir_t filler, off_t offset, struct fuse_file_info *info, enum fuse_readdir_flags readdir_flags)
+#else
+#define FUSE_NATIVE_FILL(name, st) l->readdir_filler((char *) l->buf, name, st, 0)
+#define FUSE_NATIVE_READDIR_SIGNATURE (const char *path, void *buf, fuse_fill_dir_t filler, off_t offset, struct fuse_file_info *info)
+#endif
+
+FUSE_METHOD(readdir, 1, 2, FUSE_NATIVE_READDIR_SIGNATURE, {
   l->buf = buf;
   l->path = path;
   l->offset = offset;
@@ -422,7 +449,7 @@ FUSE_METHOD(readdir, 1, 2, (const char *path, void *buf, fuse_fill_dir_t filler,
   if (names_length != stats_length) {
     NAPI_FOR_EACH(raw_names, raw_name) {
       NAPI_UTF8(name, 1024, raw_name)
-      int err = l->readdir_filler((char *) l->buf, name, NULL, 0);
+      int err = FUSE_NATIVE_FILL(name, NULL);
       if (err == 1) {
         break;
       }
@@ -439,7 +466,7 @@ FUSE_METHOD(readdir, 1, 2, (const char *path, void *buf, fuse_fill_dir_t filler,
 
       // TODO: It turns out readdirplus likely won't work with FUSE 29...
       // Metadata caching between readdir/getattr will be enabled when we upgrade fuse-shared-library
-      int err = l->readdir_filler((char *) l->buf, name, (struct stat *) &st, 0);
+      int err = FUSE_NATIVE_FILL(name, (struct stat *) &st);
       if (err == 1) {
         break;
       }
@@ -700,7 +727,42 @@ NAPI_METHOD(fuse_native_signal_init) {
   return NULL;
 }
 
-static void * fuse_native_init (struct fuse_conn_info *conn) {
+#ifdef FUSE_NATIVE_LIBFUSE3
+
+// libfuse 3's signatures, handed to the same handlers. A truncate or getattr with an open file's
+// handle is the handler's ftruncate/fgetattr, as libfuse 2 called them.
+static int fuse_native_getattr3 (const char *path, struct stat *stat, struct fuse_file_info *info) {
+  return fuse_native_getattr(path, stat);
+}
+
+static int fuse_native_truncate3 (const char *path, off_t size, struct fuse_file_info *info) {
+  fuse_thread_t *ft = (fuse_thread_t *) fuse_get_context()->private_data;
+  if (info != NULL && ft->handlers[op_ftruncate] != NULL) return fuse_native_ftruncate(path, size, info);
+  return fuse_native_truncate(path, size);
+}
+
+static int fuse_native_chmod3 (const char *path, mode_t mode, struct fuse_file_info *info) {
+  return fuse_native_chmod(path, mode);
+}
+
+static int fuse_native_chown3 (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *info) {
+  return fuse_native_chown(path, uid, gid);
+}
+
+static int fuse_native_utimens3 (const char *path, const struct timespec tv[2], struct fuse_file_info *info) {
+  return fuse_native_utimens(path, tv);
+}
+
+// renameat2's flags (RENAME_NOREPLACE, RENAME_EXCHANGE) have no ask: refused, so that programs fall
+// back to a plain rename (coreutils' mv does on EINVAL).
+static int fuse_native_rename3 (const char *from, const char *to, unsigned int flags) {
+  if (flags != 0) return -EINVAL;
+  return fuse_native_rename(from, to);
+}
+
+#endif
+
+static void * fuse_native_init_common (void) {
   fuse_thread_locals_t *l = get_thread_locals();
 
   l->op = op_init;
@@ -711,6 +773,26 @@ static void * fuse_native_init (struct fuse_conn_info *conn) {
 
   return l->fuse;
 }
+
+#ifdef FUSE_NATIVE_LIBFUSE3
+static void * fuse_native_init (struct fuse_conn_info *conn, struct fuse_config *cfg) {
+  fuse_thread_t *ft = (fuse_thread_t *) fuse_get_context()->private_data;
+  // What the mount string asked of the connection (max_write, max_readahead, writeback_cache,
+  // max_background, …), and the kernel's parallel lookups and readdirs where it offers them.
+  if (ft->conn_opts != NULL) fuse_apply_conn_info_opts(ft->conn_opts, conn);
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  // Paths, not inode numbers, are what the handlers know.
+  cfg->use_ino = 0;
+  cfg->nullpath_ok = 0;
+  if (ft->direct_io) cfg->direct_io = 1;
+  return fuse_native_init_common();
+}
+#else
+static void * fuse_native_init (struct fuse_conn_info *conn) {
+  return fuse_native_init_common();
+}
+#endif
 
 // Top-level dispatcher
 
@@ -781,11 +863,27 @@ static fuse_thread_locals_t* get_thread_locals () {
 
 static void* start_fuse_thread (void *data) {
   fuse_thread_t *ft = (fuse_thread_t *) data;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  // Up to 64 operations at once (each waits on one thread for its answer from JavaScript); 16 idle
+  // threads kept, so a burst does not start threads one by one.
+  struct fuse_loop_config *config = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(config, 64);
+  fuse_loop_cfg_set_idle_threads(config, 64);
+  fuse_loop_cfg_set_clone_fd(config, 0);
+  fuse_loop_mt(ft->fuse, config);
+  fuse_loop_cfg_destroy(config);
+
+  fuse_unmount(ft->fuse);
+  fuse_destroy(ft->fuse);
+  if (ft->conn_opts != NULL) free(ft->conn_opts);
+  ft->conn_opts = NULL;
+#else
   fuse_loop_mt(ft->fuse);
 
   fuse_unmount(ft->mnt, ft->ch);
   fuse_session_remove_chan(ft->ch);
   fuse_destroy(ft->fuse);
+#endif
 
   return NULL;
 }
@@ -813,17 +911,28 @@ NAPI_METHOD(fuse_native_mount) {
 
   struct fuse_operations ops = { };
   if (implemented[op_access]) ops.access = fuse_native_access;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  if (implemented[op_truncate] || implemented[op_ftruncate]) ops.truncate = fuse_native_truncate3;
+  if (implemented[op_getattr]) ops.getattr = fuse_native_getattr3;
+  (void) fuse_native_fgetattr;
+#else
   if (implemented[op_truncate]) ops.truncate = fuse_native_truncate;
   if (implemented[op_ftruncate]) ops.ftruncate = fuse_native_ftruncate;
   if (implemented[op_getattr]) ops.getattr = fuse_native_getattr;
   if (implemented[op_fgetattr]) ops.fgetattr = fuse_native_fgetattr;
+#endif
   if (implemented[op_flush]) ops.flush = fuse_native_flush;
   if (implemented[op_fsync]) ops.fsync = fuse_native_fsync;
   if (implemented[op_fsyncdir]) ops.fsyncdir = fuse_native_fsyncdir;
   if (implemented[op_readdir]) ops.readdir = fuse_native_readdir;
   if (implemented[op_readlink]) ops.readlink = fuse_native_readlink;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  if (implemented[op_chown]) ops.chown = fuse_native_chown3;
+  if (implemented[op_chmod]) ops.chmod = fuse_native_chmod3;
+#else
   if (implemented[op_chown]) ops.chown = fuse_native_chown;
   if (implemented[op_chmod]) ops.chmod = fuse_native_chmod;
+#endif
   if (implemented[op_mknod]) ops.mknod = fuse_native_mknod;
   if (implemented[op_setxattr]) ops.setxattr = fuse_native_setxattr;
   if (implemented[op_getxattr]) ops.getxattr = fuse_native_getxattr;
@@ -837,16 +946,24 @@ NAPI_METHOD(fuse_native_mount) {
   if (implemented[op_release]) ops.release = fuse_native_release;
   if (implemented[op_releasedir]) ops.releasedir = fuse_native_releasedir;
   if (implemented[op_create]) ops.create = fuse_native_create;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  if (implemented[op_utimens]) ops.utimens = fuse_native_utimens3;
+  if (implemented[op_rename]) ops.rename = fuse_native_rename3;
+#else
   if (implemented[op_utimens]) ops.utimens = fuse_native_utimens;
-  if (implemented[op_unlink]) ops.unlink = fuse_native_unlink;
   if (implemented[op_rename]) ops.rename = fuse_native_rename;
+#endif
+  if (implemented[op_unlink]) ops.unlink = fuse_native_unlink;
   if (implemented[op_link]) ops.link = fuse_native_link;
   if (implemented[op_symlink]) ops.symlink = fuse_native_symlink;
   if (implemented[op_mkdir]) ops.mkdir = fuse_native_mkdir;
   if (implemented[op_rmdir]) ops.rmdir = fuse_native_rmdir;
   if (implemented[op_init]) ops.init = fuse_native_init;
-  // utimens is called for a change of one time alone too (UTIME_OMIT for the other), not only when both change.
+#ifndef FUSE_NATIVE_LIBFUSE3
+  // utimens is called for a change of one time alone too (UTIME_OMIT for the other), not only when
+  // both change (libfuse 3 always does so).
   ops.flag_utime_omit_ok = 1;
+#endif
 
   int _argc = (strcmp(mntopts, "-o") <= 0) ? 1 : 2;
   char *_argv[] = {
@@ -855,6 +972,38 @@ NAPI_METHOD(fuse_native_mount) {
   };
 
   struct fuse_args args = FUSE_ARGS_INIT(_argc, _argv);
+#ifdef FUSE_NATIVE_LIBFUSE3
+  // The connection's options are taken out of the string first (fuse_new refuses what it does not
+  // know); the rest are the mount's and the high-level library's (timeouts, caches).
+  struct fuse_opt own_opts[] = { { "direct_io", offsetof(fuse_thread_t, direct_io), 1 }, FUSE_OPT_END };
+  ft->direct_io = 0;
+  if (fuse_opt_parse(&args, ft, own_opts, NULL) == -1) {
+    fuse_opt_free_args(&args);
+    napi_throw_error(env, "fuse failed", "fuse failed: the options do not parse");
+    return NULL;
+  }
+  ft->conn_opts = fuse_parse_conn_info_opts(&args);
+  if (ft->conn_opts == NULL) {
+    fuse_opt_free_args(&args);
+    napi_throw_error(env, "fuse failed", "fuse failed: the connection options do not parse");
+    return NULL;
+  }
+  struct fuse *fuse = fuse_new(&args, &ops, sizeof(struct fuse_operations), ft);
+  fuse_opt_free_args(&args);
+  if (fuse == NULL) {
+    free(ft->conn_opts);
+    ft->conn_opts = NULL;
+    napi_throw_error(env, "fuse failed", "fuse failed: the options are refused");
+    return NULL;
+  }
+  if (fuse_mount(fuse, mnt) != 0) {
+    fuse_destroy(fuse);
+    free(ft->conn_opts);
+    ft->conn_opts = NULL;
+    napi_throw_error(env, "fuse failed", "fuse failed: the mount is refused");
+    return NULL;
+  }
+#else
   struct fuse_chan *ch = fuse_mount(mnt, &args);
 
   if (ch == NULL) {
@@ -863,6 +1012,7 @@ NAPI_METHOD(fuse_native_mount) {
   }
 
   struct fuse *fuse = fuse_new(ch, &args, &ops, sizeof(struct fuse_operations), ft);
+#endif
 
   uv_mutex_init(&(ft->mut));
   uv_sem_init(&(ft->sem), 0);
@@ -870,7 +1020,9 @@ NAPI_METHOD(fuse_native_mount) {
   strncpy(ft->mnt, mnt, 1024);
   strncpy(ft->mntopts, mntopts, 1024);
   ft->fuse = fuse;
+#ifndef FUSE_NATIVE_LIBFUSE3
   ft->ch = ch;
+#endif
   ft->mounted++;
 
   int err = uv_async_init(uv_default_loop(), &(ft->async), (uv_async_cb) fuse_native_async_init);
@@ -1016,4 +1168,13 @@ NAPI_INIT() {
   napi_create_uint32(env, UTIME_OMIT, &utime_omit);
   napi_set_named_property(env, exports, "UTIME_NOW", utime_now);
   napi_set_named_property(env, exports, "UTIME_OMIT", utime_omit);
+  // Which libfuse this build is against (the mount options differ: libfuse 3 knows no `nonempty`
+  // or `big_writes`, and takes max_write past 128 KiB, max_readahead and writeback_cache).
+  napi_value libfuse_major;
+#ifdef FUSE_NATIVE_LIBFUSE3
+  napi_create_uint32(env, 3, &libfuse_major);
+#else
+  napi_create_uint32(env, 2, &libfuse_major);
+#endif
+  napi_set_named_property(env, exports, "libfuse_major", libfuse_major);
 }

@@ -132,6 +132,10 @@ declare class Fuse {
   static isConfigured(cb: (error: Error | null, configured?: boolean) => void): void;
   /** The nanoseconds of a utimens time that mean "the current time". */
   static readonly UTIME_NOW: number;
+  /** The libfuse the loaded binding is built against: 2, or 3 with DIVERGE_FUSE_LIBFUSE=3 (opt-in). */
+  static readonly LIBFUSE_MAJOR: 2 | 3;
+  /** The native binding this module drives. */
+  static readonly binding: Record<string, unknown>;
   /** The nanoseconds of a utimens time that mean "leave this time as it is". */
   static readonly UTIME_OMIT: number;
   static readonly EPERM: -1;

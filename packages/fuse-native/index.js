@@ -8,7 +8,27 @@ const { exec } = require('child_process')
 const Nanoresource = require('nanoresource')
 const { beforeMount, beforeUnmount, configure, unconfigure, isConfigured } = require('fuse-shared-library')
 
-const binding = require('node-gyp-build')(__dirname)
+// The libfuse 2.9 build unless DIVERGE_FUSE_LIBFUSE=3 asks for the libfuse 3 one (an error when it
+// is not built or does not load). libfuse 3 is opt-in until its proxy crash under the FUSE bench
+// (a SIGSEGV on the main thread after minutes of load, issue 36) is found.
+const binding = loadBinding(process.env.DIVERGE_FUSE_LIBFUSE)
+function loadBinding (wanted) {
+  if (wanted === '3') {
+    const tuple = `${os.platform()}-${os.arch()}`
+    const candidates = [path.join(__dirname, 'build', 'Release', 'fuse3.node'), path.join(__dirname, 'prebuilds', tuple, 'libfuse3', 'fuse.node')]
+    let problem
+    for (const file of candidates) {
+      if (!fs.existsSync(file)) continue
+      try {
+        return require(file)
+      } catch (err) {
+        problem = err
+      }
+    }
+    throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
+  }
+  return require('node-gyp-build')(__dirname)
+}
 if (!binding.utime_omit_ok) {
   // index.js and fuse-native.c of this package go together (times are passed otherwise): never
   // fuse-native 2.2.6's own prebuilt binaries.
@@ -657,6 +677,9 @@ class Fuse extends Nanoresource {
 
 // This patched build: the times of utimens as { sec, nsec } with these markers, stat times to the nanosecond.
 Fuse.UTIME_NOW = binding.UTIME_NOW
+// The binding this module drives, and its libfuse (2 or 3): the mount options differ.
+Fuse.binding = binding
+Fuse.LIBFUSE_MAJOR = binding.libfuse_major || 2
 Fuse.UTIME_OMIT = binding.UTIME_OMIT
 
 Fuse.EPERM = -1

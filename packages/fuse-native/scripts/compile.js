@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Compiles the binding (fuse-native.c, against the libfuse 2.9 headers fuse-shared-library-linux
-// ships; the result links the system's libfuse.so.2) with node-gyp.
+// ships; the result links the system's libfuse.so.2) with node-gyp, and where libfuse 3's headers
+// are (pkg-config fuse3: Debian's libfuse3-dev) the same source against libfuse 3 (links
+// libfuse3.so.3), written to prebuilds/<platform>-<arch>/libfuse3/fuse.node (index.js prefers it).
 //
 //   node scripts/compile.js --prebuild        this repository's build: compiles, strips, and puts the
 //                                             result at prebuilds/<platform>-<arch>/node.napi.node
@@ -20,6 +22,7 @@ const path = require('path')
 const root = path.join(__dirname, '..')
 const tuple = `${process.platform}-${process.arch}`
 const prebuild = path.join(root, 'prebuilds', tuple, 'node.napi.node')
+const prebuild3 = path.join(root, 'prebuilds', tuple, 'libfuse3', 'fuse.node')
 const mode = process.argv[2]
 
 function prebuildLoads () {
@@ -57,17 +60,22 @@ if (mode === '--if-no-prebuild') {
   if (!prebuildLoads()) compile()
 } else if (mode === '--prebuild') {
   const built = compile()
-  fs.mkdirSync(path.dirname(prebuild), { recursive: true })
-  fs.copyFileSync(built, prebuild)
-  // The debugging symbols of `-g` are left out of what ships (prebuildify --strip does the same).
-  const strip = spawnSync('strip', ['--strip-debug', prebuild], { stdio: 'inherit' })
-  if (strip.error && strip.error.code !== 'ENOENT') throw strip.error
+  const built3 = path.join(path.dirname(built), 'fuse3.node')
+  fs.rmSync(path.dirname(prebuild3), { recursive: true, force: true })
+  for (const [from, to] of [[built, prebuild], [built3, prebuild3]]) {
+    if (!fs.existsSync(from)) continue
+    fs.mkdirSync(path.dirname(to), { recursive: true })
+    fs.copyFileSync(from, to)
+    // The debugging symbols of `-g` are left out of what ships (prebuildify --strip does the same).
+    const strip = spawnSync('strip', ['--strip-debug', to], { stdio: 'inherit' })
+    if (strip.error && strip.error.code !== 'ENOENT') throw strip.error
+  }
   fs.rmSync(path.join(root, 'build'), { recursive: true, force: true })
   if (!prebuildLoads()) {
     console.error(`${prebuild} does not load as this package's binding`)
     process.exit(1)
   }
-  console.log(`wrote ${path.relative(root, prebuild)} (${Math.round(fs.statSync(prebuild).size / 1024)} KB)`)
+  for (const file of [prebuild, prebuild3].filter(f => fs.existsSync(f))) console.log(`wrote ${path.relative(root, file)} (${Math.round(fs.statSync(file).size / 1024)} KB)`)
 } else {
   console.error('usage: node scripts/compile.js --prebuild | --if-no-prebuild')
   process.exit(2)

@@ -11,13 +11,13 @@
 // Targets: multiplexed ≥ 1.0× sshfs on every row, paths ≥ 0.3× sshfs (files within its 16 MiB
 // limit: the fio file is 12 MiB); the proxy's RSS reported beside. Only 127.0.0.1 is dialled.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectProxy, openContainer, PathsMounts, type MultiplexedConnection, type PathsConnection } from "@diverge/client";
 import { fuseUnavailable } from "@diverge/server";
-import { startChild, type Child } from "../processes.js";
+import { processCpuMicros, startChild, type Child } from "../processes.js";
 import type { SuiteReport, Table, Target } from "../run.js";
 
 const MiB = 1024 * 1024;
@@ -50,7 +50,55 @@ interface Measured {
   readonly value?: number;
   readonly unit: "MiB/s" | "s";
   readonly failed?: string;
+  /**
+   * CPU milliseconds (user + system) the serving side spent on the workload: `server` the FUSE
+   * server (the proxy; sshfs), `backend` what answers it (the provider, this process; sshd and its
+   * SFTP session). Per MiB moved for fio, per file for the file workloads, per insert for sqlite.
+   */
+  readonly cpu?: { readonly server: number; readonly backend: number; readonly per: string };
 }
+/** The processes serving a mount whose CPU a workload is charged: each reads its CPU in microseconds so far. */
+interface CpuMeters {
+  readonly server: () => number;
+  readonly backend: () => number;
+}
+/** CPU microseconds of `pid` and every process below it (sshd's session and SFTP children), from /proc. */
+function treeCpuMicros(pid: number): number {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  let total = 0;
+  const walk = (p: number) => {
+    total += processCpuMicros(p) ?? 0;
+    for (const c of children.get(p) ?? []) walk(c);
+  };
+  walk(pid);
+  return total;
+}
+/** The process whose command line names the mount point `at` (the sshfs daemon). */
+function pidServing(at: string): number | undefined {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      if (cmd[0]?.endsWith("sshfs") && cmd.includes(at)) return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
+const ownCpuMicros = () => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
 type Row = Record<string, Measured>;
 export interface FuseBenchResult {
   readonly sizes: Sizes;
@@ -109,12 +157,24 @@ async function timed(script: string, cwd: string): Promise<Measured> {
   return { value: seconds, unit: "s" };
 }
 
-async function workloads(dir: string, sizes: Sizes, gitSource: string, log: (line: string) => void, sample: () => Promise<void>): Promise<Row> {
+async function workloads(dir: string, sizes: Sizes, gitSource: string, log: (line: string) => void, sample: () => Promise<void>, meters?: CpuMeters): Promise<Row> {
   const row: Row = {};
+  const ops: Record<(typeof WORKLOADS)[number], [number, string]> = {
+    "fio seq write 1 MiB": [sizes.fioBytes / MiB, "MiB"],
+    "fio seq read 1 MiB": [sizes.fioBytes / MiB, "MiB"],
+    "fio rand read 4 KiB": [sizes.randBytes / MiB, "MiB"],
+    "small files (create, find, tar c, rm -r)": [sizes.smallFiles, "file"],
+    "git init+add+commit": [sizes.gitFiles, "file"],
+    "sqlite3 WAL inserts": [sizes.inserts, "insert"],
+  };
   const step = async (name: (typeof WORKLOADS)[number], measure: () => Promise<Measured>) => {
-    row[name] = await measure();
+    const before = meters && { server: meters.server(), backend: meters.backend() };
+    const measured = await measure();
+    const [count, per] = ops[name];
+    row[name] = before && !measured.failed ? { ...measured, cpu: { server: (meters!.server() - before.server) / 1000 / count, backend: (meters!.backend() - before.backend) / 1000 / count, per } } : measured;
     await sample();
-    log(`    ${name}: ${row[name]!.failed ? `failed: ${row[name]!.failed}` : `${row[name]!.value!.toFixed(2)} ${row[name]!.unit}`}`);
+    const cpu = row[name]!.cpu;
+    log(`    ${name}: ${row[name]!.failed ? `failed: ${row[name]!.failed}` : `${row[name]!.value!.toFixed(2)} ${row[name]!.unit}`}${cpu ? ` (CPU per ${cpu.per}: server ${cpu.server.toFixed(2)} ms, backend ${cpu.backend.toFixed(2)} ms)` : ""}`);
   };
   await step("fio seq write 1 MiB", () => fio(dir, "write", "1M", sizes.fioBytes));
   await step("fio seq read 1 MiB", () => fio(dir, "read", "1M", sizes.fioBytes));
@@ -158,7 +218,7 @@ async function rssWhileMoving(proxy: Child, dir: string, bytes: number): Promise
 }
 
 /** A loopback sshd serving this machine's root over SFTP, and sshfs of `dir` at `at`; undefined with why when they are missing. */
-async function startSshfs(base: string, dir: string, at: string): Promise<{ close(): Promise<void> } | string> {
+async function startSshfs(base: string, dir: string, at: string): Promise<{ close(): Promise<void>; meters: CpuMeters } | string> {
   for (const tool of ["/usr/sbin/sshd", "/usr/bin/sshfs", "/usr/bin/ssh-keygen"]) if (!existsSync(tool)) return `not measured: ${tool} is missing (Debian's openssh-server and sshfs)`;
   const ssh = join(base, "ssh");
   await mkdir(ssh, { mode: 0o700 });
@@ -192,7 +252,9 @@ async function startSshfs(base: string, dir: string, at: string): Promise<{ clos
     await stopSshd();
     return `not measured: sshfs failed: ${mounted.stderr.trim()}`;
   }
+  const sshfsPid = pidServing(at);
   return {
+    meters: { server: () => (sshfsPid === undefined ? NaN : (processCpuMicros(sshfsPid) ?? NaN)), backend: () => treeCpuMicros(sshd.pid!) },
     async close() {
       await run("fusermount", ["-u", at]).then((r) => (r.code === 0 ? r : run("umount", ["-l", at])));
       await stopSshd();
@@ -226,7 +288,7 @@ export async function fuseSuite(quick: boolean, log: (line: string) => void): Pr
       runs.sshfs = { skipped: sshfs };
     } else {
       try {
-        runs.sshfs = { rows: await workloads(sshfsAt, sizes, gitSource, log, async () => {}) };
+        runs.sshfs = { rows: await workloads(sshfsAt, sizes, gitSource, log, async () => {}, sshfs.meters) };
       } finally {
         await sshfs.close();
       }
@@ -255,7 +317,8 @@ export async function fuseSuite(quick: boolean, log: (line: string) => void): Pr
         const sample = async () => {
           peak = Math.max(peak, (await proxy!.memory(false)).rss);
         };
-        const rows = await workloads(join(root, "m"), sizes, gitSource, log, sample);
+        const proxyPid = proxy.pid;
+        const rows = await workloads(join(root, "m"), sizes, gitSource, log, sample, { server: () => processCpuMicros(proxyPid) ?? NaN, backend: ownCpuMicros });
         const rssBySize: RssBySize[] = [];
         for (const bytes of sizes.rssFiles[transport]) {
           const one = await rssWhileMoving(proxy, join(root, "m"), bytes);
@@ -303,7 +366,21 @@ function tablesOf(r: FuseBenchResult): Table[] {
     "Rates in MiB/s (higher is better), times in seconds (lower is better); ratios are how many times as good as sshfs. The mounts use the default cache level (close-to-open).",
   ];
   if (r.runs.sshfs?.skipped) notes.push(`sshfs ${r.runs.sshfs.skipped}`);
-  return [{ title: "Case 13: FUSE mounts with real programs, against sshfs and the directory itself", columns, rows, notes }];
+  const served: Where[] = ["sshfs", "multiplexed", "paths"];
+  const cpuCell = (w: Where, name: (typeof WORKLOADS)[number]) => {
+    const cpu = r.runs[w]?.rows?.[name]?.cpu;
+    return cpu && Number.isFinite(cpu.server) ? `${cpu.server.toFixed(2)} / ${cpu.backend.toFixed(2)}` : "—";
+  };
+  const cpuRows = WORKLOADS.map((name) => [name, ...served.map((w) => cpuCell(w, name)), r.runs.multiplexed?.rows?.[name]?.cpu?.per ?? r.runs.sshfs?.rows?.[name]?.cpu?.per ?? "—"]);
+  const cpuTable: Table = {
+    title: "Case 13: CPU per operation of the processes serving each mount",
+    columns: ["workload", ...served.map((w) => `${LABEL[w]}: server / backend ms`), "per"],
+    rows: cpuRows,
+    notes: [
+      "CPU milliseconds (user + system) per MiB moved, per file, or per insert, spent during the workload by the FUSE server (sshfs; the proxy) and what answers it (sshd with its SFTP session; the provider, which is the bench's own process, so its figure includes the bench's own bookkeeping).",
+    ],
+  };
+  return [{ title: "Case 13: FUSE mounts with real programs, against sshfs and the directory itself", columns, rows, notes }, cpuTable];
 }
 
 function targetsOf(r: FuseBenchResult): Target[] {

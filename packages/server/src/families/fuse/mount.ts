@@ -53,16 +53,32 @@ const ENAMETOOLONG = -36;
 /** A name the kernel passes that no Linux filesystem takes (NAME_MAX, 255 bytes). */
 const tooLong = (p: string) => p.split("/").some((c) => Buffer.byteLength(c) > 255);
 
-/** The kernel's largest FUSE read and write without FUSE_MAX_PAGES (libfuse 2.9 does not negotiate it): 32 pages. */
-const MAX_TRANSFER = 128 * 1024;
-function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always"): string[] {
+/**
+ * The kernel's largest FUSE read and write: without FUSE_MAX_PAGES (libfuse 2.9 does not negotiate
+ * it) 32 pages; libfuse 3 negotiates up to 256 pages (1 MiB), so a program's 1 MiB read or write is
+ * one ask, and the read-ahead is as large.
+ */
+const MAX_TRANSFER: Record<2 | 3, number> = { 2: 128 * 1024, 3: 1024 * 1024 };
+/** How many requests the kernel keeps in flight in the background (read-ahead, write-back) at once; libfuse's default is 12. */
+const MAX_BACKGROUND = 64;
+export function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always", libfuse: 2 | 3 = 2, writeback = false): string[] {
+  const max = MAX_TRANSFER[libfuse];
   // `nonempty`: libfuse 2.9 alone refuses a mount point that holds anything (a directory with
   // entries, a file with content: "fuse: mountpoint is not empty", the mount failing as "fuse
   // failed"); mount(2), libfuse 3 and the reference proxy mount over it, what was there hidden
   // until the mount goes. A program writing as the last mount at a path went leaves such a file.
-  const large = ["nonempty", "big_writes", `max_write=${MAX_TRANSFER}`, `max_read=${MAX_TRANSFER}`, `max_readahead=${MAX_TRANSFER}`];
+  // libfuse 3 knows neither `nonempty` nor `big_writes` (it always mounts so, and writes large).
+  const large =
+    libfuse === 2
+      ? ["nonempty", "big_writes", `max_write=${max}`, `max_read=${max}`, `max_readahead=${max}`]
+      : // No max_read: libfuse 3 wants init to name the same one again; the kernel's own bound (its pages per request) holds.
+        [`max_write=${max}`, `max_readahead=${max}`, `max_background=${MAX_BACKGROUND}`];
   if (level === "none") return ["noatime", "direct_io", "attr_timeout=0", "entry_timeout=0", "negative_timeout=0", ...large];
-  if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large];
+  // The kernel's writeback cache (libfuse 3): writes gathered in the page cache and sent in large
+  // pieces, a write's failure seen at fsync/close. Only at `full`: the kernel then trusts its own
+  // size and modification time of a file over the provider's, which `full` already assumes (the
+  // directory changes only through this mount), close-to-open does not.
+  if (level === "full") return ["noatime", "kernel_cache", "attr_timeout=60", "entry_timeout=60", "negative_timeout=0", ...large, ...(libfuse === 3 && writeback ? ["writeback_cache"] : [])];
   // A transport whose times are the proxy's own (paths) drops a file's pages at every open instead
   // (no auto_cache: libfuse then never keeps them), names and attributes cached as on multiplexed.
   if (revalidate === "always") return ["noatime", "attr_timeout=1", "entry_timeout=1", "negative_timeout=0", ...large];
@@ -91,15 +107,29 @@ export function fuseUnavailable(): string | undefined {
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is @diverge/fuse-native's build (a change of one time alone, nanoseconds). */
 let patchedBinding = false;
+/** The libfuse the loaded binding drives (its mount options differ). */
+let libfuseMajor: 2 | 3 = 2;
+/** Which libfuse the mounts use (2 or 3), or undefined when the binding does not load. */
+export function fuseLibraryVersion(): 2 | 3 | undefined {
+  try {
+    loadFuse();
+  } catch {
+    return undefined;
+  }
+  return libfuseMajor;
+}
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
   const Fuse = require(FUSE_PACKAGE) as FuseCtor;
   // The binding itself, as fuse-native loads it (same file, so the same module instance).
   const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
-  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE))) as {
+  // The binding index.js chose (libfuse 3's when built and loadable); an older index.js names none.
+  const binding = ((Fuse as unknown as { binding?: unknown }).binding ?? fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE)))) as {
     fuse_native_mount: (...args: unknown[]) => void;
     utime_omit_ok?: number;
+    libfuse_major?: number;
   };
+  libfuseMajor = binding.libfuse_major === 3 ? 3 : 2;
   patchedBinding = binding.utime_omit_ok === 1;
   /**
    * fuse-native refuses any mount point but a directory; a FUSE filesystem whose root is a file may
@@ -238,6 +268,14 @@ function setTime(t: Timespec): FuseTime | undefined | null {
 const wallAtStart = BigInt(Date.now()) * 1_000_000n;
 const hrtimeAtStart = process.hrtime.bigint();
 
+/** One entry of a listing as readdir gives it. */
+interface ListedEntry {
+  readonly name: string;
+  readonly kind: "file" | "directory";
+}
+const DIR_TYPE = { mode: 0o040000 };
+const FILE_TYPE = { mode: 0o100000 };
+
 /** Mounts FUSE at `options.path` (fs-fuse.md §3.2 steps 2–3) and serves it with the handlers. */
 export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const unavailable = fuseUnavailable();
@@ -330,7 +368,15 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
    */
   const withFd = (cb: Cb): Cb => (code, ...rest) => cb(code, rest[0] ?? 0, ...rest.slice(1));
   /** Per directory path, the listings asked at opendir and not yet read (one per open). */
-  const listed = new Map<string, string[][]>();
+  const listed = new Map<string, ListedEntry[][]>();
+  /**
+   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only, opt-in with
+   * it) beside each its type (the entry's d_type, so `find` need not stat it).
+   */
+  const direntries = (entries: readonly ListedEntry[]): [string[], { mode: number }[]] => [
+    [".", "..", ...entries.map((e) => e.name)],
+    libfuseMajor === 3 ? [DIR_TYPE, DIR_TYPE, ...entries.map((e) => (e.kind === "directory" ? DIR_TYPE : FILE_TYPE))] : [],
+  ];
   /** Per directory path, how many opens of it are not yet released. */
   const openDirs = new Map<string, number>();
 
@@ -358,11 +404,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // after `.` and `..`.
     readdir: (p: string, cb: Cb) => {
       const listedThere = listed.get(p);
-      if (listedThere && listedThere.length > 0) return cb(0, [".", "..", ...listedThere.shift()!]);
+      if (listedThere && listedThere.length > 0) return cb(0, ...direntries(listedThere.shift()!));
       ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind === "entries") {
           noteListing(p, a.entries);
-          return cb(0, [".", "..", ...a.entries.map((e) => e.name)]);
+          return cb(0, ...direntries(a.entries));
         }
         return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
       });
@@ -372,7 +418,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
         noteListing(p, a.entries);
         const queue = listed.get(p) ?? [];
-        queue.push(a.entries.map((e) => e.name));
+        queue.push(a.entries.map((e) => ({ name: e.name, kind: e.kind })));
         listed.set(p, queue);
         openDirs.set(p, (openDirs.get(p) ?? 0) + 1);
         cb(0, ++fds);
@@ -524,7 +570,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const base = withOptions._fuseOptions.bind(fuse);
   withOptions._fuseOptions = () => {
     const opts = base();
-    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat");
+    // The writeback cache only where a write may fail late (no whole-file limit, no proxy copies).
+    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat", libfuseMajor, !sessions && options.maxFileBytes === undefined);
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   let mountRoot: number;
@@ -551,6 +598,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   }
   // Known to the filesystem tree, which never enters a mount this process serves.
   const forgetServed = noteServedMount(path);
+  if (libfuseMajor === 3) await widenReadahead(mountRoot);
 
   // The watcher: a process of its own group holding the mount's root which, when its stdin ends
   // without the word that the mount was closed here, that is when this process ends however it
@@ -599,6 +647,21 @@ const fstatFd = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 const mkdirAt = promisify(fs.mkdir) as (path: string, mode: number) => Promise<void>;
 const errno = (error: unknown) => (error as NodeJS.ErrnoException).code ?? "EIO";
 const { O_NOFOLLOW } = fsConstants;
+
+/**
+ * The kernel's read-ahead of the mount as large as one request (1 MiB with libfuse 3): the kernel
+ * starts a FUSE mount's at its default (128 KiB) and an init cannot raise it, the mount's backing
+ * device's `read_ahead_kb` can. A sequential read is then one ask per MiB. Best effort.
+ */
+async function widenReadahead(rootFd: number): Promise<void> {
+  // The device from /proc/self/mountinfo, not an fstat: that would ask the root's attributes and
+  // cache them (a dead server's mount would then look alive for the attributes' second).
+  const mntId = String(mountIdOf(rootFd));
+  const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const device = info.split("\n").find((l) => l.split(" ")[0] === mntId)?.split(" ")[2];
+  if (!device || !/^\d+:\d+$/.test(device)) return;
+  await fs.promises.writeFile(`/sys/class/bdi/${device}/read_ahead_kb`, String(MAX_TRANSFER[3] / 1024)).catch(() => undefined);
+}
 
 /** The mount a descriptor's object lies on (`mnt_id` in /proc/self/fdinfo). */
 function mountIdOf(fd: number): number {
