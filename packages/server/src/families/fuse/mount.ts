@@ -526,6 +526,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat");
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
+  // The watcher starts before the mount is made, so there is no moment when the mount exists and
+  // nothing would clear it: a proxy killed between mount(2) and the watcher's start left it behind.
+  await fusectlReady();
+  const watcher = startWatcher(placed.parent.dir, placed.parent.name, mountinfoEscape(placed.real), placed.made);
   let mountRoot: number;
   try {
     await new Promise<void>((resolvePromise, reject) =>
@@ -538,7 +542,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       await closeFd(mountRoot);
       throw new MountError(`mount: ${shown} was not mounted`);
     }
+    // From now on the watcher knows the mount by its id (a rename above the mount point changes its path).
+    watcher.mounted(mountIdOf(mountRoot));
   } catch (error) {
+    await watcher.stop();
     // Not mounted: what was made for it goes (the target first; the held descriptor let go before).
     await closeFd(placed.target).catch(() => undefined);
     placed.target = -1;
@@ -551,14 +558,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   // Known to the filesystem tree, which never enters a mount this process serves.
   const forgetServed = noteServedMount(path);
 
-  // The watcher: a process of its own group holding the mount's root which, when its stdin ends
-  // without the word that the mount was closed here, that is when this process ends however it
-  // ends (SIGKILL included, where no exit handler runs), aborts the FUSE connection and lazily
-  // unmounts. The abort matters: every process started after the mount inherits libfuse's
-  // /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and one of them waiting on the
-  // mount would otherwise hold the connection, and itself, forever. What the program still asks
-  // then fails with ENOTCONN/ECONNABORTED.
-  const watcher = startWatcher(mountRoot, await fuseConnectionOf(mountIdOf(mountRoot)), placed.made);
   // A process that exits without closing: unmount at once, not when the watcher gets to it.
   const onExit = () => {
     try {
@@ -642,20 +641,49 @@ async function fuseConnectionOf(mntId: number): Promise<number | undefined> {
   return Number.isInteger(minor) && existsSync(`${FUSECTL}/${minor}/abort`) ? minor : undefined;
 }
 
-function startWatcher(fd: number, connection: number | undefined, made: readonly Made[]): { stop(): Promise<void> } {
-  const abort = connection === undefined ? "" : `echo 1 > ${FUSECTL}/${connection}/abort 2>/dev/null; `;
+/** A path as /proc/self/mountinfo writes it: space, tab, newline and backslash in octal. */
+function mountinfoEscape(path: string): string {
+  return path.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`);
+}
+
+/**
+ * The watcher: a process of its own group, started before the mount is made, holding the mount
+ * point's directory (descriptor 3) and told the mount's id once it is made. When its stdin ends
+ * without the word that the mount was closed here, that is when this process ends however it ends
+ * (SIGKILL included, where no exit handler runs, even in the middle of mounting), it finds the mount
+ * in /proc/self/mountinfo (by its id, or before the id was told by its place: a `diverge-fuse` FUSE
+ * mount at the mount point's path on the directory's mount), aborts its FUSE connection and lazily
+ * unmounts it by the held directory and the name. The abort matters: every process started after
+ * the mount inherits libfuse's /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and
+ * one of them waiting on the mount would otherwise hold the connection, and itself, forever. What
+ * the program still asks then fails with ENOTCONN/ECONNABORTED.
+ */
+function startWatcher(parent: number, name: string, escapedPath: string, made: readonly Made[]): { mounted(id: number): void; stop(): Promise<void> } {
   // The directories made for the mount, deepest first, each by its held parent (descriptors 4…):
   // rmdir removes one only while empty. (A file made for a file mount is left: the watcher cannot
   // tell it is still the one made.)
   const dirs = made.map((m, i) => (m.kind === "directory" ? `rmdir /proc/self/fd/${4 + i}/${shellQuote(m.name)} 2>/dev/null; ` : "")).join("");
+  // Lines: `mounted <id>` once the mount is made; `closed` once it was closed here (every waiting
+  // operation answered, the mount detached). The end of stdin without `closed`: this process is gone.
+  const script = [
+    'id=""; while read -r word value; do [ "$word" = closed ] && exit 0; [ "$word" = mounted ] && id=$value; done',
+    'on=""; while read -r key value; do [ "$key" = mnt_id: ] && on=$value; done < /proc/self/fdinfo/3',
+    'found=""; dev=""',
+    "while read -r mid pid mdev mroot point rest; do",
+    '  if [ -n "$id" ]; then [ "$mid" = "$id" ] && { found=$mid; dev=$mdev; }',
+    '  elif [ "$pid" = "$on" ] && [ "$point" = "$2" ]; then case "$rest" in *" - fuse diverge-fuse "*) found=$mid; dev=$mdev;; esac; fi',
+    "done < /proc/self/mountinfo",
+    'if [ -n "$found" ]; then',
+    `  [ -e ${FUSECTL}/\${dev#*:}/abort ] && echo 1 > ${FUSECTL}/\${dev#*:}/abort 2>/dev/null`,
+    '  umount -l -c "/proc/self/fd/3/$1" 2>/dev/null',
+    "fi",
+    `${dirs}exit 0`,
+  ].join("\n");
   let child: ChildProcess;
   try {
-    // A line `closed`: the mount was closed here (every waiting operation answered, the mount
-    // detached); anything else, the end of stdin included, means this process is gone.
-    const script = `read line; [ "$line" = closed ] && exit 0; ${abort}umount -l -c /proc/self/fd/3 2>/dev/null; ${dirs}exit 0`;
-    child = spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore", fd, ...made.map((m) => m.parent)], detached: true });
+    child = spawn("sh", ["-c", script, "diverge-fuse-watcher", name, escapedPath], { stdio: ["pipe", "ignore", "ignore", parent, ...made.map((m) => m.parent)], detached: true });
   } catch {
-    return { stop: async () => {} };
+    return { mounted: () => {}, stop: async () => {} };
   }
   child.on("error", () => {});
   child.stdin?.on("error", () => {});
@@ -663,6 +691,9 @@ function startWatcher(fd: number, connection: number | undefined, made: readonly
   child.unref();
   (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   return {
+    mounted(id: number) {
+      child.stdin?.write(`mounted ${id}\n`);
+    },
     async stop() {
       child.stdin?.end("closed\n");
       const guard = setTimeout(() => child.kill("SIGKILL"), 10_000);
