@@ -32,6 +32,7 @@ import { noteServedMount } from "./served.js";
 import { defaultFuseCache, errnoOfMessage, type FileSessions, type FuseCacheLevel } from "./common.js";
 export { errnoOfMessage, setDefaultFuseCache, FUSE_CACHE_LEVELS, type FileSessions, type FuseCacheLevel } from "./common.js";
 import { FUSE_PACKAGE, requireNative, resolveNative } from "../../natives.js";
+import { embeddedFuse } from "../../embedded-fuse.js";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
 // The binding is found from the file the proxy runs from (natives.ts: beside the bundle or the
@@ -87,18 +88,34 @@ export function fuseUnavailable(): string | undefined {
   return undefined;
 }
 
+interface FuseBinding {
+  fuse_native_mount: (...args: unknown[]) => void;
+  utime_omit_ok?: number;
+}
+
+/**
+ * fuse-native and its binding: the package beside the proxy's file (node_modules/, natives.ts) when
+ * there is one, else the one a bundle carries inside itself (embedded-fuse.ts), else the reason.
+ */
+function fusePackage(): { Fuse: FuseCtor; binding: FuseBinding } {
+  try {
+    const Fuse = require(FUSE_PACKAGE) as FuseCtor;
+    // The binding itself, as fuse-native loads it (same file, so the same module instance).
+    const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
+    return { Fuse, binding: fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE))) as FuseBinding };
+  } catch (error) {
+    if (embeddedFuse === undefined || (error as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw error;
+    const carried = embeddedFuse();
+    return { Fuse: carried.Fuse as FuseCtor, binding: carried.binding as FuseBinding };
+  }
+}
+
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is @diverge/fuse-native's build (a change of one time alone, nanoseconds). */
 let patchedBinding = false;
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
-  const Fuse = require(FUSE_PACKAGE) as FuseCtor;
-  // The binding itself, as fuse-native loads it (same file, so the same module instance).
-  const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
-  const binding = fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE))) as {
-    fuse_native_mount: (...args: unknown[]) => void;
-    utime_omit_ok?: number;
-  };
+  const { Fuse, binding } = fusePackage();
   patchedBinding = binding.utime_omit_ok === 1;
   /**
    * fuse-native refuses any mount point but a directory; a FUSE filesystem whose root is a file may
