@@ -2,7 +2,7 @@
 // `pnpm --filter @diverge/server bundle` (after `tsc`): the proxy as one file to ship, with its
 // native parts beside it.
 //
-//   OUT/diverge-proxy.mjs  one minified ESM file with every JavaScript dependency inside:
+//   OUT/diverge-proxy.mjs  one minified ESM file with every JavaScript dependency and the FUSE binding inside:
 //                          `node diverge-proxy.mjs …` (in two stages: see twoStageEsm below)
 //   OUT/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
 //   OUT/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
@@ -47,8 +47,8 @@ const { buildSea, carryNatives, reportNatives, SEA_NAME, seaUnavailable } = awai
 /**
  * Native modules are never bundled (they load a .node file from beside themselves): the proxy loads
  * them with a `require` made from its own file's location (src/natives.ts), so they are found in
- * `node_modules/` beside the bundle or the executable; a lone bundle answers a mount with the reason
- * the binding cannot load (a tree needs no native part).
+ * `node_modules/` beside the bundle or the executable; without them a bundle loads the FUSE binding
+ * it carries inside itself (carriedFuse below).
  */
 const external = [...OPTIONAL_NATIVE_PACKAGES, ...NATIVE_PACKAGES];
 const fuseCarried = carriedFuse();
