@@ -2,7 +2,7 @@
 // `pnpm --filter @diverge/server bundle` (after `tsc`): the proxy as one file to ship, with its
 // native parts beside it.
 //
-//   OUT/diverge-proxy.mjs  one minified ESM file with every JavaScript dependency inside:
+//   OUT/diverge-proxy.mjs  one minified ESM file with every JavaScript dependency and the FUSE binding inside:
 //                          `node diverge-proxy.mjs …` (in two stages: see twoStageEsm below)
 //   OUT/diverge-proxy.cjs  the same as CommonJS, the entry Node 20's single-executable builder wants
 //   OUT/diverge-proxy      a Node single executable (SEA) of the .cjs, for images without Node
@@ -19,7 +19,8 @@
 // The SEA step copies the running `node` binary and injects the .cjs (with V8's code cache for it)
 // with postject; where that cannot be done (a Node without SEA support, a platform postject cannot
 // write) it says why and leaves the two bundles, unless --require-sea makes that a failure.
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -46,10 +47,11 @@ const { buildSea, carryNatives, reportNatives, SEA_NAME, seaUnavailable } = awai
 /**
  * Native modules are never bundled (they load a .node file from beside themselves): the proxy loads
  * them with a `require` made from its own file's location (src/natives.ts), so they are found in
- * `node_modules/` beside the bundle or the executable; a lone bundle answers a mount with the reason
- * the binding cannot load (a tree needs no native part).
+ * `node_modules/` beside the bundle or the executable; without them a bundle loads the FUSE binding
+ * it carries inside itself (carriedFuse below).
  */
 const external = [...OPTIONAL_NATIVE_PACKAGES, ...NATIVE_PACKAGES];
+const fuseCarried = carriedFuse();
 const common = {
   entryPoints: [entry],
   bundle: true,
@@ -58,6 +60,8 @@ const common = {
   minify: true,
   legalComments: "none",
   external,
+  // The FUSE binding inside the bundle too (embeddedFuse below), for a bundle copied alone.
+  plugins: fuseCarried ? [fuseCarried.plugin] : [],
   logLevel: "warning",
   // natives.ts reads import.meta.url only where it is there, and __filename otherwise.
   logOverride: { "empty-import-meta": "silent" },
@@ -92,6 +96,7 @@ const cjs = join(out, "diverge-proxy.cjs");
 }
 const size = (file) => `${(statSync(file).size / 1024).toFixed(0)} KB`;
 console.log(`wrote ${relative(process.cwd(), mjs)} (${size(mjs)}) and ${relative(process.cwd(), cjs)} (${size(cjs)})`);
+console.log(fuseCarried ? `carried inside: @diverge/fuse-native with its binding for ${fuseCarried.tuple} (${relative(process.cwd(), fuseCarried.binary)})` : `carried inside: no FUSE binding (${carriedFuseMissing})`);
 if (wantNatives) reportNatives(out, carryNatives(out, packageDir), console.log);
 
 if (wantSea) {
@@ -108,6 +113,104 @@ if (wantSea) {
       if (requireSea) process.exit(1);
     }
   }
+}
+
+/**
+ * The FUSE package inside the bundle, so a bundle copied alone mounts: dist/embedded-fuse.js
+ * becomes a module holding @diverge/fuse-native's JavaScript and its binary for this platform (the
+ * prebuilt one, else the one compiled here). Loaded only when a mount is asked and no
+ * node_modules/@diverge/fuse-native is found beside the bundle (families/fuse/mount.ts): the binary
+ * is written to a fresh private directory (beside the bundle, else the temporary directory, else
+ * /dev/shm: the first where a library can be loaded, as a noexec mount refuses), loaded with
+ * process.dlopen and removed at once; Linux keeps a loaded library's pages after its name is gone.
+ * fuse-shared-library is not carried: the binding links the system's libfuse.so.2, and only the
+ * setup helpers fuse-native re-exports (configure, beforeMount) use that package, never a mount.
+ */
+let carriedFuseMissing = "";
+function carriedFuse() {
+  const tuple = `${process.platform}-${process.arch}`;
+  let fuseDir;
+  try {
+    fuseDir = dirname(createRequire(join(packageDir, "package.json")).resolve("@diverge/fuse-native/package.json"));
+  } catch {
+    carriedFuseMissing = "@diverge/fuse-native is not installed";
+    return undefined;
+  }
+  const binary = [join(fuseDir, "prebuilds", tuple, "node.napi.node"), join(fuseDir, "build", "Release", "fuse.node")].find((file) => existsSync(file));
+  if (!binary) {
+    carriedFuseMissing = `@diverge/fuse-native has no binary for ${tuple} (build it: pnpm --filter @diverge/fuse-native build)`;
+    return undefined;
+  }
+  const index = join(fuseDir, "index.js");
+  const embeddedModule = join(packageDir, "dist", "embedded-fuse.js");
+  const inFuse = (importer) => importer.startsWith(fuseDir + "/");
+  const loader = [
+    "// The carried binding: its bytes written where a library may be loaded, loaded, the file removed.",
+    'const fs = require("node:fs"), path = require("node:path"), os = require("node:os");',
+    'const bytes = require("diverge-fuse-binary");',
+    "let binding;",
+    "module.exports = function loadCarriedBinding() {",
+    "  if (binding) return binding;",
+    `  if (process.platform + "-" + process.arch !== ${JSON.stringify(tuple)}) throw new Error(${JSON.stringify(`the bundle carries the FUSE binding for ${tuple} only`)} + ", this is " + process.platform + "-" + process.arch + " (put node_modules/@diverge/fuse-native beside the bundle)");`,
+    "  const own = typeof __filename === \"string\" ? path.dirname(__filename) : undefined;",
+    '  const tried = [];',
+    '  for (const place of [own, os.tmpdir(), "/dev/shm"]) {',
+    "    if (!place) continue;",
+    "    let dir;",
+    "    try {",
+    '      dir = fs.mkdtempSync(path.join(place, ".diverge-fuse-"));',
+    '      const file = path.join(dir, "fuse.node");',
+    "      fs.writeFileSync(file, bytes.default ?? bytes, { mode: 0o700, flag: \"wx\" });",
+    "      const loaded = { exports: {} };",
+    "      process.dlopen(loaded, file);",
+    "      return (binding = loaded.exports);",
+    "    } catch (error) {",
+    '      tried.push(place + ": " + (error && error.message ? error.message : String(error)));',
+    "    } finally {",
+    "      if (dir) fs.rmSync(dir, { recursive: true, force: true });",
+    "    }",
+    "  }",
+    '  throw new Error("the FUSE binding the bundle carries could not be loaded: " + tried.join("; "));',
+    "};",
+  ].join("\n");
+  const plugin = {
+    name: "diverge-carried-fuse",
+    setup(b) {
+      // Its own namespace, so the package's "type": "module" does not make the CommonJS module an ES one.
+      b.onResolve({ filter: /embedded-fuse\.js$/ }, (args) => (resolve(args.resolveDir, args.path) === embeddedModule ? { path: "embedded-fuse", namespace: "diverge-fuse" } : undefined));
+      b.onLoad({ filter: /^embedded-fuse$/, namespace: "diverge-fuse" }, () => ({
+              contents: [
+                "let carried;",
+                "// fuse-native's class and its binding, loaded on the first call (a mount with no node_modules/ beside the bundle).",
+                `exports.embeddedFuse = () => (carried ??= { Fuse: require(${JSON.stringify(index)}), binding: require("diverge-fuse-binding")() });`,
+              ].join("\n"),
+              loader: "js",
+              resolveDir: dirname(embeddedModule),
+      }));
+      // Inside fuse-native: its loader of the binding is the carried one, and its setup helpers' package is left out.
+      b.onResolve({ filter: /^node-gyp-build$/ }, (args) => (inFuse(args.importer) ? { path: "diverge-fuse-binding", namespace: "diverge-fuse" } : undefined));
+      b.onResolve({ filter: /^diverge-fuse-binding$/ }, () => ({ path: "diverge-fuse-binding", namespace: "diverge-fuse" }));
+      b.onResolve({ filter: /^fuse-shared-library$/ }, (args) => (inFuse(args.importer) ? { path: "fuse-shared-library", namespace: "diverge-fuse" } : undefined));
+      // fuse-native names its own directory (for node-gyp-build, and in a message): the bundle has no
+      // such directory, and the second stage of the ES module bundle no __dirname.
+      b.onLoad({ filter: /\/index\.js$/ }, (args) =>
+        args.path === index ? { contents: `var __dirname = "(inside the bundle)";\n${readFileSync(index, "utf8")}`, loader: "js", resolveDir: fuseDir } : undefined,
+      );
+      b.onResolve({ filter: /^diverge-fuse-binary$/ }, () => ({ path: binary, namespace: "diverge-fuse-binary" }));
+      b.onLoad({ filter: /.*/, namespace: "diverge-fuse-binary" }, (args) => ({ contents: readFileSync(args.path), loader: "binary" }));
+      b.onLoad({ filter: /^diverge-fuse-binding$/, namespace: "diverge-fuse" }, () => ({ contents: loader, loader: "js", resolveDir: fuseDir }));
+      b.onLoad({ filter: /^fuse-shared-library$/, namespace: "diverge-fuse" }, () => ({
+        contents: [
+          "// Not carried: setting up fuse-shared-library's own libfuse copy is no part of a mount here.",
+          'const notCarried = (cb) => process.nextTick(cb || (() => {}), new Error("fuse-shared-library is not carried in the bundle"));',
+          "const done = (cb) => process.nextTick(cb || (() => {}), null);",
+          "module.exports = { beforeMount: done, beforeUnmount: done, configure: notCarried, unconfigure: notCarried, isConfigured: (cb) => process.nextTick(cb, null, false) };",
+        ].join("\n"),
+        loader: "js",
+      }));
+    },
+  };
+  return { plugin, binary, tuple };
 }
 
 /**
@@ -203,7 +306,7 @@ async function twoStageEsm() {
       metafile: true,
       outfile: join(out, "stage-one.mjs"),
       banner: { js: '#!/usr/bin/env node\nimport{createRequire as __divergeRequire}from"node:module";const require=__divergeRequire(import.meta.url);' },
-      plugins: [stageOnePlugin(shared)],
+      plugins: [...common.plugins, stageOnePlugin(shared)],
     });
   const first = await stageOne(new Map());
   const inStageOne = new Set(Object.keys(first.metafile.inputs).map((input) => root(input)));
@@ -216,6 +319,7 @@ async function twoStageEsm() {
     write: false,
     outfile: join(out, "stage-two.cjs"),
     plugins: [
+      ...common.plugins,
       {
         name: "diverge-stage-two",
         setup(b) {

@@ -33,6 +33,7 @@ import { noteServedMount } from "./served.js";
 import { defaultFuseCache, errnoOfMessage, type FileSessions, type FuseCacheLevel } from "./common.js";
 export { errnoOfMessage, setDefaultFuseCache, FUSE_CACHE_LEVELS, type FileSessions, type FuseCacheLevel } from "./common.js";
 import { FUSE_PACKAGE, requireNative, resolveNative } from "../../natives.js";
+import { embeddedFuse } from "../../embedded-fuse.js";
 import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
 
 // The binding is found from the file the proxy runs from (natives.ts: beside the bundle or the
@@ -104,6 +105,31 @@ export function fuseUnavailable(): string | undefined {
   return undefined;
 }
 
+interface FuseBinding {
+  fuse_native_mount: (...args: unknown[]) => void;
+  utime_omit_ok?: number;
+  libfuse_major?: number;
+}
+
+/**
+ * fuse-native and its binding: the package beside the proxy's file (node_modules/, natives.ts) when
+ * there is one, else the one a bundle carries inside itself (embedded-fuse.ts), else the reason.
+ */
+function fusePackage(): { Fuse: FuseCtor; binding: FuseBinding } {
+  try {
+    const Fuse = require(FUSE_PACKAGE) as FuseCtor;
+    // The binding itself, as fuse-native loads it (same file, so the same module instance).
+    const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
+    // The binding index.js chose (libfuse 3's when asked for and loadable); an older index.js names none.
+    const chosen = (Fuse as unknown as { binding?: FuseBinding }).binding;
+    return { Fuse, binding: chosen ?? (fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE))) as FuseBinding) };
+  } catch (error) {
+    if (embeddedFuse === undefined || (error as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw error;
+    const carried = embeddedFuse();
+    return { Fuse: carried.Fuse as FuseCtor, binding: carried.binding as FuseBinding };
+  }
+}
+
 let fuseClass: FuseCtor | undefined;
 /** Whether the binding loaded is @diverge/fuse-native's build (a change of one time alone, nanoseconds). */
 let patchedBinding = false;
@@ -120,15 +146,7 @@ export function fuseLibraryVersion(): 2 | 3 | undefined {
 }
 function loadFuse(): FuseCtor {
   if (fuseClass) return fuseClass;
-  const Fuse = require(FUSE_PACKAGE) as FuseCtor;
-  // The binding itself, as fuse-native loads it (same file, so the same module instance).
-  const fuseRequire = createRequire(require.resolve(FUSE_PACKAGE));
-  // The binding index.js chose (libfuse 3's when built and loadable); an older index.js names none.
-  const binding = ((Fuse as unknown as { binding?: unknown }).binding ?? fuseRequire("node-gyp-build")(dirname(require.resolve(FUSE_PACKAGE)))) as {
-    fuse_native_mount: (...args: unknown[]) => void;
-    utime_omit_ok?: number;
-    libfuse_major?: number;
-  };
+  const { Fuse, binding } = fusePackage();
   libfuseMajor = binding.libfuse_major === 3 ? 3 : 2;
   patchedBinding = binding.utime_omit_ok === 1;
   /**
@@ -574,6 +592,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat", libfuseMajor, !sessions && options.maxFileBytes === undefined);
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
+  // The watcher starts before the mount is made, so there is no moment when the mount exists and
+  // nothing would clear it: a proxy killed between mount(2) and the watcher's start left it behind.
+  await fusectlReady();
+  const watcher = startWatcher(placed.parent.dir, placed.parent.name, mountinfoEscape(placed.real), placed.made);
   let mountRoot: number;
   try {
     await new Promise<void>((resolvePromise, reject) =>
@@ -586,7 +608,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       await closeFd(mountRoot);
       throw new MountError(`mount: ${shown} was not mounted`);
     }
+    // From now on the watcher knows the mount by its id (a rename above the mount point changes its path).
+    watcher.mounted(mountIdOf(mountRoot));
   } catch (error) {
+    await watcher.stop();
     // Not mounted: what was made for it goes (the target first; the held descriptor let go before).
     await closeFd(placed.target).catch(() => undefined);
     placed.target = -1;
@@ -600,14 +625,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const forgetServed = noteServedMount(path);
   if (libfuseMajor === 3) await widenReadahead(mountRoot);
 
-  // The watcher: a process of its own group holding the mount's root which, when its stdin ends
-  // without the word that the mount was closed here, that is when this process ends however it
-  // ends (SIGKILL included, where no exit handler runs), aborts the FUSE connection and lazily
-  // unmounts. The abort matters: every process started after the mount inherits libfuse's
-  // /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and one of them waiting on the
-  // mount would otherwise hold the connection, and itself, forever. What the program still asks
-  // then fails with ENOTCONN/ECONNABORTED.
-  const watcher = startWatcher(mountRoot, await fuseConnectionOf(mountIdOf(mountRoot)), placed.made);
   // A process that exits without closing: unmount at once, not when the watcher gets to it.
   const onExit = () => {
     try {
@@ -706,20 +723,49 @@ async function fuseConnectionOf(mntId: number): Promise<number | undefined> {
   return Number.isInteger(minor) && existsSync(`${FUSECTL}/${minor}/abort`) ? minor : undefined;
 }
 
-function startWatcher(fd: number, connection: number | undefined, made: readonly Made[]): { stop(): Promise<void> } {
-  const abort = connection === undefined ? "" : `echo 1 > ${FUSECTL}/${connection}/abort 2>/dev/null; `;
+/** A path as /proc/self/mountinfo writes it: space, tab, newline and backslash in octal. */
+function mountinfoEscape(path: string): string {
+  return path.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`);
+}
+
+/**
+ * The watcher: a process of its own group, started before the mount is made, holding the mount
+ * point's directory (descriptor 3) and told the mount's id once it is made. When its stdin ends
+ * without the word that the mount was closed here, that is when this process ends however it ends
+ * (SIGKILL included, where no exit handler runs, even in the middle of mounting), it finds the mount
+ * in /proc/self/mountinfo (by its id, or before the id was told by its place: a `diverge-fuse` FUSE
+ * mount at the mount point's path on the directory's mount), aborts its FUSE connection and lazily
+ * unmounts it by the held directory and the name. The abort matters: every process started after
+ * the mount inherits libfuse's /dev/fuse descriptor (libfuse 2.9 opens it without O_CLOEXEC), and
+ * one of them waiting on the mount would otherwise hold the connection, and itself, forever. What
+ * the program still asks then fails with ENOTCONN/ECONNABORTED.
+ */
+function startWatcher(parent: number, name: string, escapedPath: string, made: readonly Made[]): { mounted(id: number): void; stop(): Promise<void> } {
   // The directories made for the mount, deepest first, each by its held parent (descriptors 4…):
   // rmdir removes one only while empty. (A file made for a file mount is left: the watcher cannot
   // tell it is still the one made.)
   const dirs = made.map((m, i) => (m.kind === "directory" ? `rmdir /proc/self/fd/${4 + i}/${shellQuote(m.name)} 2>/dev/null; ` : "")).join("");
+  // Lines: `mounted <id>` once the mount is made; `closed` once it was closed here (every waiting
+  // operation answered, the mount detached). The end of stdin without `closed`: this process is gone.
+  const script = [
+    'id=""; while read -r word value; do [ "$word" = closed ] && exit 0; [ "$word" = mounted ] && id=$value; done',
+    'on=""; while read -r key value; do [ "$key" = mnt_id: ] && on=$value; done < /proc/self/fdinfo/3',
+    'found=""; dev=""',
+    "while read -r mid pid mdev mroot point rest; do",
+    '  if [ -n "$id" ]; then [ "$mid" = "$id" ] && { found=$mid; dev=$mdev; }',
+    '  elif [ "$pid" = "$on" ] && [ "$point" = "$2" ]; then case "$rest" in *" - fuse diverge-fuse "*) found=$mid; dev=$mdev;; esac; fi',
+    "done < /proc/self/mountinfo",
+    'if [ -n "$found" ]; then',
+    `  [ -e ${FUSECTL}/\${dev#*:}/abort ] && echo 1 > ${FUSECTL}/\${dev#*:}/abort 2>/dev/null`,
+    '  umount -l -c "/proc/self/fd/3/$1" 2>/dev/null',
+    "fi",
+    `${dirs}exit 0`,
+  ].join("\n");
   let child: ChildProcess;
   try {
-    // A line `closed`: the mount was closed here (every waiting operation answered, the mount
-    // detached); anything else, the end of stdin included, means this process is gone.
-    const script = `read line; [ "$line" = closed ] && exit 0; ${abort}umount -l -c /proc/self/fd/3 2>/dev/null; ${dirs}exit 0`;
-    child = spawn("sh", ["-c", script], { stdio: ["pipe", "ignore", "ignore", fd, ...made.map((m) => m.parent)], detached: true });
+    child = spawn("sh", ["-c", script, "diverge-fuse-watcher", name, escapedPath], { stdio: ["pipe", "ignore", "ignore", parent, ...made.map((m) => m.parent)], detached: true });
   } catch {
-    return { stop: async () => {} };
+    return { mounted: () => {}, stop: async () => {} };
   }
   child.on("error", () => {});
   child.stdin?.on("error", () => {});
@@ -727,6 +773,9 @@ function startWatcher(fd: number, connection: number | undefined, made: readonly
   child.unref();
   (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   return {
+    mounted(id: number) {
+      child.stdin?.write(`mounted ${id}\n`);
+    },
     async stop() {
       child.stdin?.end("closed\n");
       const guard = setTimeout(() => child.kill("SIGKILL"), 10_000);

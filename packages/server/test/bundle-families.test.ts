@@ -1,0 +1,182 @@
+// The lone bundle serves every family as the workspace build does (issue 35): `scripts/bundle.mjs`
+// builds the bundle, its .mjs is copied ALONE into an empty temporary directory (no node_modules
+// there or in any directory above it, so nothing of the workspace can be resolved) and run from
+// there; the workspace provider (the built @diverge/client) runs the families on each transport.
+// fuse::mount (multiplexed) and /fuse/mount (paths) are real kernel mounts through the FUSE binding
+// the bundle carries inside itself (before: "Cannot find module '@diverge/fuse-native'").
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { exampleRoot, startExampleContainer } from "@diverge/example-container";
+import { isMounted, loadClient, packageDir, startProxyProcess, waitFor, type ProxyProcess } from "./proxy-process-support.js";
+
+const fuseMissing = !existsSync("/dev/fuse") ? "no /dev/fuse" : process.getuid?.() !== 0 ? "not root" : undefined;
+const work = mkdtempSync(join(tmpdir(), "diverge-bundle-families-"));
+const built = join(work, "build");
+let lone: string;
+
+beforeAll(() => {
+  const result = spawnSync(process.execPath, [join(packageDir, "scripts", "bundle.mjs"), "--no-sea", "--no-natives", "--out", built], { encoding: "utf8", timeout: 240_000 });
+  if (result.status !== 0) throw new Error(`bundle.mjs failed (${result.status ?? result.signal}): ${result.stdout}${result.stderr}`);
+  expect(result.stdout).toMatch(/carried inside: @diverge\/fuse-native with its binding for /);
+  // The bundle alone: nothing beside it, and no node_modules in any directory above it.
+  const dir = mkdtempSync(join(tmpdir(), "diverge-lone-"));
+  copyFileSync(join(built, "diverge-proxy.mjs"), join(dir, "diverge-proxy.mjs"));
+  for (let at = dir; ; at = dirname(at)) {
+    expect(existsSync(join(at, "node_modules")), `${at}/node_modules`).toBe(false);
+    if (dirname(at) === at) break;
+  }
+  lone = join(dir, "diverge-proxy.mjs");
+}, 300_000);
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true });
+  if (lone) rmSync(dirname(lone), { recursive: true, force: true });
+});
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
+});
+
+/** A container root of its own (writable): the example container's DIVERGE.md and one file; and the provider's directory to mount. */
+function places(): { root: string; served: string } {
+  const root = mkdtempSync(join(tmpdir(), "diverge-families-root-"));
+  writeFileSync(join(root, "DIVERGE.md"), readFileSync(join(exampleRoot, "DIVERGE.md")));
+  writeFileSync(join(root, "hello.txt"), "hello from the container\n");
+  const served = mkdtempSync(join(tmpdir(), "diverge-families-served-"));
+  writeFileSync(join(served, "from-provider.txt"), "the provider's file\n");
+  cleanups.push(() => {
+    rmSync(root, { recursive: true, force: true });
+    rmSync(served, { recursive: true, force: true });
+  });
+  return { root, served };
+}
+
+async function lonelyProxy(extra: string[]): Promise<ProxyProcess> {
+  const proxy = await startProxyProcess(process.execPath, [lone], dirname(lone), ["--quiet", ...extra]);
+  cleanups.push(async () => {
+    proxy.child.kill("SIGKILL");
+    await proxy.exit;
+  });
+  return proxy;
+}
+
+/** The program in the container: an MCP client of the proxy's program port. */
+async function programClient(port: number): Promise<Client> {
+  const program = new Client({ name: "program-in-the-container", version: "1.0.0" });
+  await program.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  cleanups.push(() => program.close());
+  return program;
+}
+
+const text = (value: string) => ({ content: [{ type: "text" as const, text: value }] });
+const textOf = (result: unknown) => (result as { content: { text: string }[] }).content[0]!.text;
+const chunksOf = async (stream: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>) => {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of stream as AsyncIterable<Uint8Array>) chunks.push(chunk);
+  return Buffer.concat(chunks).toString();
+};
+const answers = {
+  mcpCallTool: ({ params }: { params: { name: string } }) => ({ variant: "Result" as const, result: text(`the provider answered ${params.name}`) }),
+  vaultGet: ({ key }: { key: Uint8Array }) => ({ variant: "Present" as const, value: Buffer.from(`value of ${Buffer.from(key).toString()}`) }),
+};
+
+describe("the lone bundle (its .mjs alone in an empty directory) serves every family", () => {
+  it(`multiplexed: tools, info, secrets, outward MCP, vault, tree, read, write${fuseMissing ? "" : ", fuse::mount"}`, { timeout: 120_000 }, async () => {
+    const client = await loadClient();
+    const container = await startExampleContainer({ host: "127.0.0.1" });
+    cleanups.push(() => container.close());
+    const { root, served } = places();
+    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root]);
+    const connection = await client.openContainer(`ws://127.0.0.1:${proxy.ports.provider}/`, { handlers: answers as never });
+    cleanups.push(() => connection.close());
+    // tools (the begin) and info
+    const tools = await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } });
+    expect(tools.length).toBeGreaterThan(0);
+    expect((await connection.info())?.frontMatter).toBeTypeOf("object");
+    // secrets: the gate holds MCP until they are fed
+    await connection.feedSecrets({ API_KEY: "bundle-key" });
+    expect(textOf(await connection.mcp.callTool({ name: "greet", arguments: { name: "Ada" } }))).toBe("Hello, Ada!");
+    // outward MCP: the program's call, answered by the provider on a begin-scope channel
+    const program = await programClient(proxy.ports.program);
+    expect(textOf(await program.callTool({ name: "outward-tool", arguments: {} }))).toBe("the provider answered outward-tool");
+    // vault: the program's GET, answered by the provider
+    const got = await fetch(`http://127.0.0.1:${proxy.ports.program}/vault/k1`);
+    expect([got.status, await got.text()]).toEqual([200, "value of k1"]);
+    // filesystem: tree, read, write
+    for await (const frame of connection.tree()) {
+      expect((frame as { children: { name: string }[] }).children.map((c) => c.name).sort()).toEqual(["DIVERGE.md", "hello.txt"]);
+      break;
+    }
+    expect(await chunksOf(connection.read(["hello.txt"]))).toBe("hello from the container\n");
+    await connection.write(["written.txt"], new TextEncoder().encode("written by the provider"));
+    expect(readFileSync(join(root, "written.txt"), "utf8")).toBe("written by the provider");
+    if (!fuseMissing) {
+      // fuse::mount: a real kernel mount through the binding the bundle carries
+      await connection.mount(["mnt"], served, { kind: "directory" });
+      expect(await isMounted(join(root, "mnt"))).toBe(true);
+      expect(await readFile(join(root, "mnt", "from-provider.txt"), "utf8")).toBe("the provider's file\n");
+      // nothing of the carried binding is left beside the bundle or in the temporary directory
+      expect(readdirSync(dirname(lone))).toEqual(["diverge-proxy.mjs"]);
+      // the provider going away ends the mount
+      await connection.close();
+      await waitFor(async () => !(await isMounted(join(root, "mnt"))), "the mount to go with its connection");
+    }
+  });
+
+  it(`paths: tools, outward MCP, vault, command, tree, read, write${fuseMissing ? "" : ", /fuse/mount"}`, { timeout: 120_000 }, async () => {
+    const client = await loadClient();
+    const container = await startExampleContainer({ host: "127.0.0.1" });
+    cleanups.push(() => container.close());
+    const { root, served } = places();
+    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root, "--no-secrets-gate"]);
+    const url = `ws://127.0.0.1:${proxy.ports.provider}`;
+    const mounts = new client.PathsMounts(url);
+    const answering = client.connectProxy(url, {
+      ...mounts.handlers(),
+      ...(answers as object),
+      command: async function* ({ command }: { command: Uint8Array }) {
+        yield { variant: "Item" as const, item: Buffer.from(`ran ${Buffer.from(command).toString()}`) };
+      },
+    } as never);
+    cleanups.push(() => answering.close());
+    await answering.whenConnected({ timeoutMs: 30_000 });
+    // tools: /tool/*
+    const tools = new client.PathsTools(url);
+    expect((await tools.listTools()).tools.length).toBeGreaterThan(0);
+    expect(textOf(await tools.callTool({ name: "greet", arguments: { name: "Ada" } }))).toBe("Hello, Ada!");
+    // outward MCP and vault on /requests
+    const program = await programClient(proxy.ports.program);
+    expect(textOf(await program.callTool({ name: "outward-tool", arguments: {} }))).toBe("the provider answered outward-tool");
+    const got = await fetch(`http://127.0.0.1:${proxy.ports.program}/vault/k2`);
+    expect([got.status, await got.text()]).toEqual([200, "value of k2"]);
+    // command: the program's POST /command, run by the provider, NDJSON back
+    const ran = await fetch(`http://127.0.0.1:${proxy.ports.program}/command`, { method: "POST", body: "echo" });
+    const lines = (await ran.text()).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines[0]).toEqual({ item: Buffer.from("ran echo").toString("base64") });
+    // filesystem on its paths
+    const fs = client.filesystemPaths(url);
+    for await (const frame of fs.tree()) {
+      expect((frame as { children: { name: string }[] }).children.map((c) => c.name).sort()).toEqual(["DIVERGE.md", "hello.txt"]);
+      break;
+    }
+    expect(await chunksOf(fs.read(["hello.txt"]))).toBe("hello from the container\n");
+    await fs.write(["written.txt"], new TextEncoder().encode("written over paths"));
+    expect(readFileSync(join(root, "written.txt"), "utf8")).toBe("written over paths");
+    if (!fuseMissing) {
+      mkdirSync(join(root, "deeper"));
+      await mounts.mount(["deeper", "mnt"], served);
+      expect(await readFile(join(root, "deeper", "mnt", "from-provider.txt"), "utf8")).toBe("the provider's file\n");
+      expect(readdirSync(dirname(lone))).toEqual(["diverge-proxy.mjs"]);
+      // SIGTERM: the proxy unmounts before it exits
+      proxy.child.kill("SIGTERM");
+      expect((await proxy.exit).code).toBe(0);
+      expect(await isMounted(join(root, "deeper", "mnt"))).toBe(false);
+    }
+  });
+});
