@@ -96,11 +96,13 @@ describe("relayToMcp end to end over Streamable HTTP", () => {
       await delay(15);
     }
     expect(heard.length).toBeGreaterThan(0);
+    // Warm-ups sent before the first was heard may still be on their way: only what follows counts.
+    const numbered = () => heard.filter((params) => (params as { data?: unknown }).data !== "warm-up");
     heard.length = 0;
     for (let i = 1; i <= 5; i++) await upstream.notify({ method: "notifications/message", params: { level: "info", data: `n${i}` } });
-    await waitFor(() => heard.length >= 5);
+    await waitFor(() => numbered().length >= 5);
     await delay(50);
-    expect(heard).toEqual([1, 2, 3, 4, 5].map((i) => ({ level: "info", data: `n${i}` })));
+    expect(numbered()).toEqual([1, 2, 3, 4, 5].map((i) => ({ level: "info", data: `n${i}` })));
     const everything = JSON.stringify(heard);
     expect(everything).not.toContain("before any stream");
   });
