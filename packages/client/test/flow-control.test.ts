@@ -161,7 +161,7 @@ describe("the multiplexed connection's flow control", () => {
     const big = 20 * MiB;
     slow.query("SELECT pg_sleep(4)");
     slow.query(`SELECT length('${"y".repeat(big)}')`);
-    await waitUntil(() => running.stats().postgres.toProviderBytes >= big, 3000, "the proxy to hand the 20 MB to the provider");
+    await waitUntil(() => running.stats().postgres.toProviderBytes >= big, 60_000, "the proxy to hand the 20 MB to the provider");
     const answered = await other.query("SELECT 41 + 1 AS n");
     expect(answered.rows[0].n).toBe(42);
     expect((await connection.mcp.listTools()).tools.length).toBeGreaterThan(0);
@@ -187,7 +187,7 @@ describe("the paths transport's raw postgres (kind 11)", () => {
     const big = 24 * MiB;
     slow.query("SELECT pg_sleep(3)");
     slow.query(`SELECT length('${"z".repeat(big)}')`);
-    await waitUntil(() => stats.pathPauses > 0, 5000, "the provider to stop reading the path");
+    await waitUntil(() => stats.pathPauses > 0, 60_000, "the provider to stop reading the path");
     await waitUntil(() => slow.readyCount() === 3, 30_000, "the answers");
     expect(slow.results).toEqual(["", String(big)]);
     // The provider held at most its high-water mark (1 MiB), one message and one read.

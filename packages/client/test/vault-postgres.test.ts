@@ -114,7 +114,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(b.lockAttempts).toBe(3);
     expect(await a.unlock("k")).toEqual({ variant: "Error", message: 'the lock on "k" is not held by this container' });
     expect(await b.unlock("k")).toEqual({ variant: "Done" });
-  }, 20_000);
+  }, 60_000);
 
   it("an expiring lock sends nothing: the waiter looks again when the holder's time runs out", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -124,7 +124,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await b.lock("expiring", 10)).toEqual({ variant: "Done" });
     expect(b.lockAttempts).toBeLessThanOrEqual(4);
     expect(await a.unlock("expiring")).toEqual({ variant: "Error", message: 'the lock on "expiring" is not held by this container' });
-  }, 20_000);
+  }, 60_000);
 
   it("a LISTEN whose connection drops is made again: the next unlock still wakes the waiter", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -148,7 +148,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await a.unlock("dropped")).toEqual({ variant: "Done" });
     expect(await second).toEqual({ variant: "Done" });
     expect(await b.unlock("dropped")).toEqual({ variant: "Done" });
-  }, 20_000);
+  }, 60_000);
 
   it("a waiting lock whose path ends gives up without an answer and leaves no waiter behind", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -162,7 +162,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await waiting).toBeUndefined();
     // Not taken: A still holds it.
     expect(await a.unlock("abandoned")).toEqual({ variant: "Done" });
-  }, 20_000);
+  }, 60_000);
 });
 
 describe("PostgresVault on embedded PGlite", () => {

@@ -60,11 +60,20 @@ beforeAll(() => {
 afterAll(() => {
   for (const child of children.splice(0)) child.kill("SIGKILL");
   rmSync(work, { recursive: true, force: true });
+  // Every proxy has exited by now (each test awaits its exit), so nothing still writes in them.
+  for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 });
+
+/** The temporary directories the tests made, removed once every proxy has stopped. */
+const madeDirs: string[] = [];
+function made(dir: string): string {
+  madeDirs.push(dir);
+  return dir;
+}
 
 /** A fresh empty directory holding only `file` (and, with `natives`, the node_modules/ the bundle script wrote beside it). */
 function alone(file: string, natives = false): string {
-  const dir = mkdtempSync(join(tmpdir(), "diverge-alone-"));
+  const dir = made(mkdtempSync(join(tmpdir(), "diverge-alone-")));
   copyFileSync(join(built, file), join(dir, file));
   if (natives) cpSync(join(built, "node_modules"), join(dir, "node_modules"), { recursive: true });
   return dir;
@@ -216,13 +225,13 @@ describe("the proxy as one file, run from an empty directory", () => {
 
   it(`node diverge-proxy.mjs with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {
     const dir = alone("diverge-proxy.mjs", true);
-    const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
+    const elsewhere = made(mkdtempSync(join(tmpdir(), "diverge-elsewhere-")));
     await treeAndMount(process.execPath, [join(dir, "diverge-proxy.mjs")], elsewhere);
   }, 300_000);
 
   it.runIf(seaExpected)(`the single executable with its node_modules/, started from elsewhere: a tree and a FUSE mount${fuseMissing ? ` (no mount: ${fuseMissing})` : ""}`, async () => {
     const dir = alone(seaName, true);
-    const elsewhere = mkdtempSync(join(tmpdir(), "diverge-elsewhere-"));
+    const elsewhere = made(mkdtempSync(join(tmpdir(), "diverge-elsewhere-")));
     await treeAndMount(join(dir, seaName), [], elsewhere);
   }, 300_000);
 
