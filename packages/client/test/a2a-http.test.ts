@@ -104,7 +104,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect((await raw(serving.url, { method: "GET", path: "/.well-known/agent-card.json", headers: { host: `localhost:${port}`, origin: "http://localhost:3000" } })).status).toBe(200);
     const allowed = await raw(serving.url, { headers: { host: `agent.example:${port}`, origin: "https://app.example" }, body: sendMessage("through the allowed names") });
     expect(allowed.status).toBe(200);
-    expect(JSON.parse(allowed.text)).toMatchObject({ result: { kind: "task", status: { state: "completed" } } });
+    expect(JSON.parse(allowed.text)).toMatchObject({ result: { kind: "task", status: { state: "input-required" } } });
     expect(program.runs).toBe(1);
   }, 60_000);
 
@@ -128,7 +128,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect(program.runs).toBe(0);
     // A body within the limit is served as before.
     const served = await raw(serving.url, { body: sendMessage("within the limit") });
-    expect(JSON.parse(served.text)).toMatchObject({ result: { status: { state: "completed" } } });
+    expect(JSON.parse(served.text)).toMatchObject({ result: { status: { state: "input-required" } } });
   }, 60_000);
 
   it("a message/stream client that stops reading holds at most the bound; its stream ends with an error saying why", async () => {
@@ -165,7 +165,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect(error.error.message).toMatch(new RegExp(`^the A2A client read too slowly: \\d+ bytes waiting, limit ${limit}$`));
     // The bridge goes on serving.
     const next = await raw(serving.url, { body: sendMessage("after the slow one") });
-    expect(JSON.parse(next.text)).toMatchObject({ result: { status: { state: "completed" } } });
+    expect(JSON.parse(next.text)).toMatchObject({ result: { status: { state: "input-required" } } });
   }, 180_000);
 
   it("a message over the proxy's message limit is refused alone (a JSON-RPC error naming the limit); the next one is served", async () => {
@@ -182,7 +182,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect(program.runs).toBe(0);
     // The same connection goes on: the next message is taken and answered.
     const served = await raw(serving.url, { body: sendMessage("the next one") });
-    expect(JSON.parse(served.text)).toMatchObject({ result: { status: { state: "completed", message: { parts: [{ kind: "text", text: "You said: the next one" }] } } } });
+    expect(JSON.parse(served.text)).toMatchObject({ result: { status: { state: "input-required", message: { parts: [{ kind: "text", text: "You said: the next one" }] } } } });
     // The Agent itself refuses such a message, unsent, with a typed error; the connection is unharmed.
     const problem = await agent.enqueue("big", "z".repeat(limit + 1)).catch((error: unknown) => error);
     expect(problem).toBeInstanceOf(ContainerError);

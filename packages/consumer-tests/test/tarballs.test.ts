@@ -28,7 +28,7 @@ interface Manifest {
 }
 
 /** What the native binding (@diverge/fuse-native) ships: its JavaScript, types, C source to build elsewhere, and the prebuilt binary. */
-const NATIVE_FILES = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "index.js", "index.d.ts", "fuse-native.c", "semaphore.h", "binding.gyp", "scripts/compile.js", "prebuilds/linux-x64/node.napi.node"];
+const NATIVE_FILES = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "index.js", "index.d.ts", "fuse-native.c", "semaphore.h", "binding.gyp", "scripts/compile.js", "prebuilds/linux-x64/node.napi.node", "prebuilds/linux-x64/libfuse3/fuse.node"];
 
 const { tarballs } = inject("consumer");
 const rootLicense = readFileSync(workspacePath("LICENSE"), "utf8");
