@@ -241,14 +241,7 @@ export function binaryOf(data: unknown): Uint8Array | undefined {
   if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   if (Array.isArray(data)) {
     const parts = data as Uint8Array[];
-    const total = parts.reduce((sum, part) => sum + part.length, 0);
-    const joined = new Uint8Array(total);
-    let at = 0;
-    for (const part of parts) {
-      joined.set(part, at);
-      at += part.length;
-    }
-    return joined;
+    return joined(parts, parts.reduce((sum, part) => sum + part.length, 0));
   }
   return undefined;
 }
