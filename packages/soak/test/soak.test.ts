@@ -7,7 +7,8 @@ const SEED = Number(process.env.DIVERGE_SOAK_SEED ?? 2026);
 const EXCHANGES = Number(process.env.DIVERGE_SOAK_EXCHANGES ?? 3000);
 
 describe(`soak (seed ${SEED}, ${EXCHANGES} exchanges)`, () => {
-  it("ends every exchange exactly once with the outcome its faults imply, nothing hangs, RSS stays under its bound", { timeout: 60_000 }, async () => {
+  // A fixed amount of work: a loaded machine makes it slower, not wrong, so the bound is only a hang guard.
+  it("ends every exchange exactly once with the outcome its faults imply, nothing hangs, RSS stays under its bound", { timeout: 900_000 }, async () => {
     const report = await runSoak({ exchanges: EXCHANGES, seed: SEED, concurrency: 48, watchdogMs: 20_000, rssBoundMiB: 512, abruptCloseRate: 1 / 400 });
     process.stdout.write(`soak: ${JSON.stringify(report)}\n`);
     expect(report.failures).toEqual([]);

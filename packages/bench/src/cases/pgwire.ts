@@ -45,11 +45,17 @@ const WORKLOADS: readonly Workload[] = [
   { key: "tpcb-c8", name: "pgbench TPC-B -c 8", args: ["-c", "8", "-j", "2"] },
 ];
 
-function pgbench(bin: string, port: number, args: readonly string[], seconds: number): number {
-  const run = spawnSync(join(bin, "pgbench"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-n", "-T", String(seconds), ...args, "postgres"], { encoding: "utf8" });
+/** How long a pgbench run lasts: a duration (the full bench), or a count of transactions per client
+ * (the quick one, so a loaded machine slows it down but cannot leave it with none). */
+type Length = { readonly seconds: number } | { readonly perClient: number };
+
+function pgbench(bin: string, port: number, args: readonly string[], length: Length): { tps: number; transactions: number } {
+  const bound = "seconds" in length ? ["-T", String(length.seconds)] : ["-t", String(length.perClient)];
+  const run = spawnSync(join(bin, "pgbench"), ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-n", ...bound, ...args, "postgres"], { encoding: "utf8" });
   const tps = /tps = ([0-9.]+) \(without initial connection time\)/.exec(run.stdout)?.[1];
-  if (run.status !== 0 || tps === undefined) throw new Error(`pgbench ${args.join(" ")} on port ${port} failed: ${run.stderr || run.stdout}`);
-  return Number(tps);
+  const transactions = /number of transactions actually processed: (\d+)/.exec(run.stdout)?.[1];
+  if (run.status !== 0 || tps === undefined || transactions === undefined) throw new Error(`pgbench ${args.join(" ")} on port ${port} failed: ${run.stderr || run.stdout}`);
+  return { tps: Number(tps), transactions: Number(transactions) };
 }
 
 interface Relay {
@@ -283,7 +289,7 @@ export async function slowReaderCase(bin: string, containerPort: number, databas
 export async function pgwireSuite(quick: boolean, log: (line: string) => void): Promise<SuiteReport> {
   const bin = postgresBin();
   if (!bin) throw new Error("no PostgreSQL binaries (pgbench, pg_dump): install Debian's postgresql");
-  const seconds = quick ? 1 : 3;
+  const length: Length = quick ? { perClient: 100 } : { seconds: 3 };
   const rounds = quick ? 1 : 4;
   const profileDir = process.env.DIVERGE_BENCH_PROFILE;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
@@ -328,13 +334,13 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
         for (const route of ROUTES) {
           log(`  pgwire ${workload.name} ${route} (round ${round + 1} of ${rounds})`);
           const cpuBefore = workload.key === "select-c1" ? await relayCpu(route) : undefined;
-          const rate = pgbench(bin, portOf[route], workload.args, seconds);
-          tps[workload.key]![route].push(rate);
+          const run = pgbench(bin, portOf[route], workload.args, length);
+          tps[workload.key]![route].push(run.tps);
           if (cpuBefore) {
             // The socats' forked connections are counted once their listener has waited for them.
             await new Promise((resolve) => setTimeout(resolve, 300));
             const after = await relayCpu(route);
-            const perTx = after.map((c, i) => (c - cpuBefore[i]!) / (rate * seconds));
+            const perTx = after.map((c, i) => (c - cpuBefore[i]!) / run.transactions);
             const prev = cpuPerTx[route];
             // The round with the least CPU per round trip (the least disturbed by the machine); a
             // round where a process shows none was not measured (a socat's forked connection not
@@ -398,7 +404,7 @@ export async function pgwireSuite(quick: boolean, log: (line: string) => void): 
                 .map((route) => `${route} ${cpuPerTx[route]!.map((c) => `${c.toFixed(0)} µs`).join(" + ")}${route === "socat" ? " (the two socats)" : route === "node" ? " (the two Node relays)" : " (proxy + provider)"}`)
                 .join("; ") +
               ".",
-            `${database.what}; pgbench -i -s 1; ${seconds} s per run, ${rounds} rounds with every route in turn; each cell the best round. Proxy, provider, socat, the Node relays and pgbench are separate processes on the same 2 cores.`,
+            `${database.what}; pgbench -i -s 1; ${"seconds" in length ? `${length.seconds} s per run` : `${length.perClient} transactions per client per run`}, ${rounds} rounds with every route in turn; each cell the best round. Proxy, provider, socat, the Node relays and pgbench are separate processes on the same 2 cores.`,
           ],
         },
         {
