@@ -2,6 +2,7 @@
 // proxy beside the example container; /healthz and /metrics by real HTTP requests; the secret given
 // with --secret-env never written.
 import { spawn } from "node:child_process";
+import { get as httpGet } from "node:http";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
@@ -20,7 +21,7 @@ const sample = (text: string, name: string) => {
 };
 
 describe.each(["multiplexed", "paths"] as const)("diverge connect --transport %s --log-format json --health", (transport) => {
-  it("answers /healthz (503, then 200 once held) and /metrics; every stderr line is JSON; the secret never appears", { timeout: 60_000 }, async () => {
+  it("answers /healthz (503, then 200 once held) and /metrics; every stderr line is JSON; the secret never appears", { timeout: 120_000 }, async () => {
     const app = await startExampleContainer();
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false, log: () => {} });
     const secretFlags = transport === "multiplexed" ? ["--secret-env", "API_KEY", "--arguments", `{"greeting":"${SECRET}"}`] : [];
@@ -40,8 +41,9 @@ describe.each(["multiplexed", "paths"] as const)("diverge connect --transport %s
     const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
     try {
       const base = await healthAt;
+      // 503 until the proxy is held: polled (a loaded machine takes seconds), with a hang guard.
       let health = await get(`${base}/healthz`);
-      for (let i = 0; health.status === 503 && i < 400; i++) {
+      for (const deadline = Date.now() + 60_000; health.status === 503 && Date.now() < deadline; ) {
         await new Promise((r) => setTimeout(r, 25));
         health = await get(`${base}/healthz`);
       }
@@ -70,5 +72,46 @@ describe.each(["multiplexed", "paths"] as const)("diverge connect --transport %s
       expect(typeof object.message).toBe("string");
     }
     expect(stderr).not.toContain(SECRET);
+  });
+});
+
+describe("diverge connect --allow-health-host", () => {
+  it("widens the Host names --health accepts (a scraper's service name); without --health it is a usage error", async () => {
+    const app = await startExampleContainer();
+    const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false, log: () => {} });
+    const child = spawn(process.execPath, [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--health", "127.0.0.1:0", "--allow-health-host", "scraper.monitoring.svc"], { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    try {
+      const base = await new Promise<string>((resolve, reject) => {
+        child.stderr!.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString();
+          const found = /health and metrics at (http:\/\/[^/\s"]+)\/healthz/.exec(stderr);
+          if (found) resolve(found[1]!);
+        });
+        child.once("exit", (code) => reject(new Error(`diverge connect exited with ${code}: ${stderr}`)));
+      });
+      const port = Number(new URL(base).port);
+      const statusWithHost = (host: string) =>
+        new Promise<number>((resolve, reject) => {
+          httpGet({ host: "127.0.0.1", port, path: "/healthz", headers: { host } }, (response) => {
+            response.resume();
+            resolve(response.statusCode!);
+          }).once("error", reject);
+        });
+      expect(await statusWithHost(`scraper.monitoring.svc:${port}`)).not.toBe(403);
+      expect(await statusWithHost(`elsewhere.example:${port}`)).toBe(403);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+    await proxy.close();
+    await app.close();
+
+    const alone = spawn(process.execPath, [cli, "connect", "--proxy", "ws://127.0.0.1:9", "--allow-health-host", "scraper.monitoring.svc"], { stdio: ["ignore", "pipe", "pipe"] });
+    let aloneErr = "";
+    alone.stderr!.on("data", (chunk: Buffer) => (aloneErr += chunk.toString()));
+    expect(await new Promise((resolve) => alone.once("exit", resolve))).toBe(2);
+    expect(aloneErr).toContain("--allow-health-host widens --health");
   });
 });

@@ -75,6 +75,10 @@ Flags:
                            event, the ids in it, message); info for progress, error for the rest
   --health <host:port>     serve GET /healthz (200 once serving, 503 while starting; what the
                            provider holds) and GET /metrics (Prometheus text) there
+  --allow-health-host <name>
+                           a Host name (and its Origins) --health accepts besides loopback and the
+                           address it is bound to (every local address when 0.0.0.0): a scraper's
+                           service name, say (repeatable; "*" accepts any); others get 403
   -h, --help               this text
 
 diverge-proxy bundle --out <dir> writes the proxy for an image (diverge-proxy bundle --help).
@@ -105,7 +109,7 @@ function whole(name: string, text: string | undefined): number | undefined {
 /** The operating flags (ops.ts), beside the proxy's own options. */
 interface OpsFlags {
   readonly logFormat: "text" | "json";
-  readonly health?: { host: string; port: number };
+  readonly health?: { host: string; port: number; allowedHosts?: readonly string[] };
 }
 
 function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "help" {
@@ -141,6 +145,7 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
       quiet: { type: "boolean", default: false },
       "log-format": { type: "string", default: "text" },
       health: { type: "string" },
+      "allow-health-host": { type: "string", multiple: true },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -155,8 +160,9 @@ function parseProxyArgs(argv: string[]): (ProxyOptions & { ops: OpsFlags }) | "h
   if (logFormat !== "text" && logFormat !== "json") throw new Error(`--log-format must be text or json, not ${JSON.stringify(logFormat)}`);
   const health = values.health === undefined ? undefined : /^(?:\[([^\]]+)\]|([^:]+)):([0-9]+)$/.exec(values.health);
   if (values.health !== undefined && (!health || Number(health[3]) > 65535)) throw new Error(`--health must be <host>:<port>, not ${JSON.stringify(values.health)}`);
+  if (!health && values["allow-health-host"] !== undefined) throw new Error("--allow-health-host widens --health, which is not given");
   return {
-    ops: { logFormat, health: health ? { host: health[1] ?? health[2]!, port: Number(health[3]) } : undefined },
+    ops: { logFormat, health: health ? { host: health[1] ?? health[2]!, port: Number(health[3]), allowedHosts: values["allow-health-host"] } : undefined },
     revision: values.revision,
     host: values.host ?? "0.0.0.0",
     port: port("port", values.port),

@@ -2,9 +2,11 @@
 // builds the bundle, its .mjs is copied ALONE into an empty temporary directory (no node_modules
 // there or in any directory above it, so nothing of the workspace can be resolved) and run from
 // there; the workspace provider (the built @diverge/client) runs the families on each transport.
-// fuse::mount (multiplexed) and /fuse/mount (paths) are real kernel mounts through the FUSE binding
-// the bundle carries inside itself (before: "Cannot find module '@diverge/fuse-native'").
+// Every family: tools, info, secrets, both MCP directions, vault, postgres (to a real PostgreSQL),
+// daemon, command, the filesystem, agents. fuse::mount (multiplexed) and /fuse/mount (paths) are
+// real kernel mounts through the FUSE binding the bundle carries inside itself (before: "Cannot find module '@diverge/fuse-native'").
 import { spawnSync } from "node:child_process";
+import { createServer } from "node:net";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,14 +14,26 @@ import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import pg from "pg";
+import WebSocket from "ws";
+import { decodeClientFrame, encodeClientFrame, encodeServerFrame } from "@diverge/codec";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
+import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../../client/test/multiplexed-postgres-server.js";
+import type { Agent } from "../../client/src/index.js";
+import type { AgenticLoopChunk } from "@diverge/codec";
 import { isMounted, loadClient, packageDir, startProxyProcess, waitFor, type ProxyProcess } from "./proxy-process-support.js";
 
 const fuseMissing = !existsSync("/dev/fuse") ? "no /dev/fuse" : process.getuid?.() !== 0 ? "not root" : undefined;
 const work = mkdtempSync(join(tmpdir(), "diverge-bundle-families-"));
 const built = join(work, "build");
 let lone: string;
+// The postgres pairs reach a real PostgreSQL through the bundle (the provider pipes its half to it).
+let database: ThrowawayPostgres;
 
+beforeAll(async () => {
+  database = await startThrowawayPostgres();
+}, 120_000);
 beforeAll(() => {
   const result = spawnSync(process.execPath, [join(packageDir, "scripts", "bundle.mjs"), "--no-sea", "--no-natives", "--out", built], { encoding: "utf8", timeout: 240_000 });
   if (result.status !== 0) throw new Error(`bundle.mjs failed (${result.status ?? result.signal}): ${result.stdout}${result.stderr}`);
@@ -33,7 +47,8 @@ beforeAll(() => {
   }
   lone = join(dir, "diverge-proxy.mjs");
 }, 300_000);
-afterAll(() => {
+afterAll(async () => {
+  await database?.stop();
   rmSync(work, { recursive: true, force: true });
   if (lone) rmSync(dirname(lone), { recursive: true, force: true });
 });
@@ -66,6 +81,25 @@ async function lonelyProxy(extra: string[]): Promise<ProxyProcess> {
   return proxy;
 }
 
+/** A loopback port free a moment ago: the proxy's postgres listener, whose port its listening line does not give. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** The program's database driver on the proxy's postgres listener: one query answered by the real database. */
+async function selectThroughProxy(pgPort: number): Promise<string> {
+  const driver = new pg.Client({ host: "127.0.0.1", port: pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 30_000 });
+  driver.on("error", () => {});
+  cleanups.push(() => driver.end());
+  await driver.connect();
+  const { rows } = await driver.query<{ answer: string }>("select 'through the bundle' as answer");
+  return rows[0]!.answer;
+}
+
 /** The program in the container: an MCP client of the proxy's program port. */
 async function programClient(port: number): Promise<Client> {
   const program = new Client({ name: "program-in-the-container", version: "1.0.0" });
@@ -87,13 +121,31 @@ const answers = {
 };
 
 describe("the lone bundle (its .mjs alone in an empty directory) serves every family", () => {
-  it(`multiplexed: tools, info, secrets, outward MCP, vault, tree, read, write${fuseMissing ? "" : ", fuse::mount"}`, { timeout: 120_000 }, async () => {
+  it(`multiplexed: tools, info, secrets, outward MCP, vault, postgres, daemon, tree, read, write${fuseMissing ? "" : ", fuse::mount"}`, { timeout: 240_000 }, async () => {
     const client = await loadClient();
     const container = await startExampleContainer({ host: "127.0.0.1" });
     cleanups.push(() => container.close());
     const { root, served } = places();
-    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root]);
-    const connection = await client.openContainer(`ws://127.0.0.1:${proxy.ports.provider}/`, { handlers: answers as never });
+    const pgPort = await freePort();
+    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root, "--pg-port", String(pgPort)]);
+    const daemonFrames: string[] = [];
+    const connection = await client.openContainer(`ws://127.0.0.1:${proxy.ports.provider}/`, {
+      handlers: answers as never,
+      onPostgres: (announced) => void client.pipePostgres(announced, { host: "127.0.0.1", port: database.port }).catch(() => {}),
+      // The daemon: the provider's half answers each program request with one response and its finish.
+      onDaemon: (announced) => {
+        const half = announced.accept({
+          data: (frame) => {
+            const request = decodeClientFrame(frame);
+            daemonFrames.push(request.variant);
+            if (request.variant !== "Request") return;
+            half.send(encodeServerFrame({ variant: "Response", scope: request.scope, channel: 0, payload: new Uint8Array([7]) }));
+            half.send(encodeServerFrame({ variant: "ResponseFinish", scope: request.scope, channel: 0 }));
+          },
+          end: () => {},
+        });
+      },
+    });
     cleanups.push(() => connection.close());
     // tools (the begin) and info
     const tools = await connection.beginTools({ arguments: { greeting: "Hello" }, image: { name: "diverge/example-greeter", digest: "sha256:00" } });
@@ -108,6 +160,19 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
     // vault: the program's GET, answered by the provider
     const got = await fetch(`http://127.0.0.1:${proxy.ports.program}/vault/k1`);
     expect([got.status, await got.text()]).toEqual([200, "value of k1"]);
+    // postgres: the program's driver, piped by the provider to the real database
+    expect(await selectThroughProxy(pgPort)).toBe("through the bundle");
+    // daemon: the program's frames to the provider's half and its answer back
+    const daemon = new WebSocket(`ws://127.0.0.1:${proxy.ports.program}/daemon`);
+    cleanups.push(() => daemon.terminate());
+    const answered = new Promise<Buffer[]>((resolve) => {
+      const got: Buffer[] = [];
+      daemon.on("message", (data: Buffer) => got.push(data) === 2 && resolve(got));
+    });
+    await new Promise((resolve, reject) => daemon.once("open", resolve).once("error", reject));
+    daemon.send(encodeClientFrame({ variant: "Request", scope: 5, channel: 0, payload: new Uint8Array([1]) }));
+    expect((await answered).map((frame) => frame.toString("hex"))).toEqual(["02000000050000000007", "030000000500000000"]);
+    expect(daemonFrames).toEqual(["Request"]);
     // filesystem: tree, read, write
     for await (const frame of connection.tree()) {
       expect((frame as { children: { name: string }[] }).children.map((c) => c.name).sort()).toEqual(["DIVERGE.md", "hello.txt"]);
@@ -129,17 +194,19 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
     }
   });
 
-  it(`paths: tools, outward MCP, vault, command, tree, read, write${fuseMissing ? "" : ", /fuse/mount"}`, { timeout: 120_000 }, async () => {
+  it(`paths: tools, outward MCP, vault, command, postgres, tree, read, write${fuseMissing ? "" : ", /fuse/mount"}`, { timeout: 240_000 }, async () => {
     const client = await loadClient();
     const container = await startExampleContainer({ host: "127.0.0.1" });
     cleanups.push(() => container.close());
     const { root, served } = places();
-    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root, "--no-secrets-gate"]);
+    const pgPort = await freePort();
+    const proxy = await lonelyProxy(["--app-port", String(container.port), "--root", root, "--no-secrets-gate", "--pg-port", String(pgPort)]);
     const url = `ws://127.0.0.1:${proxy.ports.provider}`;
     const mounts = new client.PathsMounts(url);
     const answering = client.connectProxy(url, {
       ...mounts.handlers(),
       ...(answers as object),
+      raw: client.postgresOverPaths({ host: "127.0.0.1", port: database.port }),
       command: async function* ({ command }: { command: Uint8Array }) {
         yield { variant: "Item" as const, item: Buffer.from(`ran ${Buffer.from(command).toString()}`) };
       },
@@ -159,6 +226,8 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
     const ran = await fetch(`http://127.0.0.1:${proxy.ports.program}/command`, { method: "POST", body: "echo" });
     const lines = (await ran.text()).trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines[0]).toEqual({ item: Buffer.from("ran echo").toString("base64") });
+    // postgres: /requests kind 11 and /postgres/{channel} to the real database
+    expect(await selectThroughProxy(pgPort)).toBe("through the bundle");
     // filesystem on its paths
     const fs = client.filesystemPaths(url);
     for await (const frame of fs.tree()) {
@@ -178,5 +247,38 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
       expect((await proxy.exit).code).toBe(0);
       expect(await isMounted(join(root, "deeper", "mnt"))).toBe(false);
     }
+  });
+
+  it.each(["multiplexed", "paths"] as const)("%s: an agent container (begin, info, a message, its chunks to the turn's end)", { timeout: 240_000 }, async (transport) => {
+    const client = await loadClient();
+    let programPort = 0;
+    const program = await startExampleAgent({ port: 0, mcpUrl: () => `http://127.0.0.1:${programPort}/mcp` });
+    cleanups.push(() => program.close());
+    const proxy = await lonelyProxy(["--app-port", String(program.port), "--root", exampleAgentRoot, ...(transport === "paths" ? ["--no-secrets-gate"] : [])]);
+    programPort = proxy.ports.program;
+    const url = `ws://127.0.0.1:${proxy.ports.provider}/`;
+    let agent: Agent;
+    if (transport === "multiplexed") {
+      const connection = await client.openContainer(url);
+      cleanups.push(() => connection.close());
+      agent = await connection.beginAgent({ arguments: { name: "bundled" } });
+      expect((await agent.info())?.frontMatter.title).toBe("Example agent");
+      await agent.feedSecrets({ API_KEY: "k" });
+    } else {
+      const paths = await client.beginPathsAgent(url, { arguments: { name: "bundled" } });
+      cleanups.push(() => paths.close());
+      agent = paths;
+      expect((await agent.info())?.frontMatter.arguments).toMatchObject({ type: "object" });
+    }
+    expect(program.registered).toMatchObject({ name: "bundled" });
+    const seen: AgenticLoopChunk[] = [];
+    // The turn ends with its usage chunk.
+    const ended = (async () => {
+      for await (const chunk of agent.chunks()) if (seen.push(chunk) && chunk.type === "usage") return;
+    })();
+    expect(await agent.enqueue("k1", "hello")).toBe("delivered");
+    await ended;
+    const { messages } = client.foldAll(seen);
+    expect(messages.some((message) => message.kind === "text" && message.text.includes("You said: hello"))).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 // `diverge-proxy --log-format json --health <host:port>`: the real CLI, a real provider (the built
 // @diverge/client) and the example container; /healthz and /metrics by real HTTP requests.
 import { spawn, type ChildProcess } from "node:child_process";
+import { get as httpGet } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
@@ -87,7 +88,7 @@ describe("diverge-proxy --log-format json --health 127.0.0.1:0", () => {
       const port = Number(/ws:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)![1]);
       // 503 while the proxy loads (the ports bound), 200 once it serves: polled as an orchestrator would.
       let before = await get(`${base}/healthz`);
-      for (let i = 0; before.status === 503 && i < 200; i++) {
+      for (const deadline = Date.now() + 60_000; before.status === 503 && Date.now() < deadline; ) {
         expect(JSON.parse(before.body)).toMatchObject({ ready: false, status: "starting" });
         await new Promise((r) => setTimeout(r, 25));
         before = await get(`${base}/healthz`);
@@ -142,5 +143,37 @@ describe("diverge-proxy --log-format json --health 127.0.0.1:0", () => {
       expect(await new Promise((resolve) => child.once("exit", resolve))).toBe(2);
       expect(stderr.split("\n")[0]).toContain(flag);
     }
+  });
+
+  it("--allow-health-host widens the Host names --health accepts (a scraper's service name); without --health it is a usage error", async () => {
+    const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", "9", "--root", exampleRoot, "--health", "127.0.0.1:0", "--allow-health-host", "scraper.monitoring.svc"], { stdio: ["ignore", "pipe", "pipe"] });
+    children.push(child);
+    let stderr = "";
+    const base = await new Promise<string>((resolve, reject) => {
+      child.stderr!.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const found = /health and metrics at (http:\/\/[^/\s"]+)\/healthz/.exec(stderr);
+        if (found) resolve(found[1]!);
+      });
+      child.once("exit", (code) => reject(new Error(`the proxy exited (${code}): ${stderr}`)));
+    });
+    const port = Number(new URL(base).port);
+    const statusWithHost = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        httpGet({ host: "127.0.0.1", port, path: "/healthz", headers: { host } }, (response) => {
+          response.resume();
+          resolve(response.statusCode!);
+        }).once("error", reject);
+      });
+    expect(await statusWithHost(`scraper.monitoring.svc:${port}`)).not.toBe(403);
+    expect(await statusWithHost(`127.0.0.1:${port}`)).not.toBe(403);
+    expect(await statusWithHost(`elsewhere.example:${port}`)).toBe(403);
+    child.kill("SIGTERM");
+
+    const alone = spawn(process.execPath, [cli, "--allow-health-host", "scraper.monitoring.svc"], { stdio: ["ignore", "pipe", "pipe"] });
+    let aloneErr = "";
+    alone.stderr!.on("data", (chunk: Buffer) => (aloneErr += chunk.toString()));
+    expect(await new Promise((resolve) => alone.once("exit", resolve))).toBe(2);
+    expect(aloneErr.split("\n")[0]).toContain("--allow-health-host widens --health");
   });
 });

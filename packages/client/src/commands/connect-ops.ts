@@ -8,15 +8,19 @@ import type { OpsServer } from "@diverge/multiplexer/ops";
 export const connectOpsOptions = {
   "log-format": { type: "string", default: "text" },
   health: { type: "string" },
+  "allow-health-host": { type: "string", multiple: true },
 } as const;
 
-export const connectOpsUsage = "    [--log-format text|json] [--health <host:port>]                             logs as JSON; /healthz and /metrics";
+export const connectOpsUsage = "    [--log-format text|json] [--health <host:port> [--allow-health-host <name>]...]  logs as JSON; /healthz and /metrics";
 
 export const connectOpsHelp = `  --log-format <f>          text (default) or json: every stderr line one JSON object (time, level,
                             event, the ids in it, message; secret values never written); info for
                             progress, error for the rest
   --health <host:port>      serve GET /healthz (200 while the proxy is held: multiplexed connected and
-                            begun, paths /requests open; else 503) and GET /metrics (Prometheus text)`;
+                            begun, paths /requests open; else 503) and GET /metrics (Prometheus text)
+  --allow-health-host <name> a Host name (and its Origins) --health accepts besides loopback and the
+                            address it is bound to (every local address when 0.0.0.0): a scraper's
+                            service name, say (repeatable; "*" accepts any); others get 403`;
 
 type Outcome = "answered" | "declined" | "streamEnded" | "failed";
 
@@ -37,19 +41,19 @@ export class ConnectOps {
   constructor(
     readonly transport: "multiplexed" | "paths",
     readonly logFormat: "text" | "json",
-    private readonly health: { host: string; port: number } | undefined,
+    private readonly health: { host: string; port: number; allowedHosts?: readonly string[] } | undefined,
   ) {}
 
   /** Checks the flags: a message for a usage error, or the parsed ops. */
-  static parse(values: { "log-format"?: string; health?: string }, transport: "multiplexed" | "paths"): ConnectOps | string {
+  static parse(values: { "log-format"?: string; health?: string; "allow-health-host"?: string[] }, transport: "multiplexed" | "paths"): ConnectOps | string {
     const format = values["log-format"] ?? "text";
     if (format !== "text" && format !== "json") return `--log-format must be text or json, not ${format}`;
-    let health: { host: string; port: number } | undefined;
+    let health: { host: string; port: number; allowedHosts?: readonly string[] } | undefined;
     if (values.health !== undefined) {
       const match = /^(?:\[([^\]]+)\]|([^:]+)):([0-9]+)$/.exec(values.health);
       if (!match || Number(match[3]) > 65535) return `--health must be <host>:<port>, e.g. 127.0.0.1:9464`;
-      health = { host: match[1] ?? match[2]!, port: Number(match[3]) };
-    }
+      health = { host: match[1] ?? match[2]!, port: Number(match[3]), allowedHosts: values["allow-health-host"] };
+    } else if (values["allow-health-host"] !== undefined) return "--allow-health-host widens --health, which is not given";
     return new ConnectOps(transport, format, health);
   }
 
