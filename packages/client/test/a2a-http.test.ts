@@ -106,7 +106,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect(allowed.status).toBe(200);
     expect(JSON.parse(allowed.text)).toMatchObject({ result: { kind: "task", status: { state: "input-required" } } });
     expect(program.runs).toBe(1);
-  }, 60_000);
+  }, 120_000);
 
   it("bounds every request body: 413 with a JSON-RPC error naming the limit, read no further, the card's path too", async () => {
     const limit = 64 * 1024;
@@ -129,7 +129,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     // A body within the limit is served as before.
     const served = await raw(serving.url, { body: sendMessage("within the limit") });
     expect(JSON.parse(served.text)).toMatchObject({ result: { status: { state: "input-required" } } });
-  }, 60_000);
+  }, 120_000);
 
   it("a message/stream client that stops reading holds at most the bound; its stream ends with an error saying why", async () => {
     const limit = 256 * 1024;
@@ -189,7 +189,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect((problem as ContainerError).detail).toMatchObject({ variant: "TooLarge", what: "enqueue", limit });
     expect((problem as ContainerError).detail).toHaveProperty("bytes", agent.enqueueBytes("big", "z".repeat(limit + 1)));
     expect(await agent.enqueue("small", "still here")).toBe("delivered");
-  }, 60_000);
+  }, 120_000);
 
   it("diverge connect --serve-agent checks Host and Origin; --allow-host and --allow-origin widen them", async () => {
     const { url } = await proxyAndProgram(transport);
@@ -215,7 +215,7 @@ describe.each(["multiplexed", "paths"] as const)("the A2A bridge's HTTP layer on
     expect((await card({ host: `127.0.0.1:${port}` })).status).toBe(200);
     child.kill("SIGINT");
     expect(await closed).toBe(0);
-  }, 60_000);
+  }, 120_000);
 });
 
 /** Sends only the request head, declaring `length` bytes of body, and reads the answer. */

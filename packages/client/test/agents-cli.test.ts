@@ -124,7 +124,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(result.stdout).toContain("← call_1_1: from the cli");
     expect(result.stdout).toMatch(/usage: prompt \d+, completion \d+, total \d+/);
     expect(tools.calls).toEqual(['echo {"text":"from the cli"}']);
-  }, 40_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("diverge agent --json prints every chunk as one JSON line", async () => {
     const { url } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
@@ -133,7 +133,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     const chunks = result.stdout.trim().split("\n").map((line) => JSON.parse(line) as { type: string; key?: string });
     expect(chunks[0]).toEqual({ type: "user_text_content", key: "j", text: "just text" });
     expect(chunks.map((chunk) => chunk.type)).toContain("usage");
-  }, 40_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("diverge connect --agent holds the agent: each stdin line a message, the loop on stdout", async () => {
     const { url, program } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
@@ -156,7 +156,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(program.runs).toBe(2);
     child.kill("SIGINT");
     expect(await closed).toBe(0);
-  }, 40_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("diverge connect --serve-agent serves the container's agent to an A2A client", async () => {
     const { url } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
@@ -179,7 +179,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(task.artifacts?.find((artifact) => artifact.artifactId === "response")?.parts.map((part) => (part.kind === "text" ? part.text : "")).join("")).toBe("You said: over the command");
     child.kill("SIGINT");
     expect(await closed).toBe(0);
-  }, 40_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("--serve-agent: the A2A SDK's client sends, streams and cancels", async () => {
     const { url, program, tools } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
@@ -254,7 +254,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect(waitingStates.at(-1)).toBe("canceled");
     program.release("c");
     expect(((await pausing) as { result: Task }).result.status.state).toBe("input-required");
-  }, 60_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("--serve-agent: a turn ends waiting for input; a follow-up continues the task; a waiting task cancels", async () => {
     const { url } = await proxyAndProgram({ secretsGate: transport === "multiplexed" ? undefined : false });
@@ -286,7 +286,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     expect((canceled as { result: Task }).result.status.state).toBe("canceled");
     const refused = await client.sendMessage({ message: { ...params("too late").message, taskId: first.id } });
     expect("error" in refused ? refused.error.code : undefined).toBe(-32600);
-  }, 60_000);
+  }, 120_000);
 });
 
 /** An agent begun on the proxy at `url` over `transport`, its provider side answered, nothing declared. */

@@ -113,7 +113,7 @@ describe.each(["multiplexed", "paths"] as const)("an agent container on %s", (tr
     expect(messages.some((message) => message.kind === "text" && message.text.includes("You said: hello"))).toBe(true);
     expect(messages.some((message) => message.kind === "reasoning")).toBe(true);
     expect(usage.total_tokens).toBeGreaterThan(0);
-  }, 30_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("a second message queued mid-loop is taken at a seam; a dequeue withdraws a waiting one", async () => {
     const { agent, seen, program } = await rig(transport);
@@ -149,7 +149,7 @@ describe.each(["multiplexed", "paths"] as const)("an agent container on %s", (tr
     const firstK2 = seen.findIndex((chunk) => chunk.type === "user_text_content" && chunk.key === "k2");
     expect(seen.slice(0, firstK2).some((chunk) => chunk.type === "assistant_text_content")).toBe(true);
     expect(program.runs).toBe(1);
-  }, 30_000);
+  }, 120_000);
 
   it.skipIf(!proxyServesAgents)("a message the program refuses rejects with its words; a loop's end starts the next on what waits", async () => {
     const { agent, program } = await rig(transport);
@@ -159,7 +159,7 @@ describe.each(["multiplexed", "paths"] as const)("an agent container on %s", (tr
     expect(await agent.enqueue("again", "once more")).toBe("delivered");
     await agent.settled({ idleMs: 500 });
     expect(program.runs).toBe(2);
-  }, 30_000);
+  }, 120_000);
 
 });
 
@@ -178,5 +178,5 @@ describe("the multiplexed connection", () => {
     await expect(connection.mcp.listTools()).rejects.toMatchObject({ detail: { variant: "NotBegun" } });
     expect(await agent.enqueue("k", "still here")).toBe("delivered");
     expect(program.calls.filter((call) => call === "POST /register")).toHaveLength(1);
-  }, 30_000);
+  }, 120_000);
 });

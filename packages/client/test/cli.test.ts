@@ -29,7 +29,7 @@ async function proxy(): Promise<RunningProxy> {
 }
 
 describe("diverge tools", () => {
-  it("names the --secret DIVERGE.md declares and nobody gave before it waits, and gives up after --timeout", { timeout: 60_000 }, async () => {
+  it("names the --secret DIVERGE.md declares and nobody gave before it waits, and gives up after --timeout", { timeout: 120_000 }, async () => {
     const running = await proxy();
     // The message naming the 5000 ms is the proof (long enough that the warning, which needs DIVERGE.md read first, comes before it under load) it gave up after --timeout (no measured time: a loaded machine is slow, not wrong).
     const failure = await run("node", [cli, "tools", "list", "--proxy", `http://127.0.0.1:${running.port}`, "--arguments", '{"greeting":"Hey"}', "--timeout", "5000"]).then(
@@ -43,7 +43,7 @@ describe("diverge tools", () => {
     expect(timedOut).toContain("secrets gate");
   });
 
-  it("says why a second run against the same proxy is refused", { timeout: 60_000 }, async () => {
+  it("says why a second run against the same proxy is refused", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const common = ["--proxy", `ws://127.0.0.1:${running.port}`, "--arguments", '{"greeting":"Hey"}', "--secret", "API_KEY=k"];
     await run("node", [cli, "tools", "list", ...common]);
@@ -58,13 +58,13 @@ describe("diverge tools", () => {
 });
 
 describe("diverge answer", () => {
-  it("on SIGTERM prints stopping and never dialling again after it", { timeout: 60_000 }, async () => {
+  it("on SIGTERM prints stopping and never dialling again after it", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const child = spawn("node", [cli, "answer", "--proxy", `ws://127.0.0.1:${running.port}`, "--mcp", "http://127.0.0.1:9/mcp"], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 90_000;
     while (!stderr.includes("connected to") && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     child.kill("SIGTERM");
     expect(await exited).toBe(0);

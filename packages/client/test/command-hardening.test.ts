@@ -46,7 +46,7 @@ function alive(pid: number): boolean {
 }
 
 /** Resolves once `check` holds; a hang guard only (it fails the test after `ms`). */
-async function until(what: string, check: () => boolean, ms = 15_000): Promise<void> {
+async function until(what: string, check: () => boolean, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`never: ${what}`);
@@ -54,7 +54,7 @@ async function until(what: string, check: () => boolean, ms = 15_000): Promise<v
   }
 }
 
-function exited(child: ChildProcess, ms = 15_000): Promise<number | null> {
+function exited(child: ChildProcess, ms = 60_000): Promise<number | null> {
   return new Promise((resolve, reject) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
     const timer = setTimeout(() => reject(new Error(`pid ${child.pid} did not exit within ${ms} ms`)), ms);
@@ -139,7 +139,7 @@ function groupScript(dir: string): { executable: string; pidFile: string } {
 }
 
 describe("a command's processes end with their owner", () => {
-  it("the program leaving ends the command's whole group (its grandchild too)", { timeout: 40_000 }, async () => {
+  it("the program leaving ends the command's whole group (its grandchild too)", { timeout: 120_000 }, async () => {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: () => {} });
     cleanups.push(() => proxy.close());
     const { executable } = groupScript(tempDir());
@@ -153,7 +153,7 @@ describe("a command's processes end with their owner", () => {
     await until("no process of the command's group left", () => !alive(shell) && !alive(grandchild));
   });
 
-  it("the command's own exit ends what it left behind, and the exchange ends done", { timeout: 40_000 }, async () => {
+  it("the command's own exit ends what it left behind, and the exchange ends done", { timeout: 120_000 }, async () => {
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, log: () => {} });
     cleanups.push(() => proxy.close());
     const dir = tempDir();
@@ -169,7 +169,7 @@ describe("a command's processes end with their owner", () => {
   });
 
   for (const how of ["connect", "answer"] as const) {
-    it(`SIGTERM stops diverge ${how} promptly with a command running, and its group ends`, { timeout: 40_000 }, async () => {
+    it(`SIGTERM stops diverge ${how} promptly with a command running, and its group ends`, { timeout: 120_000 }, async () => {
       const proxy = await proxyProcess();
       const dir = tempDir();
       const { executable } = groupScript(dir);
@@ -179,7 +179,7 @@ describe("a command's processes end with their owner", () => {
       await until("the command running", () => {
         if (program.ended && program.lines.length > 0 && program.lines[0]!.end === "notServed") program = postCommand(proxy.programPort, "");
         return program.lines.length > 0 && program.lines[0]!.item !== undefined;
-      }, 30_000);
+      }, 120_000);
       const [shell, grandchild] = Buffer.from(program.lines[0]!.item as string, "base64").toString().split(" ").map(Number) as [number, number];
       const started = Date.now();
       provider.kill("SIGTERM");
@@ -193,7 +193,7 @@ describe("a command's processes end with their owner", () => {
 });
 
 describe("a command's output is bounded", () => {
-  it("a command writing faster than the program reads grows neither the proxy nor the provider", { timeout: 50_000 }, async () => {
+  it("a command writing faster than the program reads grows neither the proxy nor the provider", { timeout: 120_000 }, async () => {
     const proxy = await proxyProcess();
     const dir = tempDir();
     const executable = script(dir, `echo $$\nexec yes ${"y".repeat(200)}`);
@@ -202,7 +202,7 @@ describe("a command's output is bounded", () => {
     await until("the command running", () => {
       if (program.ended && program.lines[0]?.end === "notServed") program = postCommand(proxy.programPort, "");
       return program.lines.length > 1 && program.lines[0]!.item !== undefined;
-    }, 30_000);
+    }, 120_000);
     const yes = Number(Buffer.from(program.lines.shift()!.item as string, "base64").toString());
     // The program stops reading.
     program.response!.pause();
@@ -228,7 +228,7 @@ describe("a command's output is bounded", () => {
     expect(provider.exitCode).toBe(null);
   });
 
-  it("an endless line (cat /dev/zero) is the command's error; the provider lives on and answers the next", { timeout: 50_000 }, async () => {
+  it("an endless line (cat /dev/zero) is the command's error; the provider lives on and answers the next", { timeout: 120_000 }, async () => {
     const proxy = await proxyProcess();
     const dir = tempDir();
     const flag = join(dir, "second");
@@ -238,7 +238,7 @@ describe("a command's output is bounded", () => {
     await until("the command's end", () => {
       if (program.ended && program.lines[0]?.end === "notServed" && !existsSync(flag)) program = postCommand(proxy.programPort, "");
       return program.ended && (program.lines[0]?.end !== "notServed" || existsSync(flag));
-    }, 30_000);
+    }, 120_000);
     expect(program.lines).toEqual([{ end: "error", error: { refused: "lineTooLong", maxLineBytes: 16 * 1024 * 1024 - 1 } }]);
     expect(provider.exitCode).toBe(null);
     const next = postCommand(proxy.programPort, "");
@@ -246,7 +246,7 @@ describe("a command's output is bounded", () => {
     expect(next.lines).toEqual([{ item: Buffer.from("fine").toString("base64") }, { end: "done" }]);
   });
 
-  it("a first line over the message limit is an error, never notServed; lines are bytes", { timeout: 30_000 }, async () => {
+  it("a first line over the message limit is an error, never notServed; lines are bytes", { timeout: 120_000 }, async () => {
     const limit = 1024 * 1024;
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, maxMessageBytes: limit, log: () => {} });
     cleanups.push(() => proxy.close());
@@ -274,7 +274,7 @@ describe("a command's output is bounded", () => {
     expect(second.lines).toEqual([{ end: "error", error: { refused: "lineTooLong", maxLineBytes: limit - 1 } }]);
   });
 
-  it("a handler's item over the limit is the command's error, and a handler failing before its first item is lost: never notServed", { timeout: 30_000 }, async () => {
+  it("a handler's item over the limit is the command's error, and a handler failing before its first item is lost: never notServed", { timeout: 120_000 }, async () => {
     const limit = 64 * 1024;
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, secretsGate: false, maxMessageBytes: limit, log: () => {} });
     cleanups.push(() => proxy.close());

@@ -29,7 +29,7 @@ let database: ThrowawayPostgres;
 const cleanups: (() => Promise<unknown>)[] = [];
 beforeAll(async () => {
   database = await startThrowawayPostgres();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await database?.stop();
 });
@@ -59,7 +59,7 @@ function connect(proxy: RunningProxy, transport: Transport, flags: string[]): { 
     child,
     stderr: () => stderr,
     async waitFor(text) {
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 90_000;
       while (!(typeof text === "string" ? stderr.includes(text) : text.test(stderr))) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`never saw ${String(text)}; exit ${child.exitCode}; stderr:\n${stderr}`);
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -112,7 +112,7 @@ function commandScript(): string {
 
 describe("diverge connect with every backend flag", () => {
   for (const transport of TRANSPORTS) {
-    it(`--mcp-stdio, --database-url, --vault-database-url, --command-exec — ${transport}`, { timeout: 90_000 }, async () => {
+    it(`--mcp-stdio, --database-url, --vault-database-url, --command-exec — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixture();
       const running = connect(proxy, transport, ["--mcp-stdio", `node ${stdioServer}`, "--database-url", database.url, "--vault-database-url", database.url, "--vault-namespace", `ns-${transport}`, "--command-exec", commandScript()]);
       await running.waitFor(transport === "multiplexed" ? "/ begun" : "connected to");
@@ -138,7 +138,7 @@ describe("diverge connect with every backend flag", () => {
       expect(running.child.exitCode).toBe(0);
     });
 
-    it(`--mcp, --vault-dir, the embedded PGlite — ${transport}`, { timeout: 90_000 }, async () => {
+    it(`--mcp, --vault-dir, the embedded PGlite — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixture();
       const upstream = await startExampleContainer();
       cleanups.push(() => upstream.close());
@@ -159,7 +159,7 @@ describe("diverge connect with every backend flag", () => {
     });
   }
 
-  it("--serve-tools-stdio on --transport paths: one MCP session over stdio through /tool/*, logs on stderr only", { timeout: 60_000 }, async () => {
+  it("--serve-tools-stdio on --transport paths: one MCP session over stdio through /tool/*, logs on stderr only", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const transport = new StdioClientTransport({ command: "node", args: [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools-stdio"], stderr: "pipe" });
     let stderr = "";
@@ -208,7 +208,7 @@ async function cuttableFront(target: number): Promise<{ port: number; cut(path: 
 }
 
 describe("diverge connect --transport multiplexed: /requests beside /", () => {
-  it("is dialled again when it ends, while the one connection on / goes on", { timeout: 60_000 }, async () => {
+  it("is dialled again when it ends, while the one connection on / goes on", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const front = await cuttableFront(proxy.port);
     const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${front.port}`, "--arguments", '{"greeting":"Hey"}', "--command-exec", commandScript()], { stdio: ["ignore", "ignore", "pipe"] });
@@ -220,7 +220,7 @@ describe("diverge connect --transport multiplexed: /requests beside /", () => {
       await exited;
     });
     const waitFor = async (pattern: RegExp) => {
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 90_000;
       while (!pattern.test(stderr)) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`never saw ${String(pattern)}; exit ${child.exitCode}; stderr:\n${stderr}`);
         await new Promise((resolve) => setTimeout(resolve, 25));
@@ -241,7 +241,7 @@ describe("diverge connect --transport multiplexed: /requests beside /", () => {
 });
 
 describe("a command after the proxy's one connection was used", () => {
-  it("even by a connect whose begin was refused: one sentence naming what to do, exit 4; the refusal itself exits 6", { timeout: 60_000 }, async () => {
+  it("even by a connect whose begin was refused: one sentence naming what to do, exit 4; the refusal itself exits 6", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const failure = (args: string[]) =>
       run("node", [cli, ...args]).then(

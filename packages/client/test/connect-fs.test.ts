@@ -107,7 +107,7 @@ const transports = [
 
 describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () => {
   for (const [transport, flags] of transports) {
-    it(`${transport}: the program's files inside the mounts are the provider's; :ro is EROFS; the tree is a Snapshot then deltas on stdout`, { timeout: 90_000 }, async () => {
+    it(`${transport}: the program's files inside the mounts are the provider's; :ro is EROFS; the tree is a Snapshot then deltas on stdout`, { timeout: 120_000 }, async () => {
       const { base, root, proxy } = await fixture();
       const provider = join(base, "provider");
       const shared = join(base, "shared");
@@ -171,7 +171,7 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
     });
   }
 
-  it("--watch-tree <root>: only that subtree, paths from it, a fresh Snapshot when it goes", { timeout: 60_000 }, async () => {
+  it("--watch-tree <root>: only that subtree, paths from it, a fresh Snapshot when it goes", { timeout: 120_000 }, async () => {
     const { root, proxy } = await fixture();
     await mkdir(join(root, "src", "lib"), { recursive: true });
     await writeFile(join(root, "src", "a.ts"), "a");
@@ -190,7 +190,7 @@ describe.skipIf(!!unavailable)("diverge connect --mount and --watch-tree", () =>
     expect(await running.exited).toBe(0);
   });
 
-  it("refuses bad --mount values and a stray --ignore with exit 2; a mount the proxy refuses ends the command with exit 7", { timeout: 60_000 }, async () => {
+  it("refuses bad --mount values and a stray --ignore with exit 2; a mount the proxy refuses ends the command with exit 7", { timeout: 120_000 }, async () => {
     const { base, root, proxy } = await fixture();
     const url = `ws://127.0.0.1:${proxy.port}`;
     const usage = async (args: string[]) => {

@@ -51,7 +51,7 @@ function strings(value: unknown): string[] {
 }
 
 describe("diverge connect --log-format json, outside text in its lines", () => {
-  it("writes no form of a secret, and a name with a newline and a JSON object stays in one field of one line", { timeout: 90_000 }, async () => {
+  it("writes no form of a secret, and a name with a newline and a JSON object stays in one field of one line", { timeout: 120_000 }, async () => {
     const app = await startExampleContainer();
     const proxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, root: exampleRoot, secretsGate: false, log: () => {} });
     const child = spawn(process.execPath, [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--secret-env", "API_KEY", "--arguments", `{"greeting":"Hi"}`, "--serve-tools", "127.0.0.1:0", "--log-format", "json"], {
@@ -86,7 +86,7 @@ describe("diverge connect --log-format json, outside text in its lines", () => {
       for (const name of names) await client.callTool({ name, arguments: {} }).catch(() => undefined);
       // Each call's line written before the stop: the last name's line is there once the forged name's is.
       await new Promise<void>((resolve, reject) => {
-        const deadline = Date.now() + 30_000;
+        const deadline = Date.now() + 90_000;
         const check = () => (stderr.includes("forged") ? resolve() : Date.now() > deadline ? reject(new Error(`no line of the last call: ${stderr}`)) : setTimeout(check, 20));
         check();
       });

@@ -56,7 +56,7 @@ function connect(args: string[], options: { env?: Record<string, string> } = {})
     child,
     stderr: () => stderr,
     exited,
-    async waitFor(text, ms = 20_000) {
+    async waitFor(text, ms = 60_000) {
       const deadline = Date.now() + ms;
       for (;;) {
         const match = typeof text === "string" ? (stderr.includes(text) ? text : undefined) : text.exec(stderr)?.[0];
@@ -106,7 +106,7 @@ async function sameAsDirect(agents: Client[], direct: Client): Promise<void> {
 const begin = (proxy: RunningProxy) => ["--proxy", `ws://127.0.0.1:${proxy.port}`, "--arguments", '{"greeting":"Hey"}', "--secret-env", "API_KEY"];
 
 describe("diverge connect --serve-tools", () => {
-  it("serves the container's tools over --transport paths (/tool/*) as over the multiplexed one", { timeout: 60_000 }, async () => {
+  it("serves the container's tools over --transport paths (/tool/*) as over the multiplexed one", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture({ secretsGate: false });
     const running = connect(["--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools", "127.0.0.1:0"]);
     const url = (await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/mcp/)).trim();
@@ -125,7 +125,7 @@ describe("diverge connect --serve-tools", () => {
     expect(await running.exited).toBe(0);
   });
 
-  it("serves the container's tools to several MCP sessions at once, as the container's server answers them", { timeout: 60_000 }, async () => {
+  it("serves the container's tools to several MCP sessions at once, as the container's server answers them", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture();
     const running = connect([...begin(proxy), "--serve-tools", "127.0.0.1:0"], { env: { API_KEY: "k" } });
     const url = (await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/mcp/)).trim();
@@ -162,7 +162,7 @@ describe("diverge connect --serve-tools", () => {
     expect(running.stderr()).toContain("was lost");
   });
 
-  it("refuses a request whose Host or Origin is not its own, as the proxy's program port does", { timeout: 60_000 }, async () => {
+  it("refuses a request whose Host or Origin is not its own, as the proxy's program port does", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const running = connect([...begin(proxy), "--serve-tools", "127.0.0.1:0"], { env: { API_KEY: "k" } });
     const url = new URL((await running.waitFor(/http:\/\/127\.0\.0\.1:\d+\/mcp/)).trim());
@@ -182,7 +182,7 @@ describe("diverge connect --serve-tools", () => {
     await mcpClient(url.href);
   });
 
-  it("stops on SIGTERM with exit 0 and serves one session over stdio", { timeout: 60_000 }, async () => {
+  it("stops on SIGTERM with exit 0 and serves one session over stdio", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const transport = new StdioClientTransport({ command: "node", args: [cli, "connect", ...begin(proxy), "--serve-tools-stdio"], env: { ...(process.env as Record<string, string>), API_KEY: "k" }, stderr: "pipe" });
     let stderr = "";
@@ -203,7 +203,7 @@ describe("diverge connect --serve-tools", () => {
 });
 
 describe("diverge connect", () => {
-  it("exits 5 with one sentence when the proxy is not there, and 2 on a wrong flag", { timeout: 60_000 }, async () => {
+  it("exits 5 with one sentence when the proxy is not there, and 2 on a wrong flag", { timeout: 120_000 }, async () => {
     const unreachable = await run("node", [cli, "connect", "--proxy", "ws://127.0.0.1:9", "--quiet"]).then(
       () => undefined,
       (error: { code: number; stderr: string }) => error,
@@ -220,7 +220,7 @@ describe("diverge connect", () => {
     expect(help.stdout).toContain("3  the proxy's one multiplexed connection");
   });
 
-  it("--transport paths holds /requests, answers the proxy's MCP asks from --mcp, dials again when it ends, and stops on SIGINT", { timeout: 60_000 }, async () => {
+  it("--transport paths holds /requests, answers the proxy's MCP asks from --mcp, dials again when it ends, and stops on SIGINT", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture({ secretsGate: false });
     const running = connect(["--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--mcp", `${app.url.replace(/\/$/, "")}/mcp`]);
     await running.waitFor("connected to");

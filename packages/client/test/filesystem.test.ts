@@ -105,7 +105,7 @@ describe.each(transports)("filesystem over %s", (_name, connect) => {
     await close();
   });
 
-  it("a reader that gives up (cancel, or its signal) stops the proxy reading: the file closed far before its end", { timeout: 60_000 }, async () => {
+  it("a reader that gives up (cancel, or its signal) stops the proxy reading: the file closed far before its end", { timeout: 120_000 }, async () => {
     const url = await fresh();
     const big = join(root, "sparse");
     // 1 GiB, sparse: 512 pieces of 2 MiB if nothing stops the read.

@@ -23,7 +23,7 @@ const cleanups: (() => unknown)[] = [];
 beforeAll(async () => {
   database = await startThrowawayPostgres();
   app = await startExampleContainer({ pgPort: () => pgPortOfProxy, database: { user: "postgres", database: "postgres" } });
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await app?.close();
   await database?.stop();
@@ -148,7 +148,7 @@ describe("the multiplexed connection's flow control", () => {
     expect((await connection.mcp.listTools()).tools.length).toBeGreaterThan(0);
   });
 
-  it("a database that leaves 20 MB of one driver's bytes unread (within the provider's budget) stalls no other channel: another driver's query and an MCP exchange complete first", { timeout: 60_000 }, async () => {
+  it("a database that leaves 20 MB of one driver's bytes unread (within the provider's budget) stalls no other channel: another driver's query and an MCP exchange complete first", { timeout: 120_000 }, async () => {
     // Proves the provider's side: its pair buffers toward a slow database within its budget (32 MiB
     // here) without pausing the connection. (Before, any write the database did not take at once
     // paused the whole connection until the database drained.)
@@ -178,7 +178,7 @@ describe("the paths transport's raw postgres (kind 11)", () => {
     cleanups.push(() => connection.close());
   }
 
-  it("toward the database: a database that reads nothing pauses the path at the provider, the proxy stops reading the driver, and every byte arrives", { timeout: 60_000 }, async () => {
+  it("toward the database: a database that reads nothing pauses the path at the provider, the proxy stops reading the driver, and every byte arrives", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const stats: PostgresPathsStats = { maxDatabaseBuffered: 0, pathPauses: 0 };
     pathsProvider(running, stats);
@@ -196,7 +196,7 @@ describe("the paths transport's raw postgres (kind 11)", () => {
     expect(running.paths.postgres.stats.maxInFlight).toBeLessThanOrEqual(MiB + ONE_READ);
   });
 
-  it("toward the driver: a driver that stops reading for 200 ms every 4 MB gets a 40 MB result whole, the proxy holding at most its high-water mark, one message and one read", { timeout: 60_000 }, async () => {
+  it("toward the driver: a driver that stops reading for 200 ms every 4 MB gets a 40 MB result whole, the proxy holding at most its high-water mark, one message and one read", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const stats: PostgresPathsStats = { maxDatabaseBuffered: 0, pathPauses: 0 };
     pathsProvider(running, stats);

@@ -283,7 +283,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     });
   }
 
-  it("a proxy killed outright (SIGKILL): its watcher unmounts and removes the directories it made, not one it did not", { timeout: 60_000 }, async () => {
+  it("a proxy killed outright (SIGKILL): its watcher unmounts and removes the directories it made, not one it did not", { timeout: 120_000 }, async () => {
     await writeFile(join(provider, "f"), "x");
     await mkdir(join(root, "existing"));
     const dist = new URL("../../server/dist/families/fuse/index.js", import.meta.url).href;

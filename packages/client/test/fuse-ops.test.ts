@@ -106,7 +106,7 @@ describe.skipIf(!!unavailable)("FUSE operations through the proxy's mount", () =
   for (const transport of ["multiplexed", "paths"] as const) {
     const modes = transport === "multiplexed";
 
-    it(`${transport}: readFile, writeFile, readdir, mkdir, rename, unlink, rmdir, truncate, chmod, utimes reach the provider's directory`, { timeout: 60_000 }, async () => {
+    it(`${transport}: readFile, writeFile, readdir, mkdir, rename, unlink, rmdir, truncate, chmod, utimes reach the provider's directory`, { timeout: 120_000 }, async () => {
       await writeFile(join(provider, "hello.txt"), "from the provider");
       await mkdir(join(provider, "old-dir"));
       const at = await mountProvider(transport, "m");
@@ -174,7 +174,7 @@ describe.skipIf(!!unavailable)("FUSE operations through the proxy's mount", () =
     });
 
     if (modes) {
-      it(`${transport}: touch sets both times to now, touch -d both to the time given`, { timeout: 60_000 }, async () => {
+      it(`${transport}: touch sets both times to now, touch -d both to the time given`, { timeout: 120_000 }, async () => {
         await writeFile(join(provider, "t"), "x");
         const { utimes } = await import("node:fs/promises");
         await utimes(join(provider, "t"), 1500000000, 1500000000);
@@ -214,7 +214,7 @@ describe.skipIf(!!unavailable)("FUSE operations through the proxy's mount", () =
 });
 
 describe.skipIf(!!unavailable)("the diverge-proxy process ending with mounts", () => {
-  it("SIGTERM unmounts every mount of both transports, an operation still waiting failing, and leaves no stale mount", { timeout: 60_000 }, async () => {
+  it("SIGTERM unmounts every mount of both transports, an operation still waiting failing, and leaves no stale mount", { timeout: 120_000 }, async () => {
     const { spawn } = await import("node:child_process");
     const { fileURLToPath } = await import("node:url");
     const proxyCli = fileURLToPath(new URL("../../server/dist/cli.js", import.meta.url));
@@ -257,7 +257,7 @@ describe.skipIf(!!unavailable)("the diverge-proxy process ending with mounts", (
 });
 
 describe.skipIf(!!unavailable)("mounts and the §2 rules, on both transports", () => {
-  it("paths: /fuse/mount refuses a bad path, an existing mount and a link out of the root, as fuse::mount does", { timeout: 60_000 }, async () => {
+  it("paths: /fuse/mount refuses a bad path, an existing mount and a link out of the root, as fuse::mount does", { timeout: 120_000 }, async () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const mounts = new PathsMounts(url);
     answering = connectProxy(url, { ...mounts.handlers() });
@@ -275,7 +275,7 @@ describe.skipIf(!!unavailable)("mounts and the §2 rules, on both transports", (
   });
 
   for (const transport of ["multiplexed", "paths"] as const) {
-    it(`${transport}: the provider's connection lost while an operation waits on it fails that operation (EIO), never hangs`, { timeout: 60_000 }, async () => {
+    it(`${transport}: the provider's connection lost while an operation waits on it fails that operation (EIO), never hangs`, { timeout: 120_000 }, async () => {
       const { directoryHandlers } = await import("../src/index.js");
       await writeFile(join(provider, "f"), "data");
       let asked!: () => void;

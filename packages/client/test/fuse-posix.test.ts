@@ -16,7 +16,7 @@ useFuseHarness();
 
 describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
   for (const transport of ["multiplexed", "paths"] as const) {
-    it(`${transport}: the POSIX probe passes every check`, { timeout: 90_000 }, async () => {
+    it(`${transport}: the POSIX probe passes every check`, { timeout: 120_000 }, async () => {
       const mount = await mountProvider(transport);
       const results = JSON.parse(await ok(`python3 ${PROBE} ${mount} ${transport}`)) as Record<string, string>;
       const failed = Object.fromEntries(Object.entries(results).filter(([, v]) => v !== "ok"));
@@ -28,7 +28,7 @@ describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
       if (transport === "multiplexed") expect((await stat(join(provider, "times"), { bigint: true })).mtimeNs).toBe(1_500_000_000_987_654_321n);
     });
 
-    it(`${transport}: an errno named at the start of the provider's message reaches the program; any other message is EIO`, { timeout: 60_000 }, async () => {
+    it(`${transport}: an errno named at the start of the provider's message reaches the program; any other message is EIO`, { timeout: 120_000 }, async () => {
       await writeFile(join(provider, "guarded"), "g");
       await writeFile(join(provider, "odd"), "o");
       const dir = directoryHandlers(provider);
@@ -43,7 +43,7 @@ describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
     });
   }
 
-  it("paths: a file is read once per open and written back once per close, whatever the I/O sizes", { timeout: 60_000 }, async () => {
+  it("paths: a file is read once per open and written back once per close, whatever the I/O sizes", { timeout: 120_000 }, async () => {
     const mount = await mountProvider("paths");
     await writeFile(join(provider, "in.bin"), Buffer.alloc(6 << 20, 7));
     counted.fuseRead = counted.fuseWrite = 0;
@@ -56,7 +56,7 @@ describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
     expect((await readFile(join(provider, "in.bin"))).every((b) => b === 0)).toBe(true);
   });
 
-  it("paths: a file past what one message carries fails at open with EFBIG and a log line; a write past it never leaves a cut file", { timeout: 60_000 }, async () => {
+  it("paths: a file past what one message carries fails at open with EFBIG and a log line; a write past it never leaves a cut file", { timeout: 120_000 }, async () => {
     await writeFile(join(provider, "large.bin"), Buffer.alloc(2 << 20, 1));
     const mount = await mountProvider("paths", provider, 1 << 20);
     const read = await sh(`cat ${join(mount, "large.bin")} > /dev/null`);
@@ -69,7 +69,7 @@ describe.skipIf(!!unavailable)("a FUSE mount programs can trust", () => {
   });
 
   for (const transport of ["multiplexed", "paths"] as const) {
-    it(`${transport}: tar x, cp -a and rsync -a of a tree with links fail clearly`, { timeout: 60_000 }, async () => {
+    it(`${transport}: tar x, cp -a and rsync -a of a tree with links fail clearly`, { timeout: 120_000 }, async () => {
       const mount = await mountProvider(transport);
       const source = join(base, "linked");
       await ok(`mkdir -p ${source} && echo x > ${source}/file && ln -s file ${source}/sym && ln ${source}/file ${source}/hard`);

@@ -31,7 +31,7 @@ export function textOf(result: unknown): string {
   return ((result as { content: { text: string }[] }).content[0]!).text;
 }
 
-export async function until(condition: () => boolean, what: string, ms = 20_000): Promise<void> {
+export async function until(condition: () => boolean, what: string, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -40,7 +40,7 @@ export async function until(condition: () => boolean, what: string, ms = 20_000)
 }
 
 /** A hang guard: the promise, or a rejection naming `what` after `ms`. */
-export function guard<T>(promise: Promise<T>, what: string, ms = 20_000): Promise<T> {
+export function guard<T>(promise: Promise<T>, what: string, ms = 60_000): Promise<T> {
   let timer: ReturnType<typeof setTimeout>;
   return Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: ${what}`)), ms)))]).finally(() => clearTimeout(timer));
 }
@@ -65,7 +65,7 @@ export async function serveTools(proxy: RunningProxy, transport: Transport): Pro
     if (child.exitCode === null) child.kill("SIGKILL");
     await exited;
   });
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const url = /http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)?.[0];
     if (url) return { url, child, stderr: () => stderr };

@@ -14,7 +14,7 @@ import { cleanups, cli, fixture, guard, httpAgent, library, serveTools, stdioAge
 
 describe("an inward MCP call whose SSE stream the container's server closes mid-call", () => {
   for (const transport of TRANSPORTS) {
-    it(`is answered on the resumed stream through the library — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`is answered on the resumed stream through the library — ${transport}`, { timeout: 120_000 }, async () => {
       const { app, proxy } = await fixture();
       const mcp = await library(proxy, transport);
       const result = await guard(mcp.callTool({ name: "resumed" }), "the resumed call");
@@ -22,7 +22,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
       expect(app.resumptions()).toBeGreaterThan(0);
     });
 
-    it(`ends with -32603 naming why when the stream cannot be resumed — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`ends with -32603 naming why when the stream cannot be resumed — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixture();
       const mcp = await library(proxy, transport);
       const failure = await guard(
@@ -40,7 +40,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
     });
   }
 
-  it("is cancelled at the container's server when the provider closes its /tool/call-tool path", { timeout: 45_000 }, async () => {
+  it("is cancelled at the container's server when the provider closes its /tool/call-tool path", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture();
     const mcp = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
     const controller = new AbortController();
@@ -51,7 +51,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
     await until(() => app.calls.includes("never:cancelled"), "the container's server to see the call cancelled");
   });
 
-  it("is cancelled at the container's server when the provider's connection on / ends", { timeout: 45_000 }, async () => {
+  it("is cancelled at the container's server when the provider's connection on / ends", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture();
     const mcp = await library(proxy, "multiplexed");
     const call = mcp.callTool({ name: "never" }, { timeoutMs: 0 }).catch((error: unknown) => error);
@@ -62,7 +62,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
   });
 
   for (const transport of TRANSPORTS) {
-    it(`ends with the agent's own timeout through --serve-tools, and the call is cancelled at the container's server — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`ends with the agent's own timeout through --serve-tools, and the call is cancelled at the container's server — ${transport}`, { timeout: 120_000 }, async () => {
       const { app, proxy } = await fixture();
       const { url, child } = await serveTools(proxy, transport);
       const agent = await httpAgent(url);

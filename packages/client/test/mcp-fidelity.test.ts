@@ -18,7 +18,7 @@ afterEach(async () => {
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function until(check: () => boolean, ms = 5000, what = "condition"): Promise<void> {
+async function until(check: () => boolean, ms = 60_000, what = "condition"): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);

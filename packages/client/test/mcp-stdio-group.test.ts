@@ -39,7 +39,7 @@ function alive(pid: number): boolean {
 }
 
 /** Until `pid` has gone; false if it is still there after `ms` (a hang guard, not a timing claim). */
-async function gone(pid: number, ms = 15_000): Promise<boolean> {
+async function gone(pid: number, ms = 60_000): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (alive(pid)) {
     if (Date.now() > deadline) return false;
@@ -55,7 +55,7 @@ async function proxyWithProgram() {
 }
 
 describe("a stdio MCP server's process group", () => {
-  it("relay.close() ends the server and the child it left behind", { timeout: 60_000 }, async () => {
+  it("relay.close() ends the server and the child it left behind", { timeout: 120_000 }, async () => {
     const { script, pidFile } = wrapperScript();
     const proxy = await proxyWithProgram();
     const relay = relayToMcp({ command: script });
@@ -73,7 +73,7 @@ describe("a stdio MCP server's process group", () => {
     expect(await gone(child)).toBe(true);
   });
 
-  it("diverge connect --mcp-stdio stops on SIGTERM and takes the server's children with it", { timeout: 60_000 }, async () => {
+  it("diverge connect --mcp-stdio stops on SIGTERM and takes the server's children with it", { timeout: 120_000 }, async () => {
     const { script, pidFile } = wrapperScript();
     const proxy = await proxyWithProgram();
     const provider = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--mcp-stdio", script], { stdio: ["ignore", "ignore", "pipe"] });
@@ -84,7 +84,7 @@ describe("a stdio MCP server's process group", () => {
       if (provider.exitCode === null) provider.kill("SIGKILL");
       await exited;
     });
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 90_000;
     while (!stderr.includes("connected to")) {
       if (provider.exitCode !== null || Date.now() > deadline) throw new Error(`never connected; stderr:\n${stderr}`);
       await new Promise((resolve) => setTimeout(resolve, 25));

@@ -62,7 +62,7 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
   let stderr = "";
   server.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const client = new pg.Client({ connectionString: url });
     try {

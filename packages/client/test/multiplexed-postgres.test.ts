@@ -16,7 +16,7 @@ const connections: MultiplexedConnection[] = [];
 beforeAll(async () => {
   database = await startThrowawayPostgres();
   app = await startExampleContainer({ pgPort: () => pgPortOfProxy, database: { user: "postgres", database: "postgres" } });
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await app?.close();
   await database?.stop();
@@ -133,7 +133,7 @@ describe("the postgres pair", () => {
       programToDatabase: { bytes: after.toProviderBytes, frames: after.toProviderFrames, seconds: +upSeconds.toFixed(3), mbPerSecond: +(mb(after.toProviderBytes) / upSeconds).toFixed(1), framesPerSecond: Math.round(after.toProviderFrames / upSeconds), maxBufferedInProxy: after.maxProviderBuffered },
     };
     console.log(`postgres pair throughput: ${JSON.stringify(report)}`);
-  }, 60_000);
+  }, 120_000);
 
   it("closes the driver's socket when the provider declines the connection", async () => {
     const declined: number[] = [];

@@ -53,7 +53,7 @@ function requestsProvider(proxy: RunningProxy, handlers: ProxyHandlers): string[
 }
 
 describe("outward MCP on the begin scope", () => {
-  it("goes on /requests before the begin and on proxy-opened channels after it, answered by the same handlers", { timeout: 60_000 }, async () => {
+  it("goes on /requests before the begin and on proxy-opened channels after it, answered by the same handlers", { timeout: 120_000 }, async () => {
     const { proxy, providerMcp } = await setUp();
     const relay = relayToMcp({ url: providerMcp });
     cleanups.push(() => relay.close());
@@ -75,7 +75,7 @@ describe("outward MCP on the begin scope", () => {
     expect(kinds.slice(asked).filter((kind) => kind.startsWith("Mcp") && kind !== "McpNotifications")).toEqual([]);
   });
 
-  it("openContainer takes the relay's shape too: handlers: relayToMcp(…) answers on the begin scope, as connectProxy's do", { timeout: 60_000 }, async () => {
+  it("openContainer takes the relay's shape too: handlers: relayToMcp(…) answers on the begin scope, as connectProxy's do", { timeout: 120_000 }, async () => {
     const { proxy, providerMcp } = await setUp();
     const relay = relayToMcp({ url: providerMcp });
     cleanups.push(() => relay.close());
@@ -89,7 +89,7 @@ describe("outward MCP on the begin scope", () => {
     expect((await agent.listTools()).tools.map((tool) => tool.name)).toContain("greet");
   });
 
-  it("a channel the provider does not answer is not served; a connection lost mid-exchange is an MCP error and is not asked again", { timeout: 60_000 }, async () => {
+  it("a channel the provider does not answer is not served; a connection lost mid-exchange is an MCP error and is not asked again", { timeout: 120_000 }, async () => {
     const { proxy } = await setUp();
     let release: (() => void) | undefined;
     const hanging = new Promise<void>((resolve) => (release = resolve));
@@ -124,7 +124,7 @@ describe("outward MCP on the begin scope", () => {
     expect(kinds.filter((kind) => kind === "McpCallTool")).toEqual([]);
   });
 
-  it("opens the notification channel once, at the first exchange, and each notification reaches every session of the program", { timeout: 60_000 }, async () => {
+  it("opens the notification channel once, at the first exchange, and each notification reaches every session of the program", { timeout: 120_000 }, async () => {
     const { proxy, providerMcp } = await setUp();
     const relay = relayToMcp({ url: providerMcp });
     cleanups.push(() => relay.close());

@@ -52,7 +52,7 @@ function book(): { asks: RawAsk[]; push(ask: RawAsk): void; next(tag: number, ms
       asks.push(ask);
       wake?.();
     },
-    async next(tag, ms = 10_000) {
+    async next(tag, ms = 60_000) {
       const deadline = Date.now() + ms;
       for (;;) {
         const found = asks.find((ask) => ask.tag === tag && !taken.has(ask));

@@ -108,7 +108,7 @@ describe("outward MCP: the program's exchange, answered by the provider on eithe
   ];
   for (const row of rows) {
     for (const transport of TRANSPORTS) {
-      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`${row.outcome} — ${transport}`, { timeout: 120_000 }, async () => {
         const proxy = await proxyFor(await container(), row.maxMessageBytes);
         await provide(proxy, transport, row.handlers);
         const agent = await program(proxy);
@@ -124,7 +124,7 @@ describe("an oversized answer (larger than the proxy's message limit) on either 
   // its connection goes on. Same outcome on both transports.
   const LIMIT = 64 * 1024;
   for (const transport of TRANSPORTS) {
-    it(`outward MCP: not served, the connection goes on — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`outward MCP: not served, the connection goes on — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container(), LIMIT);
       const provider = await provide(proxy, transport, { mcpCallTool: ({ params }) => ({ variant: "Result", result: text(params.name === "big" ? "x".repeat(200_000) : "small") }) }, LIMIT);
       const agent = await program(proxy);
@@ -133,7 +133,7 @@ describe("an oversized answer (larger than the proxy's message limit) on either 
       expect(provider.connected()).toBe(true);
       expect(await programOutcome(() => agent.callTool({ name: "small", arguments: {} }))).toEqual({ result: text("small") });
     });
-    it(`vault: 503 not served, the connection goes on — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`vault: 503 not served, the connection goes on — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container(), LIMIT);
       const provider = await provide(proxy, transport, { vaultGet: ({ key }) => ({ variant: "Present", value: new Uint8Array(key === "big" ? 200_000 : 3) }) }, LIMIT);
       const big = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/big`);
@@ -145,7 +145,7 @@ describe("an oversized answer (larger than the proxy's message limit) on either 
     });
   }
   for (const transport of TRANSPORTS) {
-    it(`a provider that does not know the limit: the program still gets an MCP error, never a hang — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`a provider that does not know the limit: the program still gets an MCP error, never a hang — ${transport}`, { timeout: 120_000 }, async () => {
       // On paths the proxy closes that one answer path (1009: AnswerTooLarge); on / the proxy ends the
       // one connection (Lost). The program's outcome is an MCP error on both.
       const proxy = await proxyFor(await container(), LIMIT);
@@ -163,7 +163,7 @@ describe("outward MCP: the provider's connection lost mid-exchange", () => {
   // asked again, so the program gets an MCP error; an unanswered `/requests` ask is asked again on
   // the next connection, so the program gets the next provider's answer. Neither hangs.
   for (const transport of TRANSPORTS) {
-    it(`the program is never left waiting — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`the program is never left waiting — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container());
       const hang: ProviderHandlers = { mcpCallTool: () => new Promise(() => {}) };
       let drop: () => Promise<unknown>;
@@ -229,7 +229,7 @@ describe("outward MCP: a malformed answer, sent by a raw provider on either tran
   for (const row of rows) {
     const seen: Partial<Record<Transport, unknown>> = {};
     for (const transport of TRANSPORTS) {
-      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`${row.outcome} — ${transport}`, { timeout: 120_000 }, async () => {
         const proxy = await proxyFor(await container());
         const provider = await rawProvider(proxy, transport);
         const agent = await program(proxy);
@@ -265,7 +265,7 @@ describe("vault: the program's HTTP call, answered by the provider on either tra
   ];
   for (const row of rows) {
     for (const transport of TRANSPORTS) {
-      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`${row.outcome} — ${transport}`, { timeout: 120_000 }, async () => {
         const proxy = await proxyFor(await container());
         await provide(proxy, transport, row.handlers);
         const response = await fetch(`http://127.0.0.1:${proxy.programPort}/vault/k`);
@@ -289,7 +289,7 @@ describe("vault: malformed, lost and oversized answers on either transport", () 
   ];
   for (const row of malformed) {
     for (const transport of TRANSPORTS) {
-      it(`a malformed answer (${row.outcome}) — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`a malformed answer (${row.outcome}) — ${transport}`, { timeout: 120_000 }, async () => {
         const proxy = await proxyFor(await container());
         const provider = await rawProvider(proxy, transport);
         const seen = fetchVault(proxy);
@@ -305,7 +305,7 @@ describe("vault: malformed, lost and oversized answers on either transport", () 
     }
   }
   for (const transport of TRANSPORTS) {
-    it(`the connection lost mid-exchange: 503, never asked again — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`the connection lost mid-exchange: 503, never asked again — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container());
       const provider = await rawProvider(proxy, transport);
       const seen = fetchVault(proxy);
@@ -354,7 +354,7 @@ describe("inward MCP: the provider's exchange with the container's server on eit
   for (const row of rows) {
     const seen: Partial<Record<Transport, unknown>> = {};
     for (const transport of TRANSPORTS) {
-      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`${row.outcome} — ${transport}`, { timeout: 120_000 }, async () => {
         const proxy = await proxyFor(await container(), row.maxMessageBytes);
         const tools = await reach(proxy, transport);
         seen[transport] = await outcome(() => row.call(tools));
@@ -398,7 +398,7 @@ describe("inward MCP: the container's server fails, the same on either transport
   for (const row of rows) {
     const seen: Partial<Record<Transport, unknown>> = {};
     for (const transport of TRANSPORTS) {
-      it(`${row.outcome} — ${transport}`, { timeout: 30_000 }, async () => {
+      it(`${row.outcome} — ${transport}`, { timeout: 120_000 }, async () => {
         const { front, proxy } = await faulty();
         const tools = await reach(proxy, transport);
         expect(await outcome(() => tools.listTools())).toMatchObject({ result: { tools: expect.any(Array) } });
@@ -427,7 +427,7 @@ describe("inward MCP: params that do not parse, sent by a raw provider", () => {
     { outcome: "JSON of the wrong type", params: '{"name":7}' },
   ];
   for (const row of malformed) {
-    it(`${row.outcome} — multiplexed: a bare finish`, { timeout: 30_000 }, async () => {
+    it(`${row.outcome} — multiplexed: a bare finish`, { timeout: 120_000 }, async () => {
       const app = await container();
       const proxy = await proxyFor(app);
       const provider = await rawMultiplexedProvider(proxy.port);
@@ -438,7 +438,7 @@ describe("inward MCP: params that do not parse, sent by a raw provider", () => {
       const fine = await provider.request(bytes(5, JSON.stringify({ name: "greet", arguments: { name: "Ada" } })));
       expect(fine.map((payload) => [payload[0], JSON.parse(new TextDecoder().decode(payload.subarray(1)))])).toEqual([[0, text("Hello, Ada!")]]);
     });
-    it(`${row.outcome} — paths: one -32602 answer, then the close`, { timeout: 30_000 }, async () => {
+    it(`${row.outcome} — paths: one -32602 answer, then the close`, { timeout: 120_000 }, async () => {
       const app = await container();
       const proxy = await proxyFor(app);
       const socket = new WebSocket(`ws://127.0.0.1:${proxy.port}/tool/call-tool`);
@@ -465,7 +465,7 @@ describe("postgres: the program's database connection, carried by the provider o
   let database: ThrowawayPostgres;
   beforeAll(async () => {
     database = await startThrowawayPostgres();
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await database?.stop();
   });
@@ -499,7 +499,7 @@ describe("postgres: the program's database connection, carried by the provider o
   };
 
   for (const transport of TRANSPORTS) {
-    it(`a result, a result larger than the message limit whole, several connections at once — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`a result, a result larger than the message limit whole, several connections at once — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container(), 256 * 1024);
       await carry(proxy, transport, database.url);
       const clients = [driver(proxy), driver(proxy)];
@@ -510,13 +510,13 @@ describe("postgres: the program's database connection, carried by the provider o
       expect(big.rows[0].blob).toHaveLength(2_000_000);
     });
 
-    it(`not served (the provider declines the connection): the driver sees the server hang up — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`not served (the provider declines the connection): the driver sees the server hang up — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container());
       await carry(proxy, transport, undefined);
       expect(await failure(() => driver(proxy).connect())).toMatch(/Connection terminated unexpectedly|server closed the connection/);
     });
 
-    it(`the provider's connection lost mid-query: the driver's connection ends, and it is not carried again — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`the provider's connection lost mid-query: the driver's connection ends, and it is not carried again — ${transport}`, { timeout: 120_000 }, async () => {
       const proxy = await proxyFor(await container());
       const drop = await carry(proxy, transport, database.url);
       const client = driver(proxy);
@@ -537,7 +537,7 @@ describe("postgres: the program's database connection, carried by the provider o
 });
 
 describe("one inward MCP client for both transports", () => {
-  it("the begin scope's channels and /tool/* share the proxy's one session with the container's server", { timeout: 30_000 }, async () => {
+  it("the begin scope's channels and /tool/* share the proxy's one session with the container's server", { timeout: 120_000 }, async () => {
     const proxy = await proxyFor(await container());
     const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`);
     cleanups.push(() => connection.close());

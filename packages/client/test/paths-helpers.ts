@@ -154,7 +154,7 @@ export class FakeProxy {
   }
 
   /** Waits until `check` holds, re-checking after every new connection (and every 20 ms). */
-  async until(check: () => boolean, ms = 5000): Promise<void> {
+  async until(check: () => boolean, ms = 60_000): Promise<void> {
     const deadline = Date.now() + ms;
     while (!check()) {
       if (Date.now() > deadline) throw new Error("condition not met in time");

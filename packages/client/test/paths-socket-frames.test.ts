@@ -34,7 +34,7 @@ function message(index: number, length: number): Uint8Array {
 }
 
 async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 90_000;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("the condition was not met within 20 s");
     await new Promise((resolve) => setTimeout(resolve, 5));

@@ -17,7 +17,7 @@ const cleanups: (() => Promise<unknown>)[] = [];
 beforeAll(async () => {
   database = await startThrowawayPostgres();
   app = await startExampleContainer();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await app?.close();
   await database?.stop();
@@ -47,7 +47,7 @@ function driver(running: RunningProxy): pg.Client {
 }
 
 describe("postgres over /requests kind 11 and /postgres/{channel}", () => {
-  it("carries a driver's connection to the provider's database: queries, several connections at once", { timeout: 60_000 }, async () => {
+  it("carries a driver's connection to the provider's database: queries, several connections at once", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const { connection, kinds } = provider(running, database.url);
     await connection.whenConnected({ timeoutMs: 10_000 });
@@ -62,7 +62,7 @@ describe("postgres over /requests kind 11 and /postgres/{channel}", () => {
     expect(running.paths.postgres.stats.carried).toBe(3);
   });
 
-  it("a driver that connected before /requests opened waits, unread, and is carried once it opens", { timeout: 60_000 }, async () => {
+  it("a driver that connected before /requests opened waits, unread, and is carried once it opens", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const client = driver(running);
     const connecting = client.connect();
@@ -73,7 +73,7 @@ describe("postgres over /requests kind 11 and /postgres/{channel}", () => {
     expect((await client.query("select 1 as one")).rows).toEqual([{ one: 1 }]);
   });
 
-  it("a database the provider cannot reach declines the connection: the driver sees the server hang up", { timeout: 60_000 }, async () => {
+  it("a database the provider cannot reach declines the connection: the driver sees the server hang up", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const { connection } = provider(running, "postgres://127.0.0.1:9/postgres");
     await connection.whenConnected({ timeoutMs: 10_000 });
@@ -81,7 +81,7 @@ describe("postgres over /requests kind 11 and /postgres/{channel}", () => {
     expect(running.paths.postgres.stats.declined).toBe(1);
   });
 
-  it("/requests ending before the path opened ends that connection; it is never asked again", { timeout: 60_000 }, async () => {
+  it("/requests ending before the path opened ends that connection; it is never asked again", { timeout: 120_000 }, async () => {
     const running = await proxy();
     // A provider that holds /requests but never opens the path, then goes.
     const requests = new WebSocket(`ws://127.0.0.1:${running.port}/requests`);
@@ -105,7 +105,7 @@ describe("postgres over /requests kind 11 and /postgres/{channel}", () => {
     again.close();
   });
 
-  it("once a provider has begun on /, the begin-scope pair carries it instead", { timeout: 60_000 }, async () => {
+  it("once a provider has begun on /, the begin-scope pair carries it instead", { timeout: 120_000 }, async () => {
     const running = await proxy();
     const { connection: paths, kinds } = provider(running, database.url);
     await paths.whenConnected({ timeoutMs: 10_000 });

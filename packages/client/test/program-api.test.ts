@@ -323,5 +323,5 @@ describe("which transport carries a vault ask", () => {
     expect((await api(p, "/vault/k", { method: "DELETE" })).status).toBe(503);
     // Command has no begin-scope channel: it stays on /requests.
     expect(await ndjson(await api(p, "/command", { method: "POST", body: "x" }))).toEqual([{ end: "notServed" }]);
-  }, 30_000);
+  }, 120_000);
 });

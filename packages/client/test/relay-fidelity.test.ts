@@ -37,7 +37,7 @@ afterEach(async () => {
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function until(check: () => boolean, ms = 5000, what = "condition"): Promise<void> {
+async function until(check: () => boolean, ms = 60_000, what = "condition"): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
@@ -154,7 +154,7 @@ const AGENT_RELAYS: AgentRelay[] = [
 ];
 
 describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
-  it("answers every exchange exactly as the far server answers a direct client", { timeout: 30_000 }, async () => {
+  it("answers every exchange exactly as the far server answers a direct client", { timeout: 120_000 }, async () => {
     const server = await far();
     const open = await relay.start(server);
     const direct = viaSdk(await httpAgent(server.url, "direct"));
@@ -165,7 +165,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
     expect((await relayed.callTool({ name: "everything", arguments: {} })) as object).toEqual(EVERYTHING);
   });
 
-  it("answers methods the wire does not carry with -32601 and does not advertise them", { timeout: 30_000 }, async () => {
+  it("answers methods the wire does not carry with -32601 and does not advertise them", { timeout: 120_000 }, async () => {
     const open = await relay.start(await far());
     const client = await open("agent");
     // The --serve-tools bridge forwards the container's log messages, so it declares `logging` (MCP
@@ -180,7 +180,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
     await client.ping();
   });
 
-  it("brings progress to exactly the request that asked, with its own token, though sessions use the same token at once", { timeout: 30_000 }, async () => {
+  it("brings progress to exactly the request that asked, with its own token, though sessions use the same token at once", { timeout: 120_000 }, async () => {
     const open = await relay.start(await far());
     const clients = relay.sessions > 1 ? [await open("a"), await open("b")] : [await open("a")];
     const [a, b] = [clients[0]!, clients[1] ?? clients[0]!];
@@ -201,7 +201,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
 
   // Not on stdio: the MCP SDK's client handles a response at once and a notification a microtask
   // later, so progress read in the same chunk as its answer is "unknown token" to it, directly too.
-  it.skipIf(relay.sessions === 1)("delivers progress sent right before the answer, before the answer", { timeout: 30_000 }, async () => {
+  it.skipIf(relay.sessions === 1)("delivers progress sent right before the answer, before the answer", { timeout: 120_000 }, async () => {
     const open = await relay.start(await far());
     const client = await open("agent");
     // The relays open their notification stream at the first exchange: let it open.
@@ -220,7 +220,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
     expect(client.errors.map(String).filter((text) => /progress|token/i.test(text))).toEqual([]);
   });
 
-  it("sends list changes, log messages and resource updates to every session, and another's progress to none", { timeout: 30_000 }, async () => {
+  it("sends list changes, log messages and resource updates to every session, and another's progress to none", { timeout: 120_000 }, async () => {
     const open = await relay.start(await far());
     const clients: Agent[] = [];
     for (let i = 0; i < relay.sessions; i++) clients.push(await open(`s${i}`));
@@ -275,7 +275,7 @@ const progressOf = (got: ServerNotification[], token: string | number) =>
   got.filter((n) => n.method === "notifications/progress" && (n.params as { progressToken: unknown }).progressToken === token).map((n) => (n.params as { message: string }).message);
 
 describe.each(PROVIDER_RELAYS)("$name: a faithful MCP server", (relay) => {
-  it("answers every exchange exactly as the far server answers a direct client", { timeout: 30_000 }, async () => {
+  it("answers every exchange exactly as the far server answers a direct client", { timeout: 120_000 }, async () => {
     const server = await far();
     const via = await relay.start(await proxyFor(server));
     const direct = viaSdk(await httpAgent(server.url, "direct"));
@@ -284,7 +284,7 @@ describe.each(PROVIDER_RELAYS)("$name: a faithful MCP server", (relay) => {
     expect(await via.callTool({ name: "everything", arguments: {} })).toEqual(EVERYTHING);
   });
 
-  it("brings each request's progress back with the provider's own token", { timeout: 30_000 }, async () => {
+  it("brings each request's progress back with the provider's own token", { timeout: 120_000 }, async () => {
     const via = await relay.start(await proxyFor(await far()));
     const got = reader(via);
     await via.listTools();
@@ -299,7 +299,7 @@ describe.each(PROVIDER_RELAYS)("$name: a faithful MCP server", (relay) => {
 });
 
 describe("inward: the begin scope and /tool/* on one proxy (one MCP session with the container's server)", () => {
-  it("brings progress only to the provider whose request it is, though both use the same token at once", { timeout: 30_000 }, async () => {
+  it("brings progress only to the provider whose request it is, though both use the same token at once", { timeout: 120_000 }, async () => {
     const proxy = await proxyFor(await far());
     const [scope, paths] = [await PROVIDER_RELAYS[0]!.start(proxy), await PROVIDER_RELAYS[1]!.start(proxy)];
     const [onScope, onPaths] = [reader(scope), reader(paths)];
@@ -314,7 +314,7 @@ describe("inward: the begin scope and /tool/* on one proxy (one MCP session with
     expect([progressOf(onScope, 1), progressOf(onPaths, 1)]).toEqual([["S 1", "S 2"], ["P 1", "P 2", "P 3"]]);
   });
 
-  it("sends list changes, log messages and resource updates to every subscription of both", { timeout: 30_000 }, async () => {
+  it("sends list changes, log messages and resource updates to every subscription of both", { timeout: 120_000 }, async () => {
     const proxy = await proxyFor(await far());
     const [scope, paths] = [await PROVIDER_RELAYS[0]!.start(proxy), await PROVIDER_RELAYS[1]!.start(proxy)];
     const streams = [reader(scope), reader(scope), reader(paths), reader(paths)];
@@ -341,7 +341,7 @@ describe("--serve-tools' HTTP endpoint: Host and Origin (DNS rebinding)", () => 
   }
   const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "evil", version: "1" } } };
 
-  it("refuses a hostile Host or Origin with 403 before anything is relayed; --allow-host and --allow-origin widen them", { timeout: 60_000 }, async () => {
+  it("refuses a hostile Host or Origin with 403 before anything is relayed; --allow-host and --allow-origin widen them", { timeout: 120_000 }, async () => {
     const server = await far();
     const proxy = await proxyFor(server);
     const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--serve-tools", "127.0.0.1:0", "--allow-host", "tools.example", "--allow-origin", "https://app.example"], { stdio: ["ignore", "ignore", "pipe"] });

@@ -179,5 +179,5 @@ describe("secret values stay out of every output", () => {
     }
     expect(output.some((text) => text.includes("feeding 3 secret(s)"))).toBe(true);
     expectNoSecret(output);
-  }, 60_000);
+  }, 120_000);
 });

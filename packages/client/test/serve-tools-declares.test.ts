@@ -20,7 +20,7 @@ describe("the secrets gate and the paths transport, which cannot feed secrets", 
     return { app, proxy };
   }
 
-  it("diverge connect --transport paths --serve-tools says so at start, and every agent request is answered at once with an MCP error naming the gate and --no-secrets-gate", { timeout: 45_000 }, async () => {
+  it("diverge connect --transport paths --serve-tools says so at start, and every agent request is answered at once with an MCP error naming the gate and --no-secrets-gate", { timeout: 120_000 }, async () => {
     const { proxy } = await gatedFixture();
     const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", "paths", "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
@@ -41,7 +41,7 @@ describe("the secrets gate and the paths transport, which cannot feed secrets", 
     expect(proxy.gate.held).toBe(0);
   });
 
-  it("/tool/* is held while a provider begun on / can feed the secrets, until its path ends or the feed opens the gate", { timeout: 45_000 }, async () => {
+  it("/tool/* is held while a provider begun on / can feed the secrets, until its path ends or the feed opens the gate", { timeout: 120_000 }, async () => {
     const { proxy } = await gatedFixture();
     const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { timeoutMs: 10_000 });
     cleanups.push(() => connection.close());
@@ -72,7 +72,7 @@ describe("diverge connect --serve-tools: what the bridge declares", () => {
   }
 
   for (const transport of TRANSPORTS) {
-    it(`the logging capability, with the container's notifications/message forwarded to the agent — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`the logging capability, with the container's notifications/message forwarded to the agent — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixtureWith(true);
       const { url } = await serveTools(proxy, transport);
       const agent = await httpAgent(url);
@@ -82,7 +82,7 @@ describe("diverge connect --serve-tools: what the bridge declares", () => {
       agent.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => void seen.push(notification.params.data));
       await agent.setLoggingLevel("debug");
       // A session's stream opens a moment after its initialize: asked again until one arrives (no replay).
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 90_000;
       while (!seen.includes("hello from the container")) {
         if (Date.now() > deadline) throw new Error("no notifications/message reached the agent");
         await agent.callTool({ name: "log" });
@@ -90,7 +90,7 @@ describe("diverge connect --serve-tools: what the bridge declares", () => {
       }
     });
 
-    it(`no resources capability when the container's server has none (resources/list is method-not-found) — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`no resources capability when the container's server has none (resources/list is method-not-found) — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixtureWith(false);
       const { url } = await serveTools(proxy, transport);
       const agent = await httpAgent(url);
@@ -102,7 +102,7 @@ describe("diverge connect --serve-tools: what the bridge declares", () => {
     });
   }
 
-  it("a --no-secrets-gate proxy is not reported as gated (multiplexed, no secrets fed)", { timeout: 45_000 }, async () => {
+  it("a --no-secrets-gate proxy is not reported as gated (multiplexed, no secrets fed)", { timeout: 120_000 }, async () => {
     const { proxy } = await fixtureWith(true);
     const { url, stderr } = await serveTools(proxy, "multiplexed");
     const agent = await httpAgent(url);

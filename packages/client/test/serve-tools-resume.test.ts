@@ -10,7 +10,7 @@ import { cleanups, cli, fixture, guard, httpAgent, library, serveTools, stdioAge
 
 describe("an inward MCP call whose SSE stream the container's server closes mid-call, through the bridge", () => {
   for (const transport of TRANSPORTS) {
-    it(`is answered through --serve-tools (HTTP) — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`is answered through --serve-tools (HTTP) — ${transport}`, { timeout: 120_000 }, async () => {
       const { app, proxy } = await fixture();
       const { url } = await serveTools(proxy, transport);
       const agent = await httpAgent(url);
@@ -19,7 +19,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
       expect(app.resumptions()).toBeGreaterThan(0);
     });
 
-    it(`is answered through --serve-tools-stdio — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`is answered through --serve-tools-stdio — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixture();
       const agent = await stdioAgent(proxy, transport);
       const result = await guard(agent.callTool({ name: "resumed" }), "the resumed call through --serve-tools-stdio");
@@ -30,7 +30,7 @@ describe("an inward MCP call whose SSE stream the container's server closes mid-
 
 describe("diverge connect --serve-tools-stdio: its stdin closing", () => {
   for (const transport of TRANSPORTS) {
-    it(`ends it cleanly, exit code 0, as every stdio MCP server does — ${transport}`, { timeout: 45_000 }, async () => {
+    it(`ends it cleanly, exit code 0, as every stdio MCP server does — ${transport}`, { timeout: 120_000 }, async () => {
       const { proxy } = await fixture();
       const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools-stdio"], { stdio: ["pipe", "pipe", "pipe"] });
       const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));

@@ -39,7 +39,8 @@ async function serveTools(proxy: RunningProxy, transport: Transport, extra: stri
     if (child.exitCode === null) child.kill("SIGKILL");
     await exited;
   });
-  const deadline = Date.now() + 20_000;
+  // A hang guard: a loaded machine takes seconds to start the command and begin.
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const url = /http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)?.[0];
     if (url) return { url, stderr: () => stderr, child };
@@ -58,7 +59,7 @@ async function agent(url: string): Promise<{ client: Client; seen: string[] }> {
   return { client, seen };
 }
 
-async function until(condition: () => boolean, what: string, ms = 15_000, tick?: () => void): Promise<void> {
+async function until(condition: () => boolean, what: string, ms = 60_000, tick?: () => void): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -100,7 +101,7 @@ async function busySession(url: string): Promise<{ session: string; close(): voi
 
 describe("diverge connect --serve-tools: the container's list-changed notifications", () => {
   for (const transport of TRANSPORTS) {
-    it(`reach every connected agent session — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`reach every connected agent session — ${transport}`, { timeout: 120_000 }, async () => {
       const { app, proxy } = await fixture();
       const { url } = await serveTools(proxy, transport);
       const agents = await Promise.all([agent(url), agent(url), agent(url)]);
@@ -115,7 +116,7 @@ describe("diverge connect --serve-tools: the container's list-changed notificati
 });
 
 describe("diverge connect --serve-tools: bounded sessions", () => {
-  it("refuses a session beyond --serve-tools-max-sessions with HTTP 503 when every one is busy", { timeout: 60_000 }, async () => {
+  it("refuses a session beyond --serve-tools-max-sessions with HTTP 503 when every one is busy", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const { url } = await serveTools(proxy, "paths", ["--serve-tools-max-sessions", "2"]);
     // Two sessions, each holding its notification stream open (as the SDK's client does): busy. The
@@ -130,7 +131,7 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     // so asking until the close has reached the server is safe).
     held[0]!.close();
     let taken = await initialize(url);
-    for (let deadline = Date.now() + 10_000; taken.status === 503 && Date.now() < deadline; taken = await initialize(url)) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let deadline = Date.now() + 90_000; taken.status === 503 && Date.now() < deadline; taken = await initialize(url)) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(taken.status).toBe(200);
     expect(await listTools(url, held[0]!.session)).toBe(404);
     expect(await listTools(url, held[1]!.session)).toBe(200);
@@ -140,7 +141,7 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     expect((await client.listTools()).tools.length).toBeGreaterThan(0);
   });
 
-  it("closes a session idle for --serve-tools-idle-seconds", { timeout: 60_000 }, async () => {
+  it("closes a session idle for --serve-tools-idle-seconds", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const { url, stderr } = await serveTools(proxy, "multiplexed", ["--serve-tools-idle-seconds", "1"]);
     const made = await initialize(url);
@@ -155,7 +156,7 @@ describe("diverge connect --serve-tools: bounded sessions", () => {
     expect(await listTools(url, busy.session)).toBe(200);
   });
 
-  it("refuses flags that bound nothing or are not numbers (exit 2)", { timeout: 60_000 }, async () => {
+  it("refuses flags that bound nothing or are not numbers (exit 2)", { timeout: 120_000 }, async () => {
     const status = (args: string[]) =>
       new Promise<number | null>((resolve) => {
         const child = spawn("node", [cli, "connect", ...args], { stdio: "ignore" });
@@ -187,5 +188,5 @@ describe("--serve-tools bounds the request body", () => {
     const error = JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as { error: { code: number; message: string } };
     expect(error.error.code).toBe(-32600);
     expect(error.error.message).toContain(`limit of ${16 * 1024 * 1024} bytes`);
-  }, 60_000);
+  }, 120_000);
 });

@@ -72,7 +72,7 @@ beforeAll(async () => {
   const result = await dump.done;
   expect(result.code).toBe(0);
   direct = result;
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await app?.close();
   await database?.stop();
@@ -106,7 +106,7 @@ async function otherDriver(port: number): Promise<number> {
 }
 
 describe("a slow reader through the proxy", () => {
-  it("multiplexed: pg_dump into a reader that reads nothing spills past the budget, the other driver and MCP flow meanwhile, and the dump arrives whole", { timeout: 60_000 }, async () => {
+  it("multiplexed: pg_dump into a reader that reads nothing spills past the budget, the other driver and MCP flow meanwhile, and the dump arrives whole", { timeout: 120_000 }, async () => {
     // A stall limit far below the reader's pause: before spilling, the pair was cut here.
     const running = await proxy({ pairBudgetBytes: 2 * MiB, pairStallMs: 500 });
     const connection: MultiplexedConnection = await openContainer(`ws://127.0.0.1:${running.port}/`, {
@@ -139,7 +139,7 @@ describe("a slow reader through the proxy", () => {
     expect(running.options.spillPool.used).toBe(0);
   });
 
-  it("multiplexed: a pair past its disk cap ends alone, and the connection goes on", { timeout: 60_000 }, async () => {
+  it("multiplexed: a pair past its disk cap ends alone, and the connection goes on", { timeout: 120_000 }, async () => {
     const running = await proxy({ pairBudgetBytes: 1 * MiB, maxPairSpillBytes: 4 * MiB });
     const connection = await openContainer(`ws://127.0.0.1:${running.port}/`, {
       onPostgres: (announced) => void pipePostgres(announced, database.url).catch(() => {}),
@@ -157,7 +157,7 @@ describe("a slow reader through the proxy", () => {
     expect((await connection.mcp.listTools()).tools.length).toBeGreaterThan(0);
   });
 
-  it("paths: pg_dump into a reader that reads nothing is pushed back, another driver flows meanwhile, and the dump arrives whole", { timeout: 60_000 }, async () => {
+  it("paths: pg_dump into a reader that reads nothing is pushed back, another driver flows meanwhile, and the dump arrives whole", { timeout: 120_000 }, async () => {
     const running = await proxy({ pairStallMs: 500 });
     const stats: PostgresPathsStats = { maxDatabaseBuffered: 0, pathPauses: 0 };
     const connection = connectProxy(`ws://127.0.0.1:${running.port}`, { raw: postgresOverPaths(database.url, { stats }) });

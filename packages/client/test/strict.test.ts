@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 const run = promisify(execFile);
 
 describe("announced pairs under --unhandled-rejections=strict", () => {
-  it("reports every failure as a pairFailed event with its connection id, and the process lives", { timeout: 60_000 }, async () => {
+  it("reports every failure as a pairFailed event with its connection id, and the process lives", { timeout: 120_000 }, async () => {
     const script = fileURLToPath(new URL("./strict-pairs.mjs", import.meta.url));
     const { stdout } = await run(process.execPath, ["--unhandled-rejections=strict", script], { cwd: fileURLToPath(new URL("..", import.meta.url)) });
     const events = JSON.parse(stdout) as { provider: string; type: string; kind?: string; id?: number; error?: string }[];

@@ -29,7 +29,7 @@ const PROXY_CLI = fileURLToPath(new URL("../../server/dist/cli.js", import.meta.
 let postgres: ThrowawayPostgres;
 beforeAll(async () => {
   postgres = await startThrowawayPostgres();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await postgres?.stop();
 });
@@ -88,7 +88,7 @@ const text = (value: string) => ({ variant: "Present", value: new TextEncoder().
 
 describe("vault keys are the raw segment's percent-decoded bytes", () => {
   for (const transport of TRANSPORTS) {
-    it(`".", "..", "%2E", "\\\\" and "" are keys of their own — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`".", "..", "%2E", "\\\\" and "" are keys of their own — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const vault = await store();
       await provide(p, transport, vault.handlers());
@@ -122,7 +122,7 @@ describe("vault keys are the raw segment's percent-decoded bytes", () => {
 
 describe("a key containing U+0000", () => {
   for (const transport of TRANSPORTS) {
-    it(`is stored and read back, apart from the key without it — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`is stored and read back, apart from the key without it — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const vault = await store();
       await provide(p, transport, vault.handlers());
@@ -138,7 +138,7 @@ describe("a key containing U+0000", () => {
     });
   }
 
-  it("a store made with text keys is converted in place: its values and locks are kept", { timeout: 30_000 }, async () => {
+  it("a store made with text keys is converted in place: its values and locks are kept", { timeout: 120_000 }, async () => {
     const admin = new pg.Client({ connectionString: postgres.url });
     await admin.connect();
     cleanups.push(() => admin.end());
@@ -167,7 +167,7 @@ describe("a key containing U+0000", () => {
     expect(await b.get("n\u0000l")).toEqual({ variant: "Present", value: new Uint8Array([1]) });
   });
 
-  it("in the embedded PGlite store too (in memory)", { timeout: 60_000 }, async () => {
+  it("in the embedded PGlite store too (in memory)", { timeout: 120_000 }, async () => {
     const vault = PostgresVault.embedded(undefined, { namespace: "mem" });
     cleanups.push(() => vault.close());
     expect(await vault.set("a\u0000b", new Uint8Array([7]))).toEqual({ variant: "Done" });
@@ -179,7 +179,7 @@ describe("a key containing U+0000", () => {
 });
 
 describe("the embedded store's errors", () => {
-  it("never name the provider's directory, and a store that could not open is tried again", { timeout: 60_000 }, async () => {
+  it("never name the provider's directory, and a store that could not open is tried again", { timeout: 120_000 }, async () => {
     const parent = mkdtempSync(join(tmpdir(), "diverge-vault-unopenable-"));
     cleanups.push(async () => rmSync(parent, { recursive: true, force: true }));
     writeFileSync(join(parent, "file"), "not a directory");
@@ -196,7 +196,7 @@ describe("the embedded store's errors", () => {
 describe("a PUT whose ask is over the proxy's message limit", () => {
   const LIMIT = 64 * 1024;
   for (const transport of TRANSPORTS) {
-    it(`is 400 and nothing is asked — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`is 400 and nothing is asked — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy(LIMIT);
       const asked: string[] = [];
       await provide(p, transport, { vaultSet: ({ key }) => (asked.push(key), { variant: "Done" }) });
@@ -231,7 +231,7 @@ async function expectHeldByProgram(p: RunningProxy, other: PostgresVault): Promi
 
 describe("a lock whose program left while waiting", () => {
   for (const transport of TRANSPORTS) {
-    it(`is released as soon as it is granted, never held for its TTL — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`is released as soon as it is granted, never held for its TTL — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const namespace = `gone-${process.pid}-${transport}`;
       const a = await store("container-a", namespace);
@@ -261,7 +261,7 @@ describe("a lock whose program left while waiting", () => {
 
 describe("a departed waiter's release", () => {
   for (const transport of TRANSPORTS) {
-    it(`never ends the lock a live program of the same container was given — ${transport}`, { timeout: 60_000 }, async () => {
+    it(`never ends the lock a live program of the same container was given — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const namespace = `departed-${process.pid}-${transport}`;
       const a = await store("container-a", namespace);
@@ -322,7 +322,7 @@ describe("a departed waiter's release, still in flight", () => {
   // asked before that release is answered would be granted at once (the container holds the key) and
   // then ended by the release: the program told 204 would hold nothing, and another container could
   // take the key (the families soak saw `unlock … 502 the lock on "k2" is not held by this container`).
-  it("is answered before the next lock of the key is asked — multiplexed", { timeout: 60_000 }, async () => {
+  it("is answered before the next lock of the key is asked — multiplexed", { timeout: 120_000 }, async () => {
     const p = await proxy();
     const namespace = `releasing-${process.pid}`;
     const a = await store("container-a", namespace);
@@ -369,7 +369,7 @@ describe("a departed waiter's release, still in flight", () => {
 
 describe("the vault's ttl", () => {
   for (const transport of TRANSPORTS) {
-    it(`of 0 is refused with 400, the text saying from 1, and not asked — ${transport}`, { timeout: 30_000 }, async () => {
+    it(`of 0 is refused with 400, the text saying from 1, and not asked — ${transport}`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const asked: number[] = [];
       await provide(p, transport, { vaultLock: ({ ttl }) => (asked.push(ttl), { variant: "Done" }) });
@@ -399,7 +399,7 @@ function child(command: string, args: string[], env?: NodeJS.ProcessEnv): { proc
 }
 
 async function waitFor(what: string, output: () => string, needle: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 90_000;
   while (!output().includes(needle)) {
     if (Date.now() > deadline) throw new Error(`${what}: no "${needle}" in: ${output()}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -410,7 +410,7 @@ async function waitFor(what: string, output: () => string, needle: string): Prom
 const socketUrl = () => `postgres://postgres@${encodeURIComponent(postgres.socketDir)}:${postgres.port}/postgres`;
 
 describe("the lock holder is the container, never the --proxy URL", () => {
-  it("two containers each reached as ws://127.0.0.1:14979 (two network namespaces) are two holders", { timeout: 60_000 }, async () => {
+  it("two containers each reached as ws://127.0.0.1:14979 (two network namespaces) are two holders", { timeout: 120_000 }, async () => {
     const names = ["a", "b"].map((side) => `diverge-vault-${side}-${process.pid}`);
     const exec = (namespace: string, args: string[]) => spawnSync("ip", ["netns", "exec", namespace, ...args], { encoding: "utf8", timeout: 30_000 });
     for (const name of names) {
@@ -443,7 +443,7 @@ describe("the lock holder is the container, never the --proxy URL", () => {
     expect(call(b, "POST", "/vault/shared-lock/unlock").status).toBe(204);
   });
 
-  it("--container-id: a restarted provider holds what it held; without it, a new run does not", { timeout: 60_000 }, async () => {
+  it("--container-id: a restarted provider holds what it held; without it, a new run does not", { timeout: 120_000 }, async () => {
     const p = await proxy();
     const namespace = `restart-${process.pid}`;
     const answer = async (...extra: string[]) => {
@@ -477,7 +477,7 @@ describe("the lock holder is the container, never the --proxy URL", () => {
 
 describe("without --vault-dir", () => {
   for (const command of ["answer", "connect"] as const) {
-    it(`\`diverge ${command}\` leaves nothing under the OS temp dir`, { timeout: 60_000 }, async () => {
+    it(`\`diverge ${command}\` leaves nothing under the OS temp dir`, { timeout: 120_000 }, async () => {
       const p = await proxy();
       const temp = mkdtempSync(join(tmpdir(), "diverge-vault-tmp-"));
       cleanups.push(async () => rmSync(temp, { recursive: true, force: true }));

@@ -13,7 +13,7 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from "./multiplexed-po
 let postgres: ThrowawayPostgres;
 beforeAll(async () => {
   postgres = await startThrowawayPostgres();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await postgres?.stop();
 });
@@ -94,7 +94,7 @@ describe("PostgresVault on one real PostgreSQL", () => {
     const zero = await a.call("POST", "/vault/lock-k/lock?ttl=0");
     expect(zero).toEqual({ status: 400, text: "ttl must be a number of seconds from 1 to 4294967295\n" });
     expect(await a.vault.lock("lock-k", 0)).toEqual({ variant: "Error", message: "a lock of zero seconds is refused" });
-  }, 30_000);
+  }, 120_000);
 });
 
 describe("PostgresVault waits for a lock without polling", () => {
@@ -114,7 +114,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(b.lockAttempts).toBe(3);
     expect(await a.unlock("k")).toEqual({ variant: "Error", message: 'the lock on "k" is not held by this container' });
     expect(await b.unlock("k")).toEqual({ variant: "Done" });
-  }, 60_000);
+  }, 120_000);
 
   it("an expiring lock sends nothing: the waiter looks again when the holder's time runs out", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -124,7 +124,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await b.lock("expiring", 10)).toEqual({ variant: "Done" });
     expect(b.lockAttempts).toBeLessThanOrEqual(4);
     expect(await a.unlock("expiring")).toEqual({ variant: "Error", message: 'the lock on "expiring" is not held by this container' });
-  }, 60_000);
+  }, 120_000);
 
   it("a LISTEN whose connection drops is made again: the next unlock still wakes the waiter", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -148,7 +148,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await a.unlock("dropped")).toEqual({ variant: "Done" });
     expect(await second).toEqual({ variant: "Done" });
     expect(await b.unlock("dropped")).toEqual({ variant: "Done" });
-  }, 60_000);
+  }, 120_000);
 
   it("a waiting lock whose path ends gives up without an answer and leaves no waiter behind", async () => {
     const a = await PostgresVault.connect(postgres.url, { namespace: "notify", holder: "a", recheckMs: 60_000 });
@@ -162,7 +162,7 @@ describe("PostgresVault waits for a lock without polling", () => {
     expect(await waiting).toBeUndefined();
     // Not taken: A still holds it.
     expect(await a.unlock("abandoned")).toEqual({ variant: "Done" });
-  }, 60_000);
+  }, 120_000);
 });
 
 describe("PostgresVault on embedded PGlite", () => {
@@ -178,7 +178,7 @@ describe("PostgresVault on embedded PGlite", () => {
     running.push(again);
     expect(await again.get("k")).toEqual({ variant: "Present", value: new TextEncoder().encode("kept") });
     expect(await again.get("other")).toEqual({ variant: "Missing" });
-  }, 60_000);
+  }, 120_000);
 });
 
 describe("diverge answer serves the vault", () => {
@@ -191,7 +191,7 @@ describe("diverge answer serves the vault", () => {
     child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
     running.push({ close: async () => void (child.exitCode === null && child.kill("SIGKILL")) });
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 90_000;
     while (!stderr.includes("connected to")) {
       if (Date.now() > deadline) throw new Error(`diverge answer did not connect: ${stderr}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -206,5 +206,5 @@ describe("diverge answer serves the vault", () => {
     expect(await other.get("cli-k")).toEqual({ variant: "Present", value: new TextEncoder().encode("from the cli") });
     child.kill("SIGINT");
     expect(await exited).toBe(0);
-  }, 30_000);
+  }, 120_000);
 });

@@ -33,5 +33,5 @@ describe("the generated MCP types", () => {
       .filter((d) => !d.file || !d.file.fileName.includes("node_modules"))
       .map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
     expect(diagnostics).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 });

@@ -244,7 +244,7 @@ function start(command: string, args: string[], env: Record<string, string>): { 
   child.stderr!.on("data", take);
   return {
     async line(pattern) {
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 90_000;
       for (;;) {
         const found = output.split("\n").find((l) => pattern.test(l));
         if (found) return found;

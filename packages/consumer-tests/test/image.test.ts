@@ -158,7 +158,7 @@ describe("the proxy's image, from the installed @diverge/server", () => {
     }
   });
 
-  it(`the README's ENTRYPOINT, run from the image root with a program: a tree${fuse ? " and a FUSE mount" : ""}, /healthz and /metrics`, { timeout: 90_000 }, async () => {
+  it(`the README's ENTRYPOINT, run from the image root with a program: a tree${fuse ? " and a FUSE mount" : ""}, /healthz and /metrics`, { timeout: 120_000 }, async () => {
     const entry = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
     const argv = JSON.parse(entry![1]!) as string[];
     expect(argv.slice(0, 2)).toEqual(["sh", "-c"]);
@@ -187,7 +187,7 @@ describe("the proxy's image, from the installed @diverge/server", () => {
     await started.exited;
   });
 
-  it(`the single executable from the image root, started elsewhere: a tree${fuse ? " and a FUSE mount" : ""}, nothing on stderr under --quiet`, { timeout: 90_000 }, async () => {
+  it(`the single executable from the image root, started elsewhere: a tree${fuse ? " and a FUSE mount" : ""}, nothing on stderr under --quiet`, { timeout: 120_000 }, async () => {
     const root = containerRoot();
     const started = run(join(imageRoot, "opt", "diverge", "diverge-proxy"), ["--quiet", "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", "1", "--no-secrets-gate", "--root", root], tmpdir());
     try {
@@ -202,7 +202,7 @@ describe("the proxy's image, from the installed @diverge/server", () => {
 });
 
 describe("diverge connect as a service, from the installed @diverge/client", () => {
-  it("the README unit's ExecStart: held and begun, /healthz 200 and /metrics; JSON lines, no secret", { timeout: 90_000 }, async () => {
+  it("the README unit's ExecStart: held and begun, /healthz 200 and /metrics; JSON lines, no secret", { timeout: 120_000 }, async () => {
     const unit = blockOf("packages/client/README.md", "text", "ExecStart=");
     const exec = /^ExecStart=(.*)$/m.exec(unit)![1]!;
     // The container: the workspace's example program (a fixture), beside the image's proxy.

@@ -43,5 +43,5 @@ describe("pnpm demo: the container's filesystem", () => {
         expect(part).toContain("→ on the provider total.txt: total 12");
       }
     }
-  }, 60_000);
+  }, 120_000);
 });

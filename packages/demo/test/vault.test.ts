@@ -45,5 +45,5 @@ describe("pnpm demo: vault and command", () => {
     ]) expect(onScope).toContain(expected);
     // Once begun, no vault ask goes on /requests.
     expect(onScope.some((line) => line.startsWith("provider (/requests)"))).toBe(false);
-  }, 60_000);
+  }, 120_000);
 });

@@ -41,7 +41,7 @@ function sinkOf(socket: Socket) {
 }
 
 describe("SpillStream", () => {
-  it("a reader that stops: 48 MiB of messages from 1 B to 1 MiB arrive whole and in order once it reads, the memory at the budget, the files gone", { timeout: 60_000 }, async () => {
+  it("a reader that stops: 48 MiB of messages from 1 B to 1 MiB arrive whole and in order once it reads, the memory at the budget, the files gone", { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "spill-test-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const { writer, reader } = await socketPair();
@@ -110,7 +110,7 @@ describe("SpillStream", () => {
     expect(pool.used).toBe(0);
   });
 
-  it("messages arriving one per turn go to disk in few large writes, and come back in order", { timeout: 60_000 }, async () => {
+  it("messages arriving one per turn go to disk in few large writes, and come back in order", { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "spill-test-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const { writer, reader } = await socketPair();

@@ -34,7 +34,7 @@ const guarded = <T>(work: Promise<T>) =>
   Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the walk hung")), 20_000).unref())]);
 
 describe.skipIf(!!unavailable)("a served FUSE mount whose provider never answers, under the root", () => {
-  it("is left out of every walk and watch, which finish", { timeout: 60_000 }, async () => {
+  it("is left out of every walk and watch, which finish", { timeout: 120_000 }, async () => {
     mount = await mountFuse({ root, path: ["sub", "mnt"], kind: "directory", handlers: dead });
     for (let i = 0; i < 4; i++) {
       const snapshot = await guarded(snapshotOf(root));

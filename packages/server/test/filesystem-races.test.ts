@@ -61,7 +61,7 @@ const ATTEMPTS = 3000;
 const inTime = (started: number) => Date.now() - started < 20_000;
 
 describe("swap loop: a directory exchanged with a link to outside the root", () => {
-  it(`a tree walk never lists what is outside (${ATTEMPTS} walks)`, { timeout: 60_000 }, async () => {
+  it(`a tree walk never lists what is outside (${ATTEMPTS} walks)`, { timeout: 120_000 }, async () => {
     await put(join(outside, "outside-only"), "");
     let seen = 0;
     await swapping(async () => {
@@ -76,7 +76,7 @@ describe("swap loop: a directory exchanged with a link to outside the root", () 
     expect(seen).toBeGreaterThan(0);
   });
 
-  it(`a read never reads outside (${ATTEMPTS} reads)`, { timeout: 60_000 }, async () => {
+  it(`a read never reads outside (${ATTEMPTS} reads)`, { timeout: 120_000 }, async () => {
     let inside = 0;
     await swapping(async () => {
       for (let i = 0, started = Date.now(); i < ATTEMPTS && inTime(started); i++) {
@@ -96,7 +96,7 @@ describe("swap loop: a directory exchanged with a link to outside the root", () 
     expect(inside).toBeGreaterThan(0);
   });
 
-  it(`a write never writes outside (${ATTEMPTS} writes)`, { timeout: 60_000 }, async () => {
+  it(`a write never writes outside (${ATTEMPTS} writes)`, { timeout: 120_000 }, async () => {
     let written = 0;
     await swapping(async () => {
       for (let i = 0, started = Date.now(); i < ATTEMPTS && inTime(started); i++) {
@@ -154,7 +154,7 @@ describe("a FUSE mount this process serves", () => {
 });
 
 describe("a tree whose root is replaced", () => {
-  it("ends with watch: the root was removed or replaced, whether it is removed or moved away", { timeout: 30_000 }, async () => {
+  it("ends with watch: the root was removed or replaced, whether it is removed or moved away", { timeout: 120_000 }, async () => {
     for (const replace of [() => rm(root, { recursive: true }), () => rename(root, `${root}.old`)]) {
       await mkdir(root, { recursive: true });
       const watch = watchTree(root, { ignore: [] });

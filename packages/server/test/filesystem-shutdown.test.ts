@@ -22,7 +22,7 @@ afterAll(async () => {
 const temporaries = async (root: string) => (await readdir(root)).filter((name) => name.includes(".diverge-write-"));
 
 describe("a proxy stopped with SIGTERM mid-write", () => {
-  it("removes the temporary of the write in flight; the destination keeps its old content", { timeout: 30_000 }, async () => {
+  it("removes the temporary of the write in flight; the destination keeps its old content", { timeout: 120_000 }, async () => {
     const root = await mkdtemp(join(base, "root-"));
     await writeFile(join(root, "f.bin"), "old");
     const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--no-secrets-gate", "--quiet", "--root", root], {

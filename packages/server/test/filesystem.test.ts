@@ -266,7 +266,7 @@ describe("write", () => {
 
 // ---- tree ------------------------------------------------------------------------------------------
 
-async function next(frames: AsyncIterator<FiletreeFrame>, ms = 5000): Promise<FiletreeFrame> {
+async function next(frames: AsyncIterator<FiletreeFrame>, ms = 60_000): Promise<FiletreeFrame> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("no frame in time")), ms)));
   try {

@@ -52,7 +52,7 @@ describe.skipIf(!!unavailable)("the FUSE mount point under a swap loop", () => {
     let refused = 0;
     const landed: string[] = [];
     try {
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 90_000;
       for (let i = 0; i < 3000 && Date.now() < deadline; i++) {
         // One in four a real mount (a fresh name, missing parents made too, or one already there);
         // the others run the whole placement through the swapping directory and stop at its type
@@ -83,5 +83,5 @@ describe.skipIf(!!unavailable)("the FUSE mount point under a swap loop", () => {
     for (const point of landed) expect(point.startsWith(root + "/")).toBe(true);
     expect(await readdir(outside)).toEqual([]);
     expect(await mountPoints()).toEqual([]);
-  }, 60_000);
+  }, 120_000);
 });

@@ -263,7 +263,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     const stale = await isMountPoint(at);
     if (stale) await sh(`fusermount3 -u -z ${at} || umount -l ${at}`);
     expect(stale).toBe(false);
-  }, 40_000);
+  }, 120_000);
 
   it("refuses a second mount at the same path", async () => {
     const at = join(base, "twice");

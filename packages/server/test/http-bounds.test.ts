@@ -40,7 +40,7 @@ function rawClient(port: number): RawClient {
   return { socket, received: () => text, closed: ended, isClosed: () => closed };
 }
 
-async function waitFor(predicate: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+async function waitFor(predicate: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -71,7 +71,7 @@ async function endlessBody(port: number, method: string, path: string): Promise<
   const frame = Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]);
   let sent = 0;
   // Writes while the socket takes them; the deadline is only for a server that never answers.
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 90_000;
   while (!client.isClosed()) {
     if (Date.now() > deadline) throw new Error(`no end of the connection after ${sent} bytes of body`);
     if (client.socket.write(frame)) sent += piece.length;

@@ -21,7 +21,7 @@ async function proxyWithLine(secretsGate: boolean): Promise<{ proxy: RunningProx
 }
 
 describe("proxy.mcp's calls that wait on the provider", () => {
-  it("end with TimedOut after timeoutMs when the provider does not answer, the ask having been made", { timeout: 60_000 }, async () => {
+  it("end with TimedOut after timeoutMs when the provider does not answer, the ask having been made", { timeout: 120_000 }, async () => {
     const { proxy, requests } = await proxyWithLine(false);
     const error = (await rejection(proxy.mcp.callTool({ name: "slow" }, { timeoutMs: 300 }))) as McpExchangeError;
     expect(error.detail).toEqual({ variant: "TimedOut", what: "tools/call", timeoutMs: 300, heldBySecretsGate: false });
@@ -30,7 +30,7 @@ describe("proxy.mcp's calls that wait on the provider", () => {
     expect(proxy.stats().pendingAsks).toBe(0);
   });
 
-  it("end with TimedOut naming the secrets gate when the gate held them all along, and leave the gate", { timeout: 60_000 }, async () => {
+  it("end with TimedOut naming the secrets gate when the gate held them all along, and leave the gate", { timeout: 120_000 }, async () => {
     const { proxy, requests } = await proxyWithLine(true);
     const error = (await rejection(proxy.mcp.listTools(null, { timeoutMs: 300 }))) as McpExchangeError;
     expect(error.detail).toEqual({ variant: "TimedOut", what: "tools/list", timeoutMs: 300, heldBySecretsGate: true });
@@ -44,7 +44,7 @@ describe("proxy.mcp's calls that wait on the provider", () => {
     void next;
   });
 
-  it("end with Aborted, the signal's reason kept, when the caller's signal fires; at once when it already has", { timeout: 60_000 }, async () => {
+  it("end with Aborted, the signal's reason kept, when the caller's signal fires; at once when it already has", { timeout: 120_000 }, async () => {
     const { proxy } = await proxyWithLine(true);
     const controller = new AbortController();
     const pending = rejection(proxy.mcp.readResource({ uri: "note://one" }, { signal: controller.signal, timeoutMs: 0 }));

@@ -95,7 +95,7 @@ async function pairUp(raw: RawConnection, channel: number, variant: "Postgres" |
 }
 
 /** An MCP exchange on the begin scope that must be answered. */
-async function listTools(raw: RawConnection, channel: number, ms = 5000): Promise<void> {
+async function listTools(raw: RawConnection, channel: number, ms = 60_000): Promise<void> {
   ask(raw, channel, { variant: "McpListTools", params: null });
   const answer = await raw.next(onChannel(1, channel), ms);
   expect(answer.variant).toBe("ChannelResponse");
@@ -402,7 +402,7 @@ describe("daemon pairs", () => {
     expect(raw.frames.some((f) => f.variant === "ChannelResponseFinish" && f.channel === 100)).toBe(true);
     expect(logs.some((line) => line.includes(`daemon connection ${half.id}`) && line.includes("on disk"))).toBe(true);
     await listTools(raw, 200);
-  }, 90_000);
+  }, 120_000);
 
   it("a program sending 400 MiB toward a provider that does not read is pushed back; once the provider reads, every frame arrives in order", async () => {
     const { running, raw } = await begun();

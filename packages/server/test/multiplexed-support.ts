@@ -36,7 +36,7 @@ export async function rawConnect(port: number): Promise<RawConnection> {
     send(frame) {
       socket.send(typeof frame === "string" ? fromHex(frame.replace(/ /g, "")) : encodeClientFrame(frame));
     },
-    async next(match = () => true, ms = 5000) {
+    async next(match = () => true, ms = 60_000) {
       const deadline = Date.now() + ms;
       for (;;) {
         const found = find(match);

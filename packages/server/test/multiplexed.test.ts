@@ -501,7 +501,7 @@ describe("the provider's channels (seed 004)", () => {
     await waitUntil(() => received === chunks * chunk.length, 20_000);
     expect(inOrder).toBe(true);
     driver.destroy();
-  }, 30_000);
+  }, 120_000);
 
   it("tag 2 Daemon: the program's frames reach the provider's half once it opens, the provider's reach the program", async () => {
     const { proxy: running, raw } = await begun();

@@ -48,7 +48,7 @@ function strings(value: unknown): string[] {
 const unavailable = fuseUnavailable();
 
 describe.skipIf(!!unavailable)("diverge-proxy --log-format json, outside text in its lines", () => {
-  it("writes no form of a fed secret, and a mount name with a newline and a JSON object stays in one field of one line", { timeout: 90_000 }, async () => {
+  it("writes no form of a fed secret, and a mount name with a newline and a JSON object stays in one field of one line", { timeout: 120_000 }, async () => {
     const root = mkdtempSync(join(tmpdir(), "diverge-logs-root-"));
     const served = mkdtempSync(join(tmpdir(), "diverge-logs-served-"));
     const container = await startExampleContainer({ host: "127.0.0.1" });
@@ -62,7 +62,7 @@ describe.skipIf(!!unavailable)("diverge-proxy --log-format json, outside text in
     let connection: Connection | undefined;
     try {
       const port = await new Promise<number>((resolve, reject) => {
-        const deadline = Date.now() + 30_000;
+        const deadline = Date.now() + 90_000;
         const check = () => {
           const found = /ws:\/\/127\.0\.0\.1:(\d+)/.exec(stdout);
           if (found) resolve(Number(found[1]));
@@ -78,7 +78,7 @@ describe.skipIf(!!unavailable)("diverge-proxy --log-format json, outside text in
       for (const name of names) await connection.mount([name], served, { kind: "directory" });
       // Each mount's line is written before the stop: waited for, not slept on.
       await new Promise<void>((resolve, reject) => {
-        const deadline = Date.now() + 30_000;
+        const deadline = Date.now() + 90_000;
         const check = () => ((stderr.match(/"event":"mounted/g) ?? []).length >= names.length ? resolve() : Date.now() > deadline ? reject(new Error(`not every mount logged: ${stderr}`)) : setTimeout(check, 20));
         check();
       });

@@ -63,7 +63,7 @@ describe("the JSON log's lines", () => {
 });
 
 describe("diverge-proxy --log-format json --health 127.0.0.1:0", () => {
-  it("logs JSON lines only, never a secret; /healthz says what is connected and begun; /metrics counts", { timeout: 60_000 }, async () => {
+  it("logs JSON lines only, never a secret; /healthz says what is connected and begun; /metrics counts", { timeout: 120_000 }, async () => {
     const container = await startExampleContainer({ host: "127.0.0.1" });
     const child = spawn(process.execPath, [cli, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", "--app-port", String(container.port), "--root", exampleRoot, "--log-format", "json", "--health", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "pipe"] });
     children.push(child);

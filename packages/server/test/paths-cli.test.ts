@@ -44,7 +44,7 @@ describe("diverge-proxy (built: run `pnpm build` first)", () => {
     expect(stdout).toContain("default 0.0.0.0");
   });
 
-  it("warns when --root is left at /, and not when it is given", { timeout: 60_000 }, async () => {
+  it("warns when --root is left at /, and not when it is given", { timeout: 120_000 }, async () => {
     const started = async (args: string[]) => {
       const { child, output, firstLine } = run(["--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", ...args]);
       await firstLine;

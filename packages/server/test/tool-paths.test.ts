@@ -55,7 +55,7 @@ async function open(proxy: RunningProxy, path: string): Promise<Opened> {
     socket,
     messages,
     closed,
-    async next(ms = 10_000) {
+    async next(ms = 60_000) {
       const deadline = Date.now() + ms;
       while (messages.length <= taken) {
         if (Date.now() > deadline) throw new Error(`no message on ${path}`);
@@ -85,7 +85,7 @@ async function direct(app: ExampleContainer): Promise<Client> {
 }
 
 describe("/tool/*", () => {
-  it("answers tools/list and tools/call with exactly one message, then closes cleanly; the server's errors verbatim", { timeout: 30_000 }, async () => {
+  it("answers tools/list and tools/call with exactly one message, then closes cleanly; the server's errors verbatim", { timeout: 120_000 }, async () => {
     const { app, proxy } = await fixture();
     const listed = await exchange(proxy, "/tool/list-tools", encodeToolListToolsRequest({ params: null }));
     expect(listed.clean).toBe(true);
@@ -110,7 +110,7 @@ describe("/tool/*", () => {
     expect(decodeMcpCallToolAnswer(unknown.messages[0]!, { check: checkMcp })).toEqual(expected);
   });
 
-  it("answers params that do not parse with -32602, ignores a text message, and is never silent", { timeout: 30_000 }, async () => {
+  it("answers params that do not parse with -32602, ignores a text message, and is never silent", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     const bad = await exchange(proxy, "/tool/call-tool", new TextEncoder().encode("{not json"));
     expect(bad.messages).toHaveLength(1);
@@ -126,7 +126,7 @@ describe("/tool/*", () => {
     expect(decodeMcpListToolsAnswer(opened.messages[0]!, { check: checkMcp }).variant).toBe("Result");
   });
 
-  it("answers -32603 with the reason when the container's server cannot be reached, and notifications with one error then the close", { timeout: 30_000 }, async () => {
+  it("answers -32603 with the reason when the container's server cannot be reached, and notifications with one error then the close", { timeout: 120_000 }, async () => {
     const gone = createServer();
     await new Promise<void>((resolve) => gone.listen(0, "127.0.0.1", resolve));
     const port = (gone.address() as AddressInfo).port;
@@ -145,7 +145,7 @@ describe("/tool/*", () => {
     expect(decodeMcpNotificationsAnswer(notifications.messages[0]!, { check: checkMcp }).variant).toBe("Error");
   });
 
-  it("replaces an answer larger than the message limit with -32603 saying so", { timeout: 30_000 }, async () => {
+  it("replaces an answer larger than the message limit with -32603 saying so", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture({ maxMessageBytes: 300 });
     const listed = await exchange(proxy, "/tool/list-tools", encodeToolListToolsRequest({ params: null }));
     const answer = decodeMcpListToolsAnswer(listed.messages[0]!, { check: checkMcp }) as { variant: string; error: { code: number; message: string } };
@@ -153,7 +153,7 @@ describe("/tool/*", () => {
     expect(answer.error.message).toContain("larger than the message limit of 300");
   });
 
-  it("delivers only the notifications sent after the opening, until the provider closes; one inward client for / and /tool/*", { timeout: 30_000 }, async () => {
+  it("delivers only the notifications sent after the opening, until the provider closes; one inward client for / and /tool/*", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture();
     // A notification before the opening is not delivered.
     await exchange(proxy, "/tool/call-tool", encodeToolCallToolRequest({ params: { name: "notify", arguments: { text: "before" } } }));
@@ -171,7 +171,7 @@ describe("/tool/*", () => {
     expect(proxy.inward.sessionsMade).toBe(1);
   });
 
-  it("is refused at once, naming the gate and --no-secrets-gate, while the gate is shut and no provider is begun on / to feed the secrets", { timeout: 30_000 }, async () => {
+  it("is refused at once, naming the gate and --no-secrets-gate, while the gate is shut and no provider is begun on / to feed the secrets", { timeout: 120_000 }, async () => {
     const { proxy } = await fixture({ secretsGate: true });
     const { messages, clean } = await exchange(proxy, "/tool/list-tools", encodeToolListToolsRequest({ params: null }));
     expect(clean).toBe(true);

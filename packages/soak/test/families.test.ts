@@ -21,7 +21,7 @@ const KNOWN_BUGS: readonly { readonly name: string; readonly pattern: RegExp }[]
 
 describe(`families soak (seed ${SEED})`, () => {
   for (const scenario of FAMILY_SCENARIOS) {
-    it(`${scenario}: its invariants hold over ${ROUNDS[scenario]} seeded rounds, memory flat`, { timeout: 90_000 }, async () => {
+    it(`${scenario}: its invariants hold over ${ROUNDS[scenario]} seeded rounds, memory flat`, { timeout: 120_000 }, async () => {
       const report = await runFamilyScenario(scenario, { seed: SEED, rounds: ROUNDS[scenario] });
       process.stdout.write(`families soak ${scenario}: ${JSON.stringify(report)}\n`);
       if (report.skipped) {

@@ -10,9 +10,9 @@ describe("mcpTypeSource", () => {
     expect(types[1]).toMatch(/^\{\n {2}name: string;\n/);
     expect(types[1]).toMatch(/arguments\?: undefined \| \{\n\s+\[key: string\]: unknown;/);
     expect(types.join("\n")).not.toMatch(/\b(z|sdk|Flatten|Infer|import)\b/);
-  }, 60_000);
+  }, 120_000);
 
   it("names a type the SDK does not declare", () => {
     expect(() => mcpTypeSource([{ schema: "NoSuchThingSchema" }])).toThrow(/declares no type NoSuchThing/);
-  }, 60_000);
+  }, 120_000);
 });

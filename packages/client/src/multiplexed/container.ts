@@ -20,7 +20,7 @@ import { bounded, type RequestOptions } from "../waiting.js";
 import { bindProviderAsks, dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderAsks, type ProviderHandlers } from "../gen/exchanges.js";
 import type { AnswerContext, ChannelOutcome } from "../exchanges/engine.js";
 import { channelAskEngine } from "./channel-engine.js";
-import { ContainerError, failures, unreadable } from "./errors.js";
+import { ContainerError, FRAME_HEADER_BYTES, failures, refuseOversized, unreadable } from "./errors.js";
 import type { MultiplexedConnectionEvent } from "./host.js";
 import { announcePair } from "./pairs.js";
 import type { ProxyHandlers } from "../paths/connect.js";
@@ -105,7 +105,6 @@ export interface OpenContainerOptions extends RequestOptions, PairOptions {
 }
 
 /** The Frames layer's header: type, scope and channel before every payload. */
-const FRAME_HEADER_BYTES = 9;
 
 /**
  * Dials the proxy's `/` (give the proxy's base URL: ws or http, with or without a trailing slash)
@@ -198,7 +197,11 @@ export class MultiplexedConnection {
     this.asks = bindProviderAsks(
       channelAskEngine<ToolsBeginChannelRequest>({
         encode: encodeToolsBeginChannelRequest,
-        open: (payload, handlers) => void this.frames.mux.openChannel(this.toolsScope(), payload, handlers),
+        open: (payload, handlers) => {
+          const scope = this.toolsScope();
+          refuseOversized("tools::begin channel", payload, this.maxMessageBytes);
+          this.frames.mux.openChannel(scope, payload, handlers);
+        },
       }),
     );
   }
@@ -238,8 +241,10 @@ export class MultiplexedConnection {
     if (request.image) begin.image = { name: request.image.name, digest: request.image.digest };
     return bounded<DeclaredTool[]>(options, failures(what, () => "the proxy's Begun (the program's POST /register answer)"), (resolve, reject) => {
       if (this.frames.mux.ended) return reject(new ContainerError({ variant: "Lost", what }));
+      const payload = encodeContainerProxyRequest({ variant: "ToolsBegin", begin });
+      refuseOversized(what, payload, this.maxMessageBytes);
       let begun = false;
-      const opened = this.frames.mux.openScope(encodeContainerProxyRequest({ variant: "ToolsBegin", begin }), {
+      const opened = this.frames.mux.openScope(payload, {
         response: (payload) => {
           try {
             const answer = decodeToolsBeginResponse(payload);
@@ -292,7 +297,7 @@ export class MultiplexedConnection {
         this.endScope(scope);
       },
       serveProxyChannel: (responder, request, dispatch) => this.serveProxyChannel(responder, request, dispatch),
-      maxMessageBytes: this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      maxMessageBytes: this.maxMessageBytes,
       askChannel: (what, ask, options, waitingFor) => this.askChannel(what, ask, options, waitingFor),
     };
   }
@@ -409,7 +414,15 @@ export class MultiplexedConnection {
 
   /** Opens a channel of the provider's on the begin scope. Throws ContainerError when it cannot. */
   openChannel(what: string, request: ToolsBeginChannelRequest, handlers: { response(payload: Uint8Array): void; finish(served: boolean): void; lost(): void }): void {
-    this.frames.mux.openChannel(this.channelScope(what), encodeToolsBeginChannelRequest(request), handlers);
+    const scope = this.channelScope(what);
+    const payload = encodeToolsBeginChannelRequest(request);
+    refuseOversized(what, payload, this.maxMessageBytes);
+    this.frames.mux.openChannel(scope, payload, handlers);
+  }
+
+  /** The proxy's message limit this connection keeps to (`maxMessageBytes`). */
+  private get maxMessageBytes(): number {
+    return this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   }
 
   /** @internal Subscribes a sink to the connection's one notification channel, opening it when none is open. */
@@ -467,7 +480,7 @@ export class MultiplexedConnection {
           controller?.abort();
           break;
         }
-        const limit = this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+        const limit = this.maxMessageBytes;
         if (bytes.length + FRAME_HEADER_BYTES > limit) {
           this.emit({ type: "answerNotSent", channel: responder.channel, reason: `the answer is ${bytes.length + FRAME_HEADER_BYTES} bytes, larger than the proxy's message limit of ${limit}` });
           break;

@@ -75,6 +75,19 @@ function describe(detail: ContainerErrorDetail): string {
   }
 }
 
+/** A frame's header on the wire: its tag byte and two u32 ids (scope, channel). */
+export const FRAME_HEADER_BYTES = 9;
+
+/**
+ * Refuses, unsent, a request whose frame would be over the proxy's message limit: the proxy ends the
+ * whole connection on a message over its limit (close 1009), which would fail every other exchange
+ * with it. Throws ContainerError `TooLarge`.
+ */
+export function refuseOversized(what: string, payload: Uint8Array, limit: number): void {
+  const bytes = payload.length + FRAME_HEADER_BYTES;
+  if (bytes > limit) throw new ContainerError({ variant: "TooLarge", what, bytes, limit });
+}
+
 /** The typed failures of a bounded wait (`waiting.ts`) for an ask named `what`. */
 export function failures(what: string, waitingFor: () => string) {
   return {

@@ -17,7 +17,7 @@ import type { FrameSocket, Responder } from "@diverge/multiplexer";
 import { bindAgentsBeginChannelsProviderAsks, dispatchAgentsBeginChannelsProxyChannel, type AgentsBeginChannelsProviderAsks, type DispatchedAsk, type ProviderHandlers } from "../../gen/exchanges.js";
 import type { ChannelOutcome } from "../../exchanges/engine.js";
 import { channelAskEngine } from "../../multiplexed/channel-engine.js";
-import { ContainerError, failures, unreadable } from "../../multiplexed/errors.js";
+import { ContainerError, FRAME_HEADER_BYTES, failures, refuseOversized, unreadable } from "../../multiplexed/errors.js";
 import type { DeclaredTool } from "../../multiplexed/container.js";
 import { bounded, type RequestOptions } from "../../waiting.js";
 import { typedInfo, type ContainerInfo } from "../info/front-matter.js";
@@ -45,8 +45,10 @@ export function beginAgentOn(host: AgentScopeHost, request: AgentBeginRequest, o
   if (request.image) begin.image = { name: request.image.name, digest: request.image.digest };
   return bounded<Agent>(options, failures(what, () => "the proxy's Begun (the program's POST /register answer)"), (resolve, reject) => {
     if (host.frames.mux.ended) return reject(new ContainerError({ variant: "Lost", what }));
+    const payload = encodeContainerProxyRequest({ variant: "AgentsBegin", begin });
+    refuseOversized(what, payload, host.maxMessageBytes);
     let agent: MultiplexedAgent | undefined;
-    const opened = host.frames.mux.openScope(encodeContainerProxyRequest({ variant: "AgentsBegin", begin }), {
+    const opened = host.frames.mux.openScope(payload, {
       response: (payload) => {
         let answer;
         try {
@@ -94,9 +96,6 @@ export function beginAgentOn(host: AgentScopeHost, request: AgentBeginRequest, o
   });
 }
 
-/** The Frames layer's header: type, scope and channel before every payload. */
-const FRAME_HEADER_BYTES = 9;
-
 class MultiplexedAgent implements Agent {
   readonly transport = "multiplexed" as const;
   readonly hub = new ChunkHub();
@@ -113,9 +112,7 @@ class MultiplexedAgent implements Agent {
         encode: encodeAgentsBeginChannelRequest,
         open: (payload, handlers) => {
           if (this.hub.isOver) throw new ContainerError({ variant: "Lost", what: "agents::begin channel" });
-          // The proxy ends the one connection on a frame over its limit: such an ask is refused here, alone.
-          const bytes = payload.length + FRAME_HEADER_BYTES;
-          if (bytes > host.maxMessageBytes) throw new ContainerError({ variant: "TooLarge", what: "agents::begin channel", bytes, limit: host.maxMessageBytes });
+          refuseOversized("agents::begin channel", payload, host.maxMessageBytes);
           host.frames.mux.openChannel(scope, payload, handlers);
         },
       }),
