@@ -92,7 +92,7 @@ async function command(proxy: RunningProxy, bytes: string): Promise<unknown[]> {
 
 /** A database driver of the program, on the proxy's database listener. */
 async function query(proxy: RunningProxy, sql: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ host: "127.0.0.1", port: proxy.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ host: "127.0.0.1", port: proxy.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
   client.on("error", () => {});
   try {
     await client.connect();

@@ -42,6 +42,11 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
+/** Polls `condition` until it holds; the deadline is only a hang guard. */
+async function until(condition: () => boolean, what: string, ms = 60_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !condition(); await sleep(20)) if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+}
+
 async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
   let text = "";
   for await (const part of stream as unknown as AsyncIterable<Uint8Array>) text += Buffer.from(part).toString();
@@ -65,7 +70,9 @@ describe("a read whose reader lags (multiplexed transport)", () => {
           nextMarker = at + MiB;
         }
         total += piece.length;
-        // A reader far slower than the wire (at most ~100 MB/s).
+        // Slower than the wire whatever the machine's load: after the first piece the reader waits
+        // until the read has paused the connection (its condition, not a pace), then reads slowly.
+        if (total === piece.length) await until(() => connection.readFlow.pausedConnection > 0, "the read to pause the connection");
         await sleep(20);
       }
       expect(total).toBe(SIZE);
@@ -88,7 +95,7 @@ describe("a read whose reader lags (multiplexed transport)", () => {
       const first = await reader.read();
       expect(first.value!.length).toBeGreaterThan(0);
       // The reader takes nothing more; the read pauses the connection, then is stopped.
-      for (let i = 0; i < 200 && connection.readFlow.endedStalled === 0; i++) await sleep(50);
+      await until(() => connection.readFlow.endedStalled > 0, "the stalled read to be stopped");
       expect(connection.readFlow.endedStalled).toBe(1);
       const failure = await reader.read().then(
         () => undefined,
@@ -109,7 +116,7 @@ describe("a read whose reader lags (multiplexed transport)", () => {
     try {
       // Nobody ever reads this stream: it fills, pauses the connection, and the stall ends it.
       connection.read(["big.bin"], { stallMs: 300 });
-      for (let i = 0; i < 200 && connection.readFlow.endedStalled === 0; i++) await sleep(50);
+      await until(() => connection.readFlow.endedStalled > 0, "the stalled read to be stopped");
       expect(connection.readFlow.endedStalled).toBe(1);
       expect(await readAll(connection.read(["small.txt"]))).toBe("still served");
     } finally {

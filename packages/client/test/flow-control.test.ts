@@ -49,7 +49,7 @@ async function begunProvider(running: RunningProxy, budgetBytes?: number): Promi
 }
 
 function driver(running: RunningProxy): pg.Client {
-  const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
   client.on("error", () => {});
   cleanups.push(() => client.end());
   return client;
@@ -200,7 +200,7 @@ describe("the paths transport's raw postgres (kind 11)", () => {
     const running = await proxy();
     const stats: PostgresPathsStats = { maxDatabaseBuffered: 0, pathPauses: 0 };
     pathsProvider(running, stats);
-    const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
     client.on("error", () => {});
     cleanups.push(() => client.end());
     await client.connect();

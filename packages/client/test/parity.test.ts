@@ -484,7 +484,7 @@ describe("postgres: the program's database connection, carried by the provider o
     return () => connection.close();
   }
   function driver(proxy: RunningProxy): pg.Client {
-    const client = new pg.Client({ host: "127.0.0.1", port: proxy.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({ host: "127.0.0.1", port: proxy.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
     client.on("error", () => {});
     cleanups.push(() => client.end());
     return client;

@@ -40,7 +40,7 @@ function provider(running: RunningProxy, target: string): { connection: PathsCon
 }
 
 function driver(running: RunningProxy): pg.Client {
-  const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ host: "127.0.0.1", port: running.multiplexed.pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
   client.on("error", () => {});
   cleanups.push(() => client.end());
   return client;

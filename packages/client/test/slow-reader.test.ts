@@ -97,7 +97,7 @@ async function waitUntil(done: () => boolean, ms: number, what: string): Promise
 }
 
 async function otherDriver(port: number): Promise<number> {
-  const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "postgres", connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
   client.on("error", () => {});
   cleanups.push(() => client.end());
   await client.connect();

@@ -92,7 +92,7 @@ async function freePort(): Promise<number> {
 
 /** The program's database driver on the proxy's postgres listener: one query answered by the real database. */
 async function selectThroughProxy(pgPort: number): Promise<string> {
-  const driver = new pg.Client({ host: "127.0.0.1", port: pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 30_000 });
+  const driver = new pg.Client({ host: "127.0.0.1", port: pgPort, user: "postgres", database: "postgres", connectionTimeoutMillis: 60_000 });
   driver.on("error", () => {});
   cleanups.push(() => driver.end());
   await driver.connect();

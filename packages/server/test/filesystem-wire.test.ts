@@ -154,7 +154,7 @@ describe("multiplexed filesystem::read", () => {
     expect(await holding()).toBe(1);
     raw.socket.terminate();
     await raw.closed;
-    for (let i = 0; i < 3000 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 60_000; (await holding()) > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await holding()).toBe(0);
     // The read did not run to its end: far fewer than the file's 32 pieces were sent.
     expect(raw.frames.filter(onScope(2)).length).toBeLessThan(32);
@@ -181,7 +181,7 @@ describe("multiplexed filesystem::read abandoned", () => {
     raw.send({ variant: "ChannelRequest", scope: 2, channel: 0, payload: new Uint8Array(0) });
     const pieces = await untilFinish(raw, 2, 30_000);
     expect(pieces.length + 1).toBeLessThan(256);
-    for (let i = 0; i < 3000 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 60_000; (await holding()) > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await holding()).toBe(0);
     // No answer on the stop channel, and the connection still serves.
     expect(raw.frames.filter((frame) => (frame.variant === "ChannelResponse" || frame.variant === "ChannelResponseFinish") && frame.scope === 2)).toEqual([]);
@@ -256,7 +256,7 @@ describe("multiplexed filesystem::write", () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     raw.socket.terminate();
     await raw.closed;
-    for (let i = 0; i < 3000 && (await leftovers(root)).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 60_000; (await leftovers(root)).length > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await readdir(root)).toEqual([]);
   });
 
@@ -424,7 +424,7 @@ describe("paths /filesystem/*", () => {
     abandoned.socket.send(randomBytes(1024));
     await new Promise((resolve) => setTimeout(resolve, 100));
     abandoned.socket.terminate();
-    for (let i = 0; i < 3000 && (await leftovers(root)).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 60_000; (await leftovers(root)).length > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await readdir(root)).toEqual(["w.bin"]);
 
     await symlink(outside, join(root, "out"));
@@ -481,7 +481,7 @@ describe("paths /filesystem/*", () => {
     await read.next();
     expect(await holding()).toBe(1);
     read.socket.terminate();
-    for (let i = 0; i < 3000 && (await holding()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = Date.now() + 60_000; (await holding()) > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await holding()).toBe(0);
   });
 

@@ -259,7 +259,7 @@ describe.skipIf(!!unavailable)("FUSE mounts", () => {
     await exited;
     // fusermount, left beside the killed process, unmounts once it sees the FUSE descriptor close;
     // on a busy machine (CI runs every package at once) that has taken more than 5 s.
-    for (let i = 0; i < 400 && (await isMountPoint(at)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const deadline = Date.now() + 60_000; (await isMountPoint(at)) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 50));
     const stale = await isMountPoint(at);
     if (stale) await sh(`fusermount3 -u -z ${at} || umount -l ${at}`);
     expect(stale).toBe(false);

@@ -51,7 +51,7 @@ describe("diverge-proxy (built: run `pnpm build` first)", () => {
       // The options line comes once the proxy serves; the warning, if any, is said right after it.
       let stderr = "";
       child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      for (let i = 0; i < 400 && !/diverge-proxy options .*\n/.test(stderr); i++) await new Promise((r) => setTimeout(r, 50));
+      for (const deadline = Date.now() + 60_000; !/diverge-proxy options .*\n/.test(stderr) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
       await new Promise((r) => setTimeout(r, 200));
       child.kill("SIGTERM");
       await output;
