@@ -18,7 +18,7 @@ import { endpointUrl, proxyBase } from "../url.js";
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { bindProviderAsks, dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderAsks, type ProviderHandlers } from "../gen/exchanges.js";
-import type { AnswerContext, ChannelOutcome } from "../exchanges/engine.js";
+import type { AnswerContext, ChannelAskEngine, ChannelOutcome } from "../exchanges/engine.js";
 import { channelAskEngine } from "./channel-engine.js";
 import { ContainerError, failures, unreadable } from "./errors.js";
 import type { MultiplexedConnectionEvent } from "./host.js";
@@ -170,6 +170,8 @@ export class MultiplexedConnection {
   readonly mcp: ContainerMcp;
   /** @internal The generated typed asks of the channels the provider opens on the begin scope, on this connection's channels. */
   readonly asks: ProviderAsks;
+  /** @internal The engine `asks` is bound onto: a channel of the begin scope read with another answer codec (the --serve-tools bridge's lean relay). */
+  readonly channels: ChannelAskEngine<ToolsBeginChannelRequest>;
   private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
   /** The agent, when this connection began an agent container (its scope's table is not tools::begin's). */
   private agent: Agent | undefined;
@@ -195,12 +197,11 @@ export class MultiplexedConnection {
     });
     this.notificationHub = new NotificationHub(this);
     this.mcp = new ContainerMcp(this);
-    this.asks = bindProviderAsks(
-      channelAskEngine<ToolsBeginChannelRequest>({
-        encode: encodeToolsBeginChannelRequest,
-        open: (payload, handlers) => void this.frames.mux.openChannel(this.toolsScope(), payload, handlers),
-      }),
-    );
+    this.channels = channelAskEngine<ToolsBeginChannelRequest>({
+      encode: encodeToolsBeginChannelRequest,
+      open: (payload, handlers) => void this.frames.mux.openChannel(this.toolsScope(), payload, handlers),
+    });
+    this.asks = bindProviderAsks(this.channels);
   }
 
   /** Adds an event listener; returns its removal. */
