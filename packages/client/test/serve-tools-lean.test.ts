@@ -119,16 +119,16 @@ async function startLeanContainer(): Promise<LeanContainer> {
   };
 }
 
-/** The container, a proxy before it, and the bridge on `transport`: the bridge's MCP URL and the container's own. */
-async function fixture(transport: Transport): Promise<{ url: string; direct: string; app: LeanContainer }> {
+/** The container, a proxy before it (its message limit `maxMessageBytes`), and the bridge on `transport`: the bridge's MCP URL and the container's own. */
+async function fixture(transport: Transport, maxMessageBytes?: number): Promise<{ url: string; direct: string; app: LeanContainer }> {
   const app = await startLeanContainer();
   cleanups.push(() => app.close());
-  const proxy: RunningProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, secretsGate: false, log: () => {} });
+  const proxy: RunningProxy = await startProxy({ port: 0, programPort: 0, pgPort: 0, appPort: app.port, secretsGate: false, log: () => {}, maxMessageBytes });
   cleanups.push(() => proxy.close());
   let source: ToolsSource;
   if (transport === "paths") source = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
   else {
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 10_000 });
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 10_000, maxMessageBytes });
     cleanups.push(async () => connection.close());
     await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
     source = connection.mcp;
@@ -295,5 +295,17 @@ describe.each(TRANSPORTS)("--serve-tools' lean path on %s", (transport) => {
     expect(sseMessages((await abandoned).text)).toEqual([]);
     if (transport === "paths") await until(() => app.calls.includes("slow:cancelled"), "the call to be cancelled at the container's server");
     expect((await post(url, session, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))).status).toBe(404);
+  });
+});
+
+describe("--serve-tools' lean path on multiplexed, the proxy's message limit", () => {
+  it("refuses a call over the proxy's message limit alone (-32600 naming the limit), unsent, and the connection serves the next", { timeout: 60_000 }, async () => {
+    const limit = 64 * 1024;
+    const { url } = await fixture("multiplexed", limit);
+    const agent = await sdkAgent(url);
+    const failure = await agent.callTool({ name: "quick", arguments: { pad: "x".repeat(2 * limit) } }).catch((problem: unknown) => problem as { code?: number; message?: string });
+    expect(failure).toMatchObject({ code: -32600, message: expect.stringContaining(`larger than the proxy's message limit of ${limit} bytes`) });
+    // The proxy would have ended the one connection on it: the next call is answered on it.
+    expect(await agent.callTool({ name: "quick", arguments: {} })).toEqual({ content: [{ type: "text", text: "quick" }] });
   });
 });

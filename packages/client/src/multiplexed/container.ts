@@ -199,7 +199,12 @@ export class MultiplexedConnection {
     this.mcp = new ContainerMcp(this);
     this.channels = channelAskEngine<ToolsBeginChannelRequest>({
       encode: encodeToolsBeginChannelRequest,
-      open: (payload, handlers) => void this.frames.mux.openChannel(this.toolsScope(), payload, handlers),
+      open: (payload, handlers) => {
+        // The proxy ends the whole connection on a message over its limit: such an ask is refused alone, unsent.
+        const limit = this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+        if (payload.length + FRAME_HEADER_BYTES > limit) throw new ContainerError({ variant: "TooLarge", what: "a begin-scope channel's request", bytes: payload.length + FRAME_HEADER_BYTES, limit });
+        this.frames.mux.openChannel(this.toolsScope(), payload, handlers);
+      },
     });
     this.asks = bindProviderAsks(this.channels);
   }

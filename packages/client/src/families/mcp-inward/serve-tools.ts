@@ -162,6 +162,8 @@ export interface ServingTools {
 function jsonRpcErrorOf(problem: unknown): { code: number; message: string; data?: unknown } {
   const detail = (problem as { detail?: { variant?: string; error?: { code: number; message: string; data?: unknown } } } | undefined)?.detail;
   if (detail?.variant === "Mcp" && detail.error) return { code: detail.error.code, message: detail.error.message, ...(detail.error.data === undefined ? {} : { data: detail.error.data }) };
+  // A request over the proxy's message limit was not sent: the agent's request is what is wrong.
+  if (detail?.variant === "TooLarge") return { code: ErrorCode.InvalidRequest, message: (problem as Error).message };
   return { code: ErrorCode.InternalError, message: problem instanceof Error ? problem.message : String(problem) };
 }
 
