@@ -28,7 +28,7 @@ export { dispatchRequestsAsk, dispatchToolsBeginChannelsProxyChannel, bindProvid
 export { oneOf, streamOf, type AnswerContext, type ChannelAskEngine, type ChannelOutcome, type ChannelStream, type ChannelStreamEnding, type ChannelStreamListener } from "./exchanges/engine.js";
 export { commandExec, STDERR_TAIL_BYTES } from "./families/command/index.js";
 export { PostgresVault, type SqlClient, type VaultOptions } from "./families/vault/index.js";
-export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./families/mcp-inward/index.js";
+export { serveToolsHttp, serveToolsStdio, parseHostPort, type RelayedMethod, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./families/mcp-inward/index.js";
 export { Exit, exitStatusOf, exitStatusHelp, BackendError, type ExitStatus } from "./commands/exit.js";
 export { PathsTools, ToolPathError, type ToolPathErrorDetail } from "./families/mcp-inward/index.js";
 export { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathAskOptions, type PathOutcome, type PathStream } from "./exchanges/paths.js";

@@ -14,7 +14,7 @@ import { PostgresVault } from "../families/vault/store.js";
 import { openContainer, type MultiplexedConnection } from "../multiplexed/container.js";
 import { pipePostgres } from "../families/postgres/multiplexed.js";
 import { databaseAddress, type DatabaseAddress } from "../families/postgres/address.js";
-import { parseHostPort, serveToolsHttp, serveToolsStdio, type ServingTools, type SourceCallOptions, type ToolsSource } from "../families/mcp-inward/serve-tools.js";
+import { parseHostPort, serveToolsHttp, serveToolsStdio, type RelayedMethod, type ServingTools, type SourceCallOptions, type ToolsSource } from "../families/mcp-inward/serve-tools.js";
 import { BackendError, Exit, exitStatusHelp, fail } from "./exit.js";
 import { sayPathsEvents } from "./paths-events.js";
 import { connectFsHelp, connectFsOptions, connectFsUsage, filesystemExit, holdFilesystem, parseMountSpecs, takeWatchTreeRoot, type FilesystemTarget, type HeldFilesystem } from "./connect-fs.js";
@@ -511,5 +511,16 @@ function loggedSource(source: ToolsSource, say: Say): ToolsSource {
     callTool: logged("tools/call", (params, options) => source.callTool(params, options), (params) => ({ tool: (params as { name?: unknown }).name })),
     readResource: logged("resources/read", (params, options) => source.readResource(params, options), (params) => ({ uri: (params as { uri?: unknown }).uri })),
     notifications: () => source.notifications(),
+    ...(source.relay && {
+      relay: (method: RelayedMethod, params: Record<string, unknown> | undefined, options?: SourceCallOptions) =>
+        logged(method, (relayed: typeof params, relayOptions?: SourceCallOptions) => source.relay!(method, relayed, relayOptions), relayedFields(method))(params, options),
+    }),
   };
+}
+
+/** What a relayed request's log line names: the tool, or the resource. */
+function relayedFields(method: RelayedMethod): ((params: Record<string, unknown> | undefined) => LogFields) | undefined {
+  if (method === "tools/call") return (params) => ({ tool: params?.name });
+  if (method === "resources/read") return (params) => ({ uri: params?.uri });
+  return undefined;
 }

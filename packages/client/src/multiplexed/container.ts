@@ -18,7 +18,7 @@ import { endpointUrl, proxyBase } from "../url.js";
 import type { FuseHandlers } from "@diverge/multiplexer/fuse";
 import { bounded, type RequestOptions } from "../waiting.js";
 import { bindProviderAsks, dispatchToolsBeginChannelsProxyChannel, type DispatchedAsk, type ProviderAsks, type ProviderHandlers } from "../gen/exchanges.js";
-import type { AnswerContext, ChannelOutcome } from "../exchanges/engine.js";
+import type { AnswerContext, ChannelAskEngine, ChannelOutcome } from "../exchanges/engine.js";
 import { channelAskEngine } from "./channel-engine.js";
 import { ContainerError, FRAME_HEADER_BYTES, failures, refuseOversized, unreadable } from "./errors.js";
 import type { MultiplexedConnectionEvent } from "./host.js";
@@ -169,6 +169,8 @@ export class MultiplexedConnection {
   readonly mcp: ContainerMcp;
   /** @internal The generated typed asks of the channels the provider opens on the begin scope, on this connection's channels. */
   readonly asks: ProviderAsks;
+  /** @internal The engine `asks` is bound onto: a channel of the begin scope read with another answer codec (the --serve-tools bridge's lean relay). */
+  readonly channels: ChannelAskEngine<ToolsBeginChannelRequest>;
   private readonly scopeChannels = new Map<number, (responder: Responder, payload: Uint8Array) => void>();
   /** The agent, when this connection began an agent container (its scope's table is not tools::begin's). */
   private agent: Agent | undefined;
@@ -194,16 +196,15 @@ export class MultiplexedConnection {
     });
     this.notificationHub = new NotificationHub(this);
     this.mcp = new ContainerMcp(this);
-    this.asks = bindProviderAsks(
-      channelAskEngine<ToolsBeginChannelRequest>({
-        encode: encodeToolsBeginChannelRequest,
-        open: (payload, handlers) => {
-          const scope = this.toolsScope();
-          refuseOversized("tools::begin channel", payload, this.maxMessageBytes);
-          this.frames.mux.openChannel(scope, payload, handlers);
-        },
-      }),
-    );
+    this.channels = channelAskEngine<ToolsBeginChannelRequest>({
+      encode: encodeToolsBeginChannelRequest,
+      open: (payload, handlers) => {
+        const scope = this.toolsScope();
+        refuseOversized("tools::begin channel", payload, this.maxMessageBytes);
+        this.frames.mux.openChannel(scope, payload, handlers);
+      },
+    });
+    this.asks = bindProviderAsks(this.channels);
   }
 
   /** Adds an event listener; returns its removal. */

@@ -5,4 +5,4 @@
 // (MCP frames) and ../shared/protocol/paths.md §4 (/tool/*).
 export { ContainerMcp, NotificationHub, type NotificationSinkState, type NotificationsOptions, type NotificationStream } from "./multiplexed.js";
 export { PathsTools, ToolPathError, isSecretsGateRefusal, pathsGateWarning, type ToolPathErrorDetail } from "./paths.js";
-export { serveToolsHttp, serveToolsStdio, parseHostPort, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./serve-tools.js";
+export { serveToolsHttp, serveToolsStdio, parseHostPort, type RelayedMethod, type ToolsSource, type ServeToolsOptions, type ServeToolsHttpOptions, type ServingTools, type SourceCallOptions } from "./serve-tools.js";

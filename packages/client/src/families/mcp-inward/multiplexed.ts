@@ -1,11 +1,13 @@
 // The container's own MCP server on the multiplexed connection: the four MCP exchanges and the one
 // notification channel (begin scope, provider-opened tags 3-7), read as MCP results or errors.
-import type { CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams } from "@diverge/codec";
+import type { CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams, ToolsBeginChannelRequest } from "@diverge/codec";
+import { toolsBeginChannelsProviderOpened } from "@diverge/codec/exchanges";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
-import type { ChannelOutcome } from "../../exchanges/engine.js";
+import type { ChannelAskEngine, ChannelOutcome } from "../../exchanges/engine.js";
 import { ContainerError, type ErrorData } from "../../multiplexed/errors.js";
 import type { ConnectionHost } from "../../multiplexed/host.js";
 import type { RequestOptions } from "../../waiting.js";
+import { relayedAnswer, type RelayedAnswer, type RelayedMethod } from "./relayed.js";
 
 export interface NotificationsOptions {
   /** Notifications kept for a loop that does not pull; older ones beyond it are dropped. Default 1024. */
@@ -22,6 +24,8 @@ export interface NotificationStream extends AsyncIterable<ServerNotification> {
 /** What `ContainerMcp` needs of the connection: the shared notification channel besides the asks. */
 export interface McpInwardHost extends ConnectionHost {
   subscribeNotifications(sink: NotificationSinkState): () => void;
+  /** The engine the typed asks are bound onto (the lean relay reads its answers with another codec). */
+  readonly channels: ChannelAskEngine<ToolsBeginChannelRequest>;
   /** An MCP exchange was answered: before a feed, that shows the proxy holds nothing for secrets. */
   noteMcpAnswered?(): void;
 }
@@ -134,6 +138,30 @@ export class ContainerMcp {
 
   readResource(params: ReadResourceRequestParams, options?: RequestOptions): Promise<ReadResourceResult> {
     return this.ask("resources/read", () => this.connection.asks.mcpReadResource({ params }), options);
+  }
+
+  /**
+   * The lean relay of `method` (what --serve-tools does with an agent's request): `params` as the agent
+   * sent them, the result as the JSON bytes the proxy sent, neither read into MCP's types. Rejects as
+   * the typed methods do (ContainerError; `Mcp` for the server's own error).
+   */
+  relay(method: RelayedMethod, params: Record<string, unknown> | undefined, options?: RequestOptions): Promise<Uint8Array> {
+    const c = toolsBeginChannelsProviderOpened;
+    const lean = (descriptor: typeof c.McpCallTool | typeof c.McpListTools | typeof c.McpListResources | typeof c.McpReadResource, request: ToolsBeginChannelRequest) =>
+      this.connection.channels.one({ ...descriptor, answer: relayedAnswer(descriptor.answer) }, request);
+    const ask = (): Promise<ChannelOutcome<RelayedAnswer>> => {
+      switch (method) {
+        case "tools/call":
+          return lean(c.McpCallTool, { variant: "McpCallTool", params: params as CallToolRequestParams });
+        case "tools/list":
+          return lean(c.McpListTools, { variant: "McpListTools", params: (params as PaginatedRequestParams | undefined) ?? null });
+        case "resources/list":
+          return lean(c.McpListResources, { variant: "McpListResources", params: (params as PaginatedRequestParams | undefined) ?? null });
+        case "resources/read":
+          return lean(c.McpReadResource, { variant: "McpReadResource", params: params as ReadResourceRequestParams });
+      }
+    };
+    return this.ask(method, ask, options);
   }
 
   /**

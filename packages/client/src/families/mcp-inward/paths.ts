@@ -3,8 +3,10 @@
 // nothing is asked again.
 import type { CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams } from "@diverge/codec";
 import type { CallToolResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ServerNotification } from "@modelcontextprotocol/sdk/types.js";
+import { openedPaths, type OpenedPathDescriptor } from "@diverge/codec/exchanges";
 import { bindProviderPathAsks, type ProviderPathAsks } from "../../gen/exchanges.js";
-import { pathAskEngine, type PathAskEngineOptions, type PathOutcome } from "../../exchanges/paths.js";
+import { pathAskEngine, type PathAskEngine, type PathAskEngineOptions, type PathOutcome } from "../../exchanges/paths.js";
+import { relayedAnswer, type RelayedAnswer, type RelayedMethod } from "./relayed.js";
 import type { ErrorData } from "../../multiplexed/errors.js";
 
 export type ToolPathErrorDetail =
@@ -61,9 +63,24 @@ function resultOf<R>(path: string, outcome: PathOutcome<Answer<R>>): R {
 /** The container's MCP server through the proxy at `url`'s `/tool/*` paths. */
 export class PathsTools {
   private readonly asks: ProviderPathAsks;
+  private readonly engine: PathAskEngine;
 
   constructor(url: string | URL, options: PathAskEngineOptions = {}) {
-    this.asks = bindProviderPathAsks(pathAskEngine(url, options));
+    this.engine = pathAskEngine(url, options);
+    this.asks = bindProviderPathAsks(this.engine);
+  }
+
+  /**
+   * The lean relay of `method` (what --serve-tools does with an agent's request): `params` as the agent
+   * sent them, the result as the JSON bytes the proxy sent, neither read into MCP's types. Rejects as
+   * the typed methods do (ToolPathError; `Mcp` for the server's own error).
+   */
+  async relay(method: RelayedMethod, params: Record<string, unknown> | undefined, options?: { signal?: AbortSignal }): Promise<Uint8Array> {
+    const p = openedPaths;
+    const path = method === "tools/call" ? p.ToolCallTool : method === "tools/list" ? p.ToolListTools : method === "resources/list" ? p.ToolListResources : p.ToolReadResource;
+    const request = method === "tools/list" || method === "resources/list" ? { params: params ?? null } : { params };
+    const lean: OpenedPathDescriptor<unknown, RelayedAnswer> = { ...(path as OpenedPathDescriptor<unknown, unknown>), answer: relayedAnswer(path.answer) };
+    return resultOf<Uint8Array>(path.path, await this.engine.one(lean, request, options));
   }
 
   async listTools(params?: PaginatedRequestParams, options?: { signal?: AbortSignal }): Promise<ListToolsResult> {
