@@ -55,9 +55,9 @@ export async function library(proxy: RunningProxy, transport: Transport) {
   return Object.assign(connection.mcp, { connection });
 }
 
-/** `diverge connect --serve-tools 127.0.0.1:0` on `transport`; resolves with its MCP URL. */
-export async function serveTools(proxy: RunningProxy, transport: Transport): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
-  const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
+/** `diverge connect --serve-tools 127.0.0.1:0` on `transport` (with `extra` flags); resolves with its MCP URL. */
+export async function serveTools(proxy: RunningProxy, transport: Transport, extra: readonly string[] = []): Promise<{ url: string; child: ChildProcess; stderr: () => string }> {
+  const child = spawn("node", [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--transport", transport, "--serve-tools", "127.0.0.1:0", ...extra], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -25,7 +25,8 @@ export function binDir(): string {
   throw new Error("no PostgreSQL found: install Debian's postgresql, or set DIVERGE_PG_BIN");
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port free a moment ago. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as { port: number }).port;

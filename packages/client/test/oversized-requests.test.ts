@@ -3,21 +3,13 @@
 // frame over its limit, which would fail every other exchange with it. Before: a tools/call over the
 // limit ended the connection and the next call failed `Lost`. Also through `--serve-tools`: the agent
 // gets a JSON-RPC error naming the limit and its next call is served.
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { startProxy } from "@diverge/server";
 import { ContainerError, openContainer } from "../src/index.js";
+import { cleanups, httpAgent, serveTools } from "./inward-helpers.js";
 
 const LIMIT = 64 * 1024;
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
-});
 
 async function proxyWithLimit() {
   const app = await startExampleContainer();
@@ -64,24 +56,8 @@ describe("a request over the proxy's message limit (multiplexed)", () => {
 describe("diverge connect --serve-tools --max-message-bytes (multiplexed)", () => {
   it("answers an agent's tools/call over the limit with a JSON-RPC error naming it; the next call is served", async () => {
     const proxy = await proxyWithLimit();
-    const child = spawn(process.execPath, [cli, "connect", "--proxy", `ws://127.0.0.1:${proxy.port}`, "--arguments", '{"greeting":"Hey"}', "--max-message-bytes", String(LIMIT), "--serve-tools", "127.0.0.1:0"], { stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    cleanups.push(async () => {
-      if (child.exitCode === null) child.kill("SIGKILL");
-      await exited;
-    });
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stderr!.on("data", () => {
-        const found = /http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(stderr)?.[0];
-        if (found) resolve(found);
-      });
-      child.once("exit", (code) => reject(new Error(`connect exited (${code}): ${stderr}`)));
-    });
-    const agent = new Client({ name: "agent", version: "1.0.0" });
-    await agent.connect(new StreamableHTTPClientTransport(new URL(url)));
-    cleanups.push(() => agent.close());
+    const { url, child } = await serveTools(proxy, "multiplexed", ["--arguments", '{"greeting":"Hey"}', "--max-message-bytes", String(LIMIT)]);
+    const agent = await httpAgent(url);
     // Under the bridge's body bound (twice the limit), over the proxy's message limit.
     const failed = await agent.callTool({ name: "greet", arguments: { name: "x".repeat(LIMIT) } }).then(
       () => undefined,

@@ -6,7 +6,6 @@
 // daemon, command, the filesystem, agents. fuse::mount (multiplexed) and /fuse/mount (paths) are
 // real kernel mounts through the FUSE binding the bundle carries inside itself (before: "Cannot find module '@diverge/fuse-native'").
 import { spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,7 +18,8 @@ import WebSocket from "ws";
 import { decodeClientFrame, encodeClientFrame, encodeServerFrame } from "@diverge/codec";
 import { exampleRoot, startExampleContainer } from "@diverge/example-container";
 import { exampleAgentRoot, startExampleAgent } from "@diverge/example-agent";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../../client/test/multiplexed-postgres-server.js";
+// freePort: the proxy's postgres listener, whose port its listening line does not give.
+import { freePort, startThrowawayPostgres, type ThrowawayPostgres } from "../../client/test/multiplexed-postgres-server.js";
 import type { Agent } from "../../client/src/index.js";
 import type { AgenticLoopChunk } from "@diverge/codec";
 import { isMounted, loadClient, packageDir, startProxyProcess, waitFor, type ProxyProcess } from "./proxy-process-support.js";
@@ -79,15 +79,6 @@ async function lonelyProxy(extra: string[]): Promise<ProxyProcess> {
     await proxy.exit;
   });
   return proxy;
-}
-
-/** A loopback port free a moment ago: the proxy's postgres listener, whose port its listening line does not give. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** The program's database driver on the proxy's postgres listener: one query answered by the real database. */
