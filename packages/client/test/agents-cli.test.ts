@@ -33,9 +33,9 @@ async function proxyAndProgram(options: { secretsGate?: boolean } = {}): Promise
 async function probe(): Promise<boolean> {
   const { url } = await proxyAndProgram();
   try {
-    const connection = await openContainer(url, { timeoutMs: 5000 });
+    const connection = await openContainer(url, { timeoutMs: 60_000 });
     try {
-      await connection.beginAgent({ arguments: {} }, { timeoutMs: 5000 });
+      await connection.beginAgent({ arguments: {} }, { timeoutMs: 60_000 });
       return true;
     } catch {
       return false;
@@ -113,7 +113,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
       closers.push(() => relay.close());
       answering = connectProxy(url, relay);
       closers.push(() => answering!.close());
-      await answering.whenConnected({ timeoutMs: 10_000 });
+      await answering.whenConnected({ timeoutMs: 60_000 });
     }
     const result = await run(["agent", "--proxy", url, "--transport", transport, "--arguments", '{"name":"cli"}', ...secretFlags, ...(transport === "multiplexed" ? ["--mcp", tools.url] : []), "--key", "k1", "--idle-ms", "1500", 'hello\ntool:echo {"text":"from the cli"}'], { API_KEY: "k" });
     expect(result.stderr).toContain("k1: delivered");
@@ -194,7 +194,7 @@ describe.each(["multiplexed", "paths"] as const)("on %s", (transport) => {
     } else {
       const answering = connectProxy(url, relay);
       closers.push(() => answering.close());
-      await answering.whenConnected({ timeoutMs: 10_000 });
+      await answering.whenConnected({ timeoutMs: 60_000 });
       const paths = await beginPathsAgent(url, { arguments: { greeting: "Hello" } });
       closers.push(() => paths.close());
       agent = paths;

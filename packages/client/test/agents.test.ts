@@ -38,9 +38,9 @@ async function proxyAndProgram(options: { secretsGate?: boolean } = {}): Promise
 async function probeProxyServesAgents(): Promise<boolean> {
   const { proxy } = await proxyAndProgram();
   try {
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 5000 });
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 60_000 });
     try {
-      await connection.beginAgent({ arguments: {} }, { timeoutMs: 5000 });
+      await connection.beginAgent({ arguments: {} }, { timeoutMs: 60_000 });
       return true;
     } catch {
       return false;
@@ -78,7 +78,7 @@ async function rig(transport: "multiplexed" | "paths"): Promise<Rig> {
     ({ proxy, program } = await proxyAndProgram({ secretsGate: false }));
     const answering: PathsConnection = connectProxy(`ws://127.0.0.1:${proxy.port}/`, relay);
     closers.push(() => answering.close());
-    await answering.whenConnected({ timeoutMs: 10_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     const paths = await beginPathsAgent(`ws://127.0.0.1:${proxy.port}/`, { arguments: { name: "tester" } });
     closers.push(() => paths.close());
     agent = paths;

@@ -253,7 +253,7 @@ describe("nothing waits silently", () => {
     await waitFor(() => log.some((line) => line.includes("secrets gate holds")));
     // Fed, the same connection goes on.
     await connection.feedSecrets({ API_KEY: "k" });
-    expect((await connection.mcp.listTools(undefined, { timeoutMs: 5000 })).tools.length).toBe(3);
+    expect((await connection.mcp.listTools(undefined, { timeoutMs: 60_000 })).tools.length).toBe(3);
   });
 
   it("every request takes a signal and rejects with Aborted", async () => {
@@ -316,7 +316,7 @@ describe("one URL rule for both transports", () => {
     // The refused dial took nothing: `/requests` is still free for a provider.
     const paths = connectProxy(`http://127.0.0.1:${running.port}`, {});
     closers.push(() => paths.close());
-    await paths.whenConnected({ timeoutMs: 5000 });
+    await paths.whenConnected({ timeoutMs: 60_000 });
     const multiplexed = await openContainer(`http://127.0.0.1:${running.port}`);
     closers.push(() => multiplexed.close());
     await multiplexed.beginTools({ arguments: { greeting: "Hi" } });

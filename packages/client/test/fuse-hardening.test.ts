@@ -72,7 +72,7 @@ async function mounter(transport: Transport): Promise<Mounter> {
   }
   const made = new PathsMounts(url);
   answering = connectProxy(url, { ...made.handlers() });
-  await answering.whenConnected({ timeoutMs: 20_000 });
+  await answering.whenConnected({ timeoutMs: 60_000 });
   return {
     mount: (path, target, options) => made.mount(path, target, options),
     gone: async () => {
@@ -309,7 +309,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await writeFile(join(provider, "f"), "x");
     const id = await made.mount(["u"], provider);
     expect(made.unmount(id)).toBe(true);
@@ -329,7 +329,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     const read = () => program(`return await fs.readFile(${JSON.stringify(at)}, "utf8").catch((e) => e.code)`);
     const oldMounts = new PathsMounts(url);
     const oldAnswering = connectProxy(url, { ...oldMounts.handlers() });
-    await oldAnswering.whenConnected({ timeoutMs: 20_000 });
+    await oldAnswering.whenConnected({ timeoutMs: 60_000 });
     await oldMounts.mount(["m"], first, { id: "one" });
     expect(await read()).toBe("old");
     // While its provider is connected, the mount is live: another /fuse/mount there is refused.
@@ -341,7 +341,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     // A new provider mounts at /m again: the dead mount is replaced and the new one serves its files.
     const newMounts = new PathsMounts(url);
     answering = connectProxy(url, { ...newMounts.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await newMounts.mount(["m"], second, { id: "two" });
     expect(await read()).toBe("new");
     expect(await program(`return await fs.readdir(${JSON.stringify(join(root, "m"))})`)).toEqual(["f"]);
@@ -359,7 +359,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     const read = () => program(`return await fs.readFile(${JSON.stringify(join(root, "m", "f"))}, "utf8").catch((e) => e.code)`);
     const oldMounts = new PathsMounts(url);
     answering = connectProxy(url, { ...oldMounts.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await oldMounts.mount(["m"], first, { id: "one" });
     expect(await read()).toBe("old");
     await answering.close();
@@ -380,7 +380,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     await writeFile(join(provider, "f"), "x");
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await made.mount(["closing"], provider);
     const at = join(root, "closing");
     expect(await program(`return await fs.readFile(${JSON.stringify(join(at, "f"))}, "utf8")`)).toBe("x");
@@ -414,7 +414,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     };
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await made.mount(["two"], handlers);
     const result = await program(`
       const f = ${JSON.stringify(join(root, "two", "f"))};
@@ -435,7 +435,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await writeFile(join(provider, "f"), "small");
     await made.mount(["big"], provider);
   };
@@ -606,7 +606,7 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
   it("paths: `touch -m` / `touch -a` are kept by the proxy (no setattr ask on this transport), the provider's file untouched", async () => {
     const made = new PathsMounts(`ws://127.0.0.1:${proxy!.port}`);
     answering = connectProxy(`ws://127.0.0.1:${proxy!.port}`, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 20_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await writeFile(join(provider, "t"), "x");
     const before = await stat(join(provider, "t"), { bigint: true });
     await made.mount(["p"], provider);

@@ -66,7 +66,7 @@ export async function mountProvider(transport: Transport, target: FuseHandlers |
       fuseRead: (ask) => (counted.fuseRead++, handlers.fuseRead(ask)),
       fuseWrite: (ask) => (counted.fuseWrite++, handlers.fuseWrite(ask)),
     });
-    await answering.whenConnected({ timeoutMs: 10_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await mounts.mount(["m"], target);
   }
   return join(root, "m");

@@ -137,7 +137,7 @@ describe.skipIf(!!unavailable)("/fuse/mount and kinds 12-18 over the paths trans
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const made = new PathsMounts(url);
     answering = connectProxy(url, { ...made.handlers() });
-    await answering.whenConnected({ timeoutMs: 10_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     return made;
   }
 

@@ -49,7 +49,7 @@ async function mountProvider(transport: Transport, name: string, dir = provider)
   } else {
     const mounts = new PathsMounts(url);
     answering = connectProxy(url, { ...mounts.handlers() });
-    await answering.whenConnected({ timeoutMs: 10_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await mounts.mount([name], dir);
   }
   return join(root, name);
@@ -237,7 +237,7 @@ describe.skipIf(!!unavailable)("the diverge-proxy process ending with mounts", (
       await container.mount(["multiplexed"], { ...directoryHandlers(provider), list: () => ((listAsked = true), new Promise(() => undefined)) });
       const mounts = new PathsMounts(url);
       answering = connectProxy(url, { ...mounts.handlers() });
-      await answering.whenConnected({ timeoutMs: 10_000 });
+      await answering.whenConnected({ timeoutMs: 60_000 });
       await mounts.mount(["paths"], provider);
       expect(await program(`return [await fs.readFile(${JSON.stringify(join(root, "multiplexed", "f"))}, "utf8"), await fs.readFile(${JSON.stringify(join(root, "paths", "f"))}, "utf8")]`)).toEqual(["data", "data"]);
       const waiting = program(`try { await fs.readdir(${JSON.stringify(join(root, "multiplexed"))}); return "ok"; } catch (e) { return e.code; }`);
@@ -261,7 +261,7 @@ describe.skipIf(!!unavailable)("mounts and the §2 rules, on both transports", (
     const url = `ws://127.0.0.1:${proxy!.port}`;
     const mounts = new PathsMounts(url);
     answering = connectProxy(url, { ...mounts.handlers() });
-    await answering.whenConnected({ timeoutMs: 10_000 });
+    await answering.whenConnected({ timeoutMs: 60_000 });
     await mkdir(join(base, "elsewhere"));
     const { symlink } = await import("node:fs/promises");
     await symlink(join(base, "elsewhere"), join(root, "out"));
@@ -288,7 +288,7 @@ describe.skipIf(!!unavailable)("mounts and the §2 rules, on both transports", (
       } else {
         const mounts = new PathsMounts(url);
         answering = connectProxy(url, { ...mounts.handlers() });
-        await answering.whenConnected({ timeoutMs: 10_000 });
+        await answering.whenConnected({ timeoutMs: 60_000 });
         await mounts.mount(["m"], handlers);
       }
       const at = join(root, "m");

@@ -49,9 +49,9 @@ export function guard<T>(promise: Promise<T>, what: string, ms = 60_000): Promis
 export async function library(proxy: RunningProxy, transport: Transport) {
   const url = `ws://127.0.0.1:${proxy.port}`;
   if (transport === "paths") return new PathsTools(url);
-  const connection = await openContainer(url, { timeoutMs: 10_000 });
+  const connection = await openContainer(url, { timeoutMs: 60_000 });
   cleanups.push(() => connection.close());
-  await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
+  await connection.beginTools({ arguments: null }, { timeoutMs: 60_000 });
   return Object.assign(connection.mcp, { connection });
 }
 

@@ -101,7 +101,7 @@ describe("outward relay (program → proxy → relayToMcp → MCP server): a fai
     // Both clients' first request after initialize has id 1, which the SDK uses as the token: the same value in both sessions.
     const results = await Promise.all([call(a, "a1", "A1"), call(b, "b1", "B1"), call(a, "a2", "A2")]);
     expect(results.map((result) => (result.content[0] as { text: string }).text)).toEqual(["A1 done", "B1 done", "A2 done"]);
-    await until(() => seen.a1!.length === 3 && seen.b1!.length === 3 && seen.a2!.length === 3, 2000, "every progress");
+    await until(() => seen.a1!.length === 3 && seen.b1!.length === 3 && seen.a2!.length === 3, 60_000, "every progress");
     expect(seen).toEqual({ a1: ["A1 1 1/3", "A1 2 2/3", "A1 3 3/3"], a2: ["A2 1 1/3", "A2 2 2/3", "A2 3 3/3"], b1: ["B1 1 1/3", "B1 2 2/3", "B1 3 3/3"] });
     // No progress arrived with a token the SDK did not know (which it reports as an error).
     expect([...a.errors, ...b.errors].map(String).filter((text) => /progress/.test(text))).toEqual([]);
@@ -120,7 +120,7 @@ describe("outward relay (program → proxy → relayToMcp → MCP server): a fai
     await delay(300);
     await clients[1]!.request({ method: "tools/call", params: { name: "progress", arguments: { steps: 2, tag: "p" }, _meta: { progressToken: "tok" } } }, CallToolResultSchema);
     await clients[0]!.callTool({ name: "notify", arguments: {} });
-    await until(() => got.every((methods) => methods.length >= 3), 3000, "notifications in every session");
+    await until(() => got.every((methods) => methods.length >= 3), 60_000, "notifications in every session");
     for (const methods of got) expect(methods.sort()).toEqual(["notifications/message", "notifications/resources/updated", "notifications/tools/list_changed"]);
     // The SDK's client reports progress whose token it did not make as an error: session two got
     // its progress (token "tok", made by hand), sessions one and three got none.
@@ -161,7 +161,7 @@ describe("inward relay (provider → proxy's begin scope → container's MCP ser
       container.mcp.callTool({ name: "progress", arguments: { steps: 3, tag: "Y", delayMs: 20 }, _meta: { progressToken: 7 } }),
     ]);
     expect([x._meta, y._meta]).toEqual([{ sawToken: true }, { sawToken: true }]);
-    await until(() => progress.length === 5, 2000, "five progress notifications");
+    await until(() => progress.length === 5, 60_000, "five progress notifications");
     const byToken = (token: string | number) => progress.filter((n) => (n.params as { progressToken: unknown }).progressToken === token).map((n) => (n.params as { message: string }).message);
     expect(byToken("x")).toEqual(["X 1", "X 2"]);
     expect(byToken(7)).toEqual(["Y 1", "Y 2", "Y 3"]);
@@ -194,23 +194,23 @@ describe("inward relay when the container's MCP server restarts (issue 12, defec
     await until(() => server.sessionCount() === 1);
     await delay(200);
     await server.notifyAll(ping(1));
-    await until(() => open.got.length === 1, 2000, "ping 1 before the restart");
+    await until(() => open.got.length === 1, 60_000, "ping 1 before the restart");
 
     await server.stop();
     server = await startFarServer(server.port);
     cleanups.push(() => server.stop());
     // The open channel is moved to a new session: it hears the restarted server.
-    await until(() => server.sessionCount() >= 1, 3000, "a new session on the restarted server");
+    await until(() => server.sessionCount() >= 1, 60_000, "a new session on the restarted server");
     await delay(200);
     await server.notifyAll(ping(2));
-    await until(() => open.got.length === 2, 2000, "ping 2 on the channel opened before the restart");
+    await until(() => open.got.length === 2, 60_000, "ping 2 on the channel opened before the restart");
     // Exchanges are answered by the restarted server, not -32603.
     expect((await container.mcp.listTools()).tools.length).toBe(5);
     // A channel opened after the restart hears it too.
     const fresh = await notificationsOf(container);
     await delay(200);
     await server.notifyAll(ping(3));
-    await until(() => fresh.got.length === 1 && open.got.length === 3, 2000, "ping 3 on both channels");
+    await until(() => fresh.got.length === 1 && open.got.length === 3, 60_000, "ping 3 on both channels");
     expect(open.got.map((line) => /ping \d/.exec(line)![0])).toEqual(["ping 1", "ping 2", "ping 3"]);
     void proxy;
   });

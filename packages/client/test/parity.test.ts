@@ -65,7 +65,7 @@ async function provide(proxy: RunningProxy, transport: Transport, handlers: Prov
     },
   });
   cleanups.push(() => connection.close());
-  await connection.whenConnected({ timeoutMs: 10_000 });
+  await connection.whenConnected({ timeoutMs: 60_000 });
   return { connected: () => connection.connected, said };
 }
 
@@ -173,7 +173,7 @@ describe("outward MCP: the provider's connection lost mid-exchange", () => {
         drop = () => connection.close();
       } else {
         const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, hang);
-        await connection.whenConnected({ timeoutMs: 10_000 });
+        await connection.whenConnected({ timeoutMs: 60_000 });
         drop = () => connection.close();
       }
       const agent = await program(proxy);
@@ -480,7 +480,7 @@ describe("postgres: the program's database connection, carried by the provider o
     }
     const connection = connectProxy(`ws://127.0.0.1:${proxy.port}`, target ? { raw: postgresOverPaths(target) } : {});
     cleanups.push(() => connection.close());
-    await connection.whenConnected({ timeoutMs: 10_000 });
+    await connection.whenConnected({ timeoutMs: 60_000 });
     return () => connection.close();
   }
   function driver(proxy: RunningProxy): pg.Client {
@@ -529,7 +529,7 @@ describe("postgres: the program's database connection, carried by the provider o
       const asked: string[] = [];
       const next = connectProxy(`ws://127.0.0.1:${proxy.port}`, {}, { onEvent: (event) => event.type === "ask" && asked.push(event.ask.variant) });
       cleanups.push(() => next.close());
-      await next.whenConnected({ timeoutMs: 10_000 });
+      await next.whenConnected({ timeoutMs: 60_000 });
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(asked).toEqual([]);
     });

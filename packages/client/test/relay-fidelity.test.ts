@@ -192,7 +192,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
     // The SDK uses a request's id as its token: both sessions' first calls carry the same token.
     const results = await Promise.all([call(a, "a1", "A1"), call(b, "b1", "B1"), call(a, "a2", "A2")]);
     expect(results.map((result) => (result.content[0] as { text: string }).text)).toEqual(["A1 done", "B1 done", "A2 done"]);
-    await until(() => Object.values(seen).every((lines) => lines.length >= 3), 3000, "every progress");
+    await until(() => Object.values(seen).every((lines) => lines.length >= 3), 60_000, "every progress");
     await delay(100);
     expect(seen).toEqual({ a1: ["A1 1 1/3", "A1 2 2/3", "A1 3 3/3"], a2: ["A2 1 1/3", "A2 2 2/3", "A2 3 3/3"], b1: ["B1 1 1/3", "B1 2 2/3", "B1 3 3/3"] });
     // Nothing arrived with a token the SDK did not make (which it reports as an error).
@@ -234,7 +234,7 @@ describe.each(AGENT_RELAYS)("$name: a faithful MCP server", (relay) => {
     const asker = clients[clients.length - 1]!;
     await asker.request({ method: "tools/call", params: { name: "progress", arguments: { steps: 2, tag: "p" }, _meta: { progressToken: "tok" } } }, CallToolResultSchema);
     await clients[0]!.callTool({ name: "notify", arguments: {} });
-    await until(() => got.every((methods) => methods.length >= 3), 3000, "notifications in every session");
+    await until(() => got.every((methods) => methods.length >= 3), 60_000, "notifications in every session");
     await delay(100);
     for (const methods of got) expect(methods.sort()).toEqual(["notifications/message", "notifications/resources/updated", "notifications/tools/list_changed"]);
     // The SDK's client reports progress whose token it did not make as an error: the asker got its
@@ -293,7 +293,7 @@ describe.each(PROVIDER_RELAYS)("$name: a faithful MCP server", (relay) => {
       via.callTool({ name: "progress", arguments: { steps: 2, tag: "X", delayMs: 20 }, _meta: { progressToken: "x" } }),
       via.callTool({ name: "progress", arguments: { steps: 3, tag: "Y", delayMs: 20 }, _meta: { progressToken: 7 } }),
     ]);
-    await until(() => got.length >= 5, 2000, "five progress notifications");
+    await until(() => got.length >= 5, 60_000, "five progress notifications");
     expect([progressOf(got, "x"), progressOf(got, 7)]).toEqual([["X 1", "X 2"], ["Y 1", "Y 2", "Y 3"]]);
   });
 });
@@ -309,7 +309,7 @@ describe("inward: the begin scope and /tool/* on one proxy (one MCP session with
       scope.callTool({ name: "progress", arguments: { steps: 2, tag: "S", delayMs: 20 }, _meta: { progressToken: 1 } }),
       paths.callTool({ name: "progress", arguments: { steps: 3, tag: "P", delayMs: 20 }, _meta: { progressToken: 1 } }),
     ]);
-    await until(() => onScope.length >= 2 && onPaths.length >= 3, 2000, "both providers' progress");
+    await until(() => onScope.length >= 2 && onPaths.length >= 3, 60_000, "both providers' progress");
     await delay(100);
     expect([progressOf(onScope, 1), progressOf(onPaths, 1)]).toEqual([["S 1", "S 2"], ["P 1", "P 2", "P 3"]]);
   });
@@ -321,7 +321,7 @@ describe("inward: the begin scope and /tool/* on one proxy (one MCP session with
     await scope.listTools();
     await delay(300);
     await paths.callTool({ name: "notify", arguments: {} });
-    await until(() => streams.every((got) => got.length >= 3), 3000, "notifications on every stream");
+    await until(() => streams.every((got) => got.length >= 3), 60_000, "notifications on every stream");
     for (const got of streams) expect(got.map((n) => n.method).sort()).toEqual(["notifications/message", "notifications/resources/updated", "notifications/tools/list_changed"]);
   });
 });

@@ -43,9 +43,9 @@ describe("the secrets gate and the paths transport, which cannot feed secrets", 
 
   it("/tool/* is held while a provider begun on / can feed the secrets, until its path ends or the feed opens the gate", { timeout: 120_000 }, async () => {
     const { proxy } = await gatedFixture();
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { timeoutMs: 10_000 });
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}`, { timeoutMs: 60_000 });
     cleanups.push(() => connection.close());
-    await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
+    await connection.beginTools({ arguments: null }, { timeoutMs: 60_000 });
     const tools = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
     const controller = new AbortController();
     const held = tools.listTools(undefined, { signal: controller.signal }).then(() => "answered", () => "given up");
@@ -56,7 +56,7 @@ describe("the secrets gate and the paths transport, which cannot feed secrets", 
     await until(() => proxy.gate.held === 0, "the gate to let the abandoned exchange go");
     const later = tools.callTool({ name: "resumed" });
     await until(() => proxy.gate.held === 1, "the next exchange to be held");
-    await connection.feedSecrets({}, { timeoutMs: 10_000 });
+    await connection.feedSecrets({}, { timeoutMs: 60_000 });
     expect(textOf(await guard(later, "the held call once fed"))).toBe("answered after the stream was resumed");
   });
 });

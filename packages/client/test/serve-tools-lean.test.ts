@@ -128,9 +128,9 @@ async function fixture(transport: Transport, maxMessageBytes?: number): Promise<
   let source: ToolsSource;
   if (transport === "paths") source = new PathsTools(`ws://127.0.0.1:${proxy.port}`);
   else {
-    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 10_000, maxMessageBytes });
+    const connection = await openContainer(`ws://127.0.0.1:${proxy.port}/`, { timeoutMs: 60_000, maxMessageBytes });
     cleanups.push(async () => connection.close());
-    await connection.beginTools({ arguments: null }, { timeoutMs: 10_000 });
+    await connection.beginTools({ arguments: null }, { timeoutMs: 60_000 });
     source = connection.mcp;
   }
   const served = await serveToolsHttp(source, { host: "127.0.0.1", port: 0 });

@@ -64,7 +64,7 @@ async function provide(p: RunningProxy, transport: Transport, handlers: Provider
   }
   const connection = connectProxy(`ws://127.0.0.1:${p.port}`, handlers, { minBackoffMs: 10, maxBackoffMs: 50 });
   cleanups.push(() => connection.close());
-  await connection.whenConnected({ timeoutMs: 10_000 });
+  await connection.whenConnected({ timeoutMs: 60_000 });
 }
 
 /** One HTTP request whose target goes out byte for byte (fetch would normalise it first). */
