@@ -390,7 +390,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   /** Per directory path, the listings asked at opendir and not yet read (one per open). */
   const listed = new Map<string, ListedEntry[][]>();
   /**
-   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only) beside each its type (the entry's d_type, so `find` need not stat it).
+   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only) beside each
+   * its type (the entry's d_type, so `find` need not stat it).
    */
   const direntries = (entries: readonly ListedEntry[]): [string[], { mode: number }[]] => [
     [".", "..", ...entries.map((e) => e.name)],
@@ -411,7 +412,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
 
   const ops = {
     init: (cb: Cb) => cb(0),
-    getattr: (p: string, cb: Cb) => {
+    getattr: (p: string | null, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (kind === "directory" && p === "/") return cb(0, rootDir());
       if (tooLong(p)) return cb(ENAMETOOLONG);
@@ -425,14 +426,14 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return cb(errnoOfMessage(a.message));
       });
     },
-    fgetattr: (p: string, fd: number, cb: Cb) => ops.getattr(pathOf(p, fd) ?? "", cb),
+    fgetattr: (p: string | null, fd: number, cb: Cb) => ops.getattr(pathOf(p, fd) ?? null, cb),
     access: (_p: string, _mode: number, cb: Cb) => cb(0),
     statfs: (_p: string, cb: Cb) => cb(0, { bsize: 4096, frsize: 4096, blocks: 1 << 20, bfree: 1 << 19, bavail: 1 << 19, files: 1 << 20, ffree: 1 << 19, favail: 1 << 19, fsid: 0, flag: 0, namemax: 255 }),
     // The list is asked when the directory is opened: an answer "no directory there" must fail the
     // open with ENOENT (glibc's readdir reads an ENOENT from getdents as the end of the directory,
     // so failing the read would show an empty directory). The read then gives what was listed,
     // after `.` and `..`.
-    readdir: (p: string, cb: Cb) => {
+    readdir: (p: string | null, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       const listedThere = listed.get(p);
       if (listedThere && listedThere.length > 0) return cb(0, ...direntries(listedThere.shift()!));
@@ -444,7 +445,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
       });
     },
-    opendir: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
+    opendir: (p: string | null, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
       !named(p) ? cb(ENOENT) : ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
         noteListing(p, a.entries);
@@ -458,7 +459,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }),
     // A directory opened and never read (`open(O_DIRECTORY)` for fchdir, as `tar -C` does) leaves
     // its listing unread: once no open of that directory is left, whatever is unread goes.
-    releasedir: (given: string, fd: number, cb: Cb) => {
+    releasedir: (given: string | null, fd: number, cb: Cb) => {
       const p = pathOf(given, fd);
       openedAt.delete(fd);
       if (p === undefined) return cb(0);
@@ -470,7 +471,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }
       cb(0);
     },
-    open: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
+    open: (p: string | null, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
       if (!named(p)) return cb(ENOENT);
       const fd = ++fds;
       if (!sessions) {
@@ -479,24 +480,24 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }
       ask(cb, () => sessions.open(rel(p), false, fd), (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
     },
-    release: (given: string, fd: number, cb: Cb) => {
+    release: (given: string | null, fd: number, cb: Cb) => {
       const p = pathOf(given, fd);
       openedAt.delete(fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.release(rel(p), fd), (code) => cb(code));
     },
-    flush: (given: string, fd: number, cb: Cb, p = pathOf(given, fd)) => {
+    flush: (given: string | null, fd: number, cb: Cb, p = pathOf(given, fd)) => {
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    fsync: (given: string, _datasync: boolean, fd: number, cb: Cb, p = pathOf(given, fd)) => {
+    fsync: (given: string | null, _datasync: boolean, fd: number, cb: Cb, p = pathOf(given, fd)) => {
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    read: (given: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) =>
+    read: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) =>
       p === undefined ? cb(ENOENT) : ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
         if (a.kind === "data") {
           const n = Math.min(a.bytes.length, len);
@@ -506,7 +507,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (a.kind === "missing") return kind === "file" ? cb(0) : cb(ENOENT);
         return cb(errnoOfMessage(a.message));
       }),
-    write: (given: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) => {
+    write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) => {
       if (p === undefined) return cb(ENOENT);
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
@@ -517,7 +518,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
     // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
     // best effort: a provider refusing it still has the file.
-    create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
+    create: (p: string | null, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       const fd = ++fds;
@@ -528,10 +529,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return sessions ? sessions.open(rel(p), true, fd) : 0;
       }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
     },
-    unlink: (p: string, cb: Cb) => !named(p) ? cb(ENOENT) : ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
+    unlink: (p: string | null, cb: Cb) => !named(p) ? cb(ENOENT) : ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
     // reason the program cannot read): ENOTEMPTY, as the program expects.
-    rmdir: (p: string, cb: Cb) =>
+    rmdir: (p: string | null, cb: Cb) =>
       !named(p) ? cb(ENOENT) : ask(cb, async (): Promise<number> => {
         const l = await handlers.list(rel(p));
         if (l.kind === "missing") return ENOENT;
@@ -542,7 +543,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(code);
       }),
     // The same for a rename over a directory: refused when that directory has entries.
-    rename: (from: string, to: string, cb: Cb) => {
+    rename: (from: string | null, to: string | null, cb: Cb) => {
       if (!named(from) || !named(to)) return cb(ENOENT);
       if (tooLong(to)) return cb(ENAMETOOLONG);
       ask(cb, async (): Promise<number> => {
@@ -558,7 +559,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       });
     },
     // The same for a directory's mode.
-    mkdir: (p: string, mode: number, cb: Cb) => {
+    mkdir: (p: string | null, mode: number, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, async () => {
@@ -570,11 +571,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(ackCode(a));
       });
     },
-    truncate: (p: string, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
-    ftruncate: (given: string, fd: number, size: number, cb: Cb, p = pathOf(given, fd)) =>
+    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
+    ftruncate: (given: string | null, fd: number, size: number, cb: Cb, p = pathOf(given, fd)) =>
       p === undefined ? cb(ENOENT) : sessions ? ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a))) : ops.truncate(p, size, cb),
-    chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
-    chown: (p: string, u: number, g: number, cb: Cb) => {
+    chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
+    chown: (p: string | null, u: number, g: number, cb: Cb) => {
       const attrs: { uid?: number; gid?: number } = {};
       if (u !== 0xffffffff && u !== -1) attrs.uid = u;
       if (g !== 0xffffffff && g !== -1) attrs.gid = g;
@@ -583,7 +584,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // The times the program set, to the nanosecond: a setattr with the bit of each time it changes
     // only (fs-fuse.md §4.3), so `touch -m`/`touch -a` and `tar x` (atime UTIME_OMIT) are asked as
     // one time alone; UTIME_NOW is the proxy's current time. Nothing to change asks nothing.
-    utimens: (p: string, atime: Timespec | number, mtime: Timespec | number, cb: Cb) => {
+    utimens: (p: string | null, atime: Timespec | number, mtime: Timespec | number, cb: Cb) => {
       // The unpatched binding: both times, in milliseconds.
       if (typeof atime === "number" || typeof mtime === "number") return setattr(p, { atime: toTime(Number(atime)), mtime: toTime(Number(mtime)) }, cb);
       const a = setTime(atime);
@@ -599,7 +600,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     link: (_a: string, _b: string, cb: Cb) => cb(EPERM),
     mknod: (_p: string, _mode: number, _dev: number, cb: Cb) => cb(ENOSYS),
   };
-  function setattr(p: string, attrs: FuseAttrs, cb: Cb) {
+  function setattr(p: string | null, attrs: FuseAttrs, cb: Cb) {
     if (!named(p)) return cb(ENOENT);
     ask(cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
