@@ -32,6 +32,16 @@
 
 static int IS_ARRAY_BUFFER_DETACH_SUPPORTED = 0;
 
+// A path (or name) handed to JavaScript: null where libfuse has none. libfuse 3 calls an operation on
+// an open file or directory with no path once that path is gone (a directory removed while open:
+// its fsyncdir, readdir and releasedir; a file whose directory was removed), and
+// napi_create_string_utf8 refuses NULL without writing its result: the callback then got whatever
+// the stack slot held, and the proxy died on the main thread (SIGSEGV, or V8's fatal error) as its
+// handler touched it.
+static void fuse_native_string (napi_env env, const char *s, napi_value *result) {
+  if (s == NULL || napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, result) != napi_ok) napi_get_null(env, result);
+}
+
 napi_status napi_detach_arraybuffer(napi_env env, napi_value buf);
 
 #define FUSE_NATIVE_CALLBACK(fn, blk)\
@@ -261,7 +271,7 @@ FUSE_METHOD(statfs, 1, 1, (const char * path, struct statvfs *statvfs), {
   l->path = path;
   l->statvfs = statvfs;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 }, {
   NAPI_ARGV_BUFFER_CAST(uint32_t*, ints, 2)
   populate_statvfs(ints, l->statvfs);
@@ -271,7 +281,7 @@ FUSE_METHOD(getattr, 1, 1, (const char *path, struct stat *stat), {
   l->path = path;
   l->stat = stat;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 }, {
   NAPI_ARGV_BUFFER_CAST(uint32_t*, ints, 2)
   populate_stat(ints, l->stat);
@@ -282,7 +292,7 @@ FUSE_METHOD(fgetattr, 2, 1, (const char *path, struct stat *stat, struct fuse_fi
   l->stat = stat;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
   } else {
@@ -297,7 +307,7 @@ FUSE_METHOD_VOID(access, 2, 0, (const char *path, int mode), {
   l->path = path;
   l->mode = mode;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
 })
 
@@ -305,7 +315,7 @@ FUSE_METHOD(open, 2, 1, (const char *path, struct fuse_file_info *info), {
   l->path = path;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->flags, &(argv[3]));
   } else {
@@ -322,7 +332,7 @@ FUSE_METHOD(opendir, 3, 1, (const char *path, struct fuse_file_info *info), {
   l->path = path;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
     napi_create_uint32(env, l->info->flags, &(argv[4]));
@@ -342,7 +352,7 @@ FUSE_METHOD(create, 2, 1, (const char *path, mode_t mode, struct fuse_file_info 
   l->mode = mode;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
 }, {
   NAPI_ARGV_INT32(fd, 2)
@@ -358,7 +368,7 @@ FUSE_METHOD_VOID(utimens, 7, 0, (const char *path, const struct timespec tv[2]),
 }, {
   // Each time as its seconds (signed 64-bit, two halves) and its nanoseconds, which are UTIME_OMIT
   // or UTIME_NOW as the kernel gave them (flag_utime_omit_ok is set).
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   FUSE_UINT64_TO_INTS_ARGV((uint64_t) (int64_t) l->atime.tv_sec, 3)
   napi_create_uint32(env, (uint32_t) l->atime.tv_nsec, &(argv[5]));
   FUSE_UINT64_TO_INTS_ARGV((uint64_t) (int64_t) l->mtime.tv_sec, 6)
@@ -369,7 +379,7 @@ FUSE_METHOD_VOID(release, 2, 0, (const char *path, struct fuse_file_info *info),
   l->path = path;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
   } else {
@@ -381,7 +391,7 @@ FUSE_METHOD_VOID(releasedir, 2, 0, (const char *path, struct fuse_file_info *inf
   l->path = path;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
   } else {
@@ -396,7 +406,7 @@ FUSE_METHOD(read, 6, 2, (const char *path, char *buf, size_t len, off_t offset, 
   l->offset = offset;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->info->fh, &(argv[3]));
   napi_create_external_buffer(env, l->len, (char *) l->buf, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, l->len, &(argv[5]));
@@ -412,7 +422,7 @@ FUSE_METHOD(write, 6, 2, (const char *path, const char *buf, size_t len, off_t o
   l->offset = offset;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->info->fh, &(argv[3]));
   napi_create_external_buffer(env, l->len, (char *) l->buf, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, l->len, &(argv[5]));
@@ -436,7 +446,7 @@ FUSE_METHOD(readdir, 1, 2, FUSE_NATIVE_READDIR_SIGNATURE, {
   l->info = info;
   l->readdir_filler = filler;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 }, {
   uint32_t stats_length;
   uint32_t names_length;
@@ -484,8 +494,8 @@ FUSE_METHOD(setxattr, 5, 1, (const char *path, const char *name, const char *val
   l->flags = flags;
   l->position = position;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->name, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->name, &(argv[3]));
   napi_create_external_buffer(env, l->size, (char *) l->value, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, l->position, &(argv[5]));
   napi_create_uint32(env, l->flags, &(argv[6]));
@@ -500,8 +510,8 @@ FUSE_METHOD(getxattr, 4, 1, (const char *path, const char *name, char *value, si
   l->size = size;
   l->position = position;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->name, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->name, &(argv[3]));
   napi_create_external_buffer(env, l->size, (char *) l->value, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, l->position, &(argv[5]));
 }, {
@@ -517,8 +527,8 @@ FUSE_METHOD(setxattr, 5, 1, (const char *path, const char *name, const char *val
   l->size = size;
   l->flags = flags;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->name, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->name, &(argv[3]));
   napi_create_external_buffer(env, l->size, (char *) l->value, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, 0, &(argv[5])); // normalize apis between mac and linux
   napi_create_uint32(env, l->flags, &(argv[6]));
@@ -532,8 +542,8 @@ FUSE_METHOD(getxattr, 4, 1, (const char *path, const char *name, char *value, si
   l->value = value;
   l->size = size;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->name, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->name, &(argv[3]));
   napi_create_external_buffer(env, l->size, (char *) l->value, NULL, NULL, &(argv[4]));
   napi_create_uint32(env, 0, &(argv[5]));
 }, {
@@ -547,7 +557,7 @@ FUSE_METHOD(listxattr, 2, 1, (const char *path, char *list, size_t size), {
   l->list = list;
   l->size = size;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_external_buffer(env, l->size, l->list, NULL, NULL, &(argv[3]));
 }, {
   if (IS_ARRAY_BUFFER_DETACH_SUPPORTED == 1) assert(napi_detach_arraybuffer(env, argv[2]) == napi_ok);
@@ -557,15 +567,15 @@ FUSE_METHOD_VOID(removexattr, 2, 0, (const char *path, const char *name), {
   l->path = path;
   l->name = name;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->name, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->name, &(argv[3]));
 })
 
 FUSE_METHOD_VOID(flush, 2, 0, (const char *path, struct fuse_file_info *info), {
   l->path = path;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
   } else {
@@ -578,7 +588,7 @@ FUSE_METHOD_VOID(fsync, 3, 0, (const char *path, int datasync, struct fuse_file_
   l->mode = datasync;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[4]));
@@ -592,7 +602,7 @@ FUSE_METHOD_VOID(fsyncdir, 3, 0, (const char *path, int datasync, struct fuse_fi
   l->mode = datasync;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[4]));
@@ -606,7 +616,7 @@ FUSE_METHOD_VOID(truncate, 3, 0, (const char *path, off_t size), {
   l->path = path;
   l->offset = size;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   FUSE_UINT64_TO_INTS_ARGV(l->offset, 3)
 })
 
@@ -615,7 +625,7 @@ FUSE_METHOD_VOID(ftruncate, 4, 0, (const char *path, off_t size, struct fuse_fil
   l->offset = size;
   l->info = info;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   if (l->info != NULL) {
     napi_create_uint32(env, l->info->fh, &(argv[3]));
   } else {
@@ -629,7 +639,7 @@ FUSE_METHOD(readlink, 1, 1, (const char *path, char *linkname, size_t len), {
   l->linkname = linkname;
   l->len = len;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 }, {
   NAPI_ARGV_UTF8(linkname, l->len, 2)
   strncpy(l->linkname, linkname, l->len);
@@ -640,7 +650,7 @@ FUSE_METHOD_VOID(chown, 3, 0, (const char *path, uid_t uid, gid_t gid), {
   l->uid = uid;
   l->gid = gid;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->uid, &(argv[3]));
   napi_create_uint32(env, l->gid, &(argv[4]));
 })
@@ -649,7 +659,7 @@ FUSE_METHOD_VOID(chmod, 2, 0, (const char *path, mode_t mode), {
   l->path = path;
   l->mode = mode;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
 })
 
@@ -658,7 +668,7 @@ FUSE_METHOD_VOID(mknod, 3, 0, (const char *path, mode_t mode, dev_t dev), {
   l->mode = mode;
   l->dev = dev;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
   napi_create_uint32(env, l->dev, &(argv[4]));
 })
@@ -666,45 +676,45 @@ FUSE_METHOD_VOID(mknod, 3, 0, (const char *path, mode_t mode, dev_t dev), {
 FUSE_METHOD_VOID(unlink, 1, 0, (const char *path), {
   l->path = path;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 })
 
 FUSE_METHOD_VOID(rename, 2, 0, (const char *path, const char *dest), {
   l->path = path;
   l->dest = dest;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->dest, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->dest, &(argv[3]));
 })
 
 FUSE_METHOD_VOID(link, 2, 0, (const char *path, const char *dest), {
   l->path = path;
   l->dest = dest;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->dest, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->dest, &(argv[3]));
 })
 
 FUSE_METHOD_VOID(symlink, 2, 0, (const char *path, const char *dest), {
   l->path = path;
   l->dest = dest;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
-  napi_create_string_utf8(env, l->dest, NAPI_AUTO_LENGTH, &(argv[3]));
+  fuse_native_string(env, l->path, &(argv[2]));
+  fuse_native_string(env, l->dest, &(argv[3]));
 })
 
 FUSE_METHOD_VOID(mkdir, 2, 0, (const char *path, mode_t mode), {
   l->path = path;
   l->mode = mode;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
   napi_create_uint32(env, l->mode, &(argv[3]));
 })
 
 FUSE_METHOD_VOID(rmdir, 1, 0, (const char *path), {
   l->path = path;
 }, {
-  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));
+  fuse_native_string(env, l->path, &(argv[2]));
 })
 
 static void fuse_native_dispatch_init (uv_async_t* handle, fuse_thread_locals_t* l, fuse_thread_t* ft) {\

@@ -42,36 +42,40 @@ declare namespace Fuse {
     flag?: number;
     namemax?: number;
   }
-  /** Each operation answers through its callback: 0 or a negative errno (Fuse.ENOENT, …), then its value. */
+  /**
+   * Each operation answers through its callback: 0 or a negative errno (Fuse.ENOENT, …), then its value.
+   * A path is null where libfuse has none: an operation on an open file or directory whose path is
+   * gone (libfuse 3; libfuse 2.9 names it "-"), e.g. the releasedir of a directory removed while open.
+   */
   interface Operations {
     init?(cb: Callback): void;
     error?(cb: Callback): void;
     statfs?(path: string, cb: ValueCallback<Statfs>): void;
-    getattr?(path: string, cb: ValueCallback<Stat>): void;
-    fgetattr?(path: string, fd: number, cb: ValueCallback<Stat>): void;
+    getattr?(path: string | null, cb: ValueCallback<Stat>): void;
+    fgetattr?(path: string | null, fd: number, cb: ValueCallback<Stat>): void;
     access?(path: string, mode: number, cb: Callback): void;
     open?(path: string, flags: number, cb: ValueCallback<number>): void;
     opendir?(path: string, flags: number, cb: ValueCallback<number>): void;
     create?(path: string, mode: number, cb: ValueCallback<number>): void;
     /** Called for a change of one time alone too, the other's nsec then Fuse.UTIME_OMIT. */
-    utimens?(path: string, atime: Time, mtime: Time, cb: Callback): void;
-    release?(path: string, fd: number, cb: Callback): void;
-    releasedir?(path: string, fd: number, cb: Callback): void;
-    read?(path: string, fd: number, buffer: Buffer, length: number, position: number, cb: (bytesRead: number) => void): void;
-    write?(path: string, fd: number, buffer: Buffer, length: number, position: number, cb: (bytesWritten: number) => void): void;
-    readdir?(path: string, cb: (code: number, names?: readonly string[], stats?: readonly Stat[]) => void): void;
+    utimens?(path: string | null, atime: Time, mtime: Time, cb: Callback): void;
+    release?(path: string | null, fd: number, cb: Callback): void;
+    releasedir?(path: string | null, fd: number, cb: Callback): void;
+    read?(path: string | null, fd: number, buffer: Buffer, length: number, position: number, cb: (bytesRead: number) => void): void;
+    write?(path: string | null, fd: number, buffer: Buffer, length: number, position: number, cb: (bytesWritten: number) => void): void;
+    readdir?(path: string | null, cb: (code: number, names?: readonly string[], stats?: readonly Stat[]) => void): void;
     setxattr?(path: string, name: string, value: Buffer, position: number, flags: number, cb: Callback): void;
     getxattr?(path: string, name: string, position: number, cb: ValueCallback<Buffer>): void;
     listxattr?(path: string, cb: ValueCallback<readonly string[]>): void;
     removexattr?(path: string, name: string, cb: Callback): void;
-    flush?(path: string, fd: number, cb: Callback): void;
-    fsync?(path: string, datasync: boolean, fd: number, cb: Callback): void;
-    fsyncdir?(path: string, datasync: boolean, fd: number, cb: Callback): void;
-    truncate?(path: string, size: number, cb: Callback): void;
-    ftruncate?(path: string, fd: number, size: number, cb: Callback): void;
+    flush?(path: string | null, fd: number, cb: Callback): void;
+    fsync?(path: string | null, datasync: boolean, fd: number, cb: Callback): void;
+    fsyncdir?(path: string | null, datasync: boolean, fd: number, cb: Callback): void;
+    truncate?(path: string | null, size: number, cb: Callback): void;
+    ftruncate?(path: string | null, fd: number, size: number, cb: Callback): void;
     readlink?(path: string, cb: ValueCallback<string>): void;
-    chown?(path: string, uid: number, gid: number, cb: Callback): void;
-    chmod?(path: string, mode: number, cb: Callback): void;
+    chown?(path: string | null, uid: number, gid: number, cb: Callback): void;
+    chmod?(path: string | null, mode: number, cb: Callback): void;
     mknod?(path: string, mode: number, dev: number, cb: Callback): void;
     unlink?(path: string, cb: Callback): void;
     rename?(src: string, dest: string, cb: Callback): void;
@@ -132,7 +136,7 @@ declare class Fuse {
   static isConfigured(cb: (error: Error | null, configured?: boolean) => void): void;
   /** The nanoseconds of a utimens time that mean "the current time". */
   static readonly UTIME_NOW: number;
-  /** The libfuse the loaded binding is built against: 2, or 3 with DIVERGE_FUSE_LIBFUSE=3 (opt-in). */
+  /** The libfuse the loaded binding is built against: 3 where its build loads (unless DIVERGE_FUSE_LIBFUSE=2), else 2. */
   static readonly LIBFUSE_MAJOR: 2 | 3;
   /** The native binding this module drives. */
   static readonly binding: Record<string, unknown>;

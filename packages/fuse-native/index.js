@@ -8,25 +8,25 @@ const { exec } = require('child_process')
 const Nanoresource = require('nanoresource')
 const { beforeMount, beforeUnmount, configure, unconfigure, isConfigured } = require('fuse-shared-library')
 
-// The libfuse 2.9 build unless DIVERGE_FUSE_LIBFUSE=3 asks for the libfuse 3 one (an error when it
-// is not built or does not load). libfuse 3 is opt-in until its proxy crash under the FUSE bench
-// (a SIGSEGV on the main thread after minutes of load, issue 36) is found.
+// The libfuse 3 build (writeback cache, 1 MiB transfers, a loop of up to 64 threads) where it
+// loads, else the libfuse 2.9 one (libfuse3.so.3 missing, or the binding not built against it).
+// DIVERGE_FUSE_LIBFUSE=3 insists on libfuse 3 (an error when it does not load);
+// DIVERGE_FUSE_LIBFUSE=2 keeps libfuse 2.9.
 const binding = loadBinding(process.env.DIVERGE_FUSE_LIBFUSE)
 function loadBinding (wanted) {
-  if (wanted === '3') {
-    const tuple = `${os.platform()}-${os.arch()}`
-    const candidates = [path.join(__dirname, 'build', 'Release', 'fuse3.node'), path.join(__dirname, 'prebuilds', tuple, 'libfuse3', 'fuse.node')]
-    let problem
-    for (const file of candidates) {
-      if (!fs.existsSync(file)) continue
-      try {
-        return require(file)
-      } catch (err) {
-        problem = err
-      }
+  if (wanted === '2') return require('node-gyp-build')(__dirname)
+  const tuple = `${os.platform()}-${os.arch()}`
+  const candidates = [path.join(__dirname, 'build', 'Release', 'fuse3.node'), path.join(__dirname, 'prebuilds', tuple, 'libfuse3', 'fuse.node')]
+  let problem
+  for (const file of candidates) {
+    if (!fs.existsSync(file)) continue
+    try {
+      return require(file)
+    } catch (err) {
+      problem = err
     }
-    throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
   }
+  if (wanted === '3') throw new Error(`@diverge/fuse-native: the libfuse 3 binding does not load${problem ? `: ${problem.message}` : ' (not built: libfuse3-dev was missing at build time)'}`)
   return require('node-gyp-build')(__dirname)
 }
 if (!binding.utime_omit_ok) {

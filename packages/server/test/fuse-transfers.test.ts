@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { directoryHandlers, fuseUnavailable, mountFuse, type FuseHandlers, type FuseMount } from "../src/families/fuse/index.js";
 import { fuseLibraryVersion } from "../src/families/fuse/mount.js";
 
-// libfuse 3 is opt-in (the binding is loaded at the first mount, after this).
+// libfuse 3 asked for: the default where it loads; here its absence skips rather than falls back (the binding is loaded at the first mount, after this).
 process.env.DIVERGE_FUSE_LIBFUSE = "3";
 
 const unavailable = fuseUnavailable() ?? (fuseLibraryVersion() === 3 ? undefined : "the FUSE binding loaded is libfuse 2.9's (libfuse3-dev missing at build time)");

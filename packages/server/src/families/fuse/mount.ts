@@ -1,12 +1,14 @@
 // A real kernel FUSE filesystem at a path whose every operation is one typed ask (handlers.ts).
 // Binding: @diverge/fuse-native (packages/fuse-native: fuse-native 2.2.6 with this repository's
-// fixes, a prebuilt linux-x64 binary in the package; it links libfuse.so.2, Debian's `libfuse2`). Errno mapping as fs-fuse.md
+// fixes, prebuilt linux-x64 binaries in the package; libfuse 3's (libfuse3.so.3, Debian's
+// `libfuse3-3`) where it loads, else libfuse 2.9's (libfuse.so.2, `libfuse2`)). Errno mapping as fs-fuse.md
 // §4.1: a failed or unserved ask → EIO; ReadOnly → EROFS; Missing → ENOENT; an error answer → EIO,
 // unless its message begins with an errno's name (`ENOTEMPTY: …`, common.ts), then that errno. The
 // proxy refuses itself what it can check: a name over 255 bytes (ENAMETOOLONG), an rmdir or a rename
 // over a directory with entries (ENOTEMPTY). Caching: the `--fuse-cache` level (common.ts); the
-// kernel's largest transfers (128 KiB, big_writes); libfuse's multi-threaded loop (fuse-native runs
-// `fuse_loop_mt`), so the kernel's parallel requests are asked at once and answered as they come.
+// kernel's largest transfers (1 MiB with libfuse 3, 128 KiB with 2.9); libfuse's multi-threaded loop
+// (fuse-native runs `fuse_loop_mt`), so the kernel's parallel requests are asked at once and
+// answered as they come.
 //
 // What @diverge/fuse-native changes from fuse-native 2.2.6, which this file relies on: it sets libfuse's
 // `flag_utime_omit_ok`, so a change of one time alone (`touch -m`, `touch -a`, `tar x`) reaches
@@ -388,8 +390,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   /** Per directory path, the listings asked at opendir and not yet read (one per open). */
   const listed = new Map<string, ListedEntry[][]>();
   /**
-   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only, opt-in with
-   * it) beside each its type (the entry's d_type, so `find` need not stat it).
+   * A listing as readdir answers it: the names after `.` and `..`, and (libfuse 3 only) beside each
+   * its type (the entry's d_type, so `find` need not stat it).
    */
   const direntries = (entries: readonly ListedEntry[]): [string[], { mode: number }[]] => [
     [".", "..", ...entries.map((e) => e.name)],
@@ -397,10 +399,21 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   ];
   /** Per directory path, how many opens of it are not yet released. */
   const openDirs = new Map<string, number>();
+  /**
+   * The path each open descriptor (file or directory) was opened at. An operation on an open one
+   * whose path is gone comes without it: libfuse 3 hands null, libfuse 2.9 "-" (the release, fsync
+   * or read of a directory removed while open, or of a file whose directory was removed); its
+   * descriptor still says which open it was. An operation naming no path and no descriptor is
+   * ENOENT, as the path is gone.
+   */
+  const openedAt = new Map<number, string>();
+  const named = (p: unknown): p is string => typeof p === "string" && p.startsWith("/");
+  const pathOf = (p: unknown, fd: number): string | undefined => (named(p) ? p : openedAt.get(fd));
 
   const ops = {
     init: (cb: Cb) => cb(0),
-    getattr: (p: string, cb: Cb) => {
+    getattr: (p: string | null, cb: Cb) => {
+      if (!named(p)) return cb(ENOENT);
       if (kind === "directory" && p === "/") return cb(0, rootDir());
       if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, () => handlers.stat(rel(p)), (a) => {
@@ -413,14 +426,15 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return cb(errnoOfMessage(a.message));
       });
     },
-    fgetattr: (p: string, _fd: number, cb: Cb) => ops.getattr(p, cb),
+    fgetattr: (p: string | null, fd: number, cb: Cb) => ops.getattr(pathOf(p, fd) ?? null, cb),
     access: (_p: string, _mode: number, cb: Cb) => cb(0),
     statfs: (_p: string, cb: Cb) => cb(0, { bsize: 4096, frsize: 4096, blocks: 1 << 20, bfree: 1 << 19, bavail: 1 << 19, files: 1 << 20, ffree: 1 << 19, favail: 1 << 19, fsid: 0, flag: 0, namemax: 255 }),
     // The list is asked when the directory is opened: an answer "no directory there" must fail the
     // open with ENOENT (glibc's readdir reads an ENOENT from getdents as the end of the directory,
     // so failing the read would show an empty directory). The read then gives what was listed,
     // after `.` and `..`.
-    readdir: (p: string, cb: Cb) => {
+    readdir: (p: string | null, cb: Cb) => {
+      if (!named(p)) return cb(ENOENT);
       const listedThere = listed.get(p);
       if (listedThere && listedThere.length > 0) return cb(0, ...direntries(listedThere.shift()!));
       ask(cb, () => handlers.list(rel(p)), (a) => {
@@ -431,19 +445,24 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
       });
     },
-    opendir: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
-      ask(cb, () => handlers.list(rel(p)), (a) => {
+    opendir: (p: string | null, _flags: number, fdCb: Cb, cb = withFd(fdCb)) =>
+      !named(p) ? cb(ENOENT) : ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
         noteListing(p, a.entries);
         const queue = listed.get(p) ?? [];
         queue.push(a.entries.map((e) => ({ name: e.name, kind: e.kind })));
         listed.set(p, queue);
         openDirs.set(p, (openDirs.get(p) ?? 0) + 1);
-        cb(0, ++fds);
+        const fd = ++fds;
+        openedAt.set(fd, p);
+        cb(0, fd);
       }),
     // A directory opened and never read (`open(O_DIRECTORY)` for fchdir, as `tar -C` does) leaves
     // its listing unread: once no open of that directory is left, whatever is unread goes.
-    releasedir: (p: string, _fd: number, cb: Cb) => {
+    releasedir: (given: string | null, fd: number, cb: Cb) => {
+      const p = pathOf(given, fd);
+      openedAt.delete(fd);
+      if (p === undefined) return cb(0);
       const left = (openDirs.get(p) ?? 1) - 1;
       if (left > 0) openDirs.set(p, left);
       else {
@@ -452,25 +471,34 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }
       cb(0);
     },
-    open: (p: string, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
-      if (!sessions) return cb(0, ++fds);
+    open: (p: string | null, _flags: number, fdCb: Cb, cb = withFd(fdCb)) => {
+      if (!named(p)) return cb(ENOENT);
       const fd = ++fds;
-      ask(cb, () => sessions.open(rel(p), false, fd), (code) => (code === 0 ? cb(0, fd) : cb(code)));
+      if (!sessions) {
+        openedAt.set(fd, p);
+        return cb(0, fd);
+      }
+      ask(cb, () => sessions.open(rel(p), false, fd), (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
     },
-    release: (p: string, fd: number, cb: Cb) => {
+    release: (given: string | null, fd: number, cb: Cb) => {
+      const p = pathOf(given, fd);
+      openedAt.delete(fd);
       if (!sessions) return cb(0);
+      if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.release(rel(p), fd), (code) => cb(code));
     },
-    flush: (p: string, fd: number, cb: Cb) => {
+    flush: (given: string | null, fd: number, cb: Cb, p = pathOf(given, fd)) => {
       if (!sessions) return cb(0);
+      if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    fsync: (p: string, _datasync: boolean, fd: number, cb: Cb) => {
+    fsync: (given: string | null, _datasync: boolean, fd: number, cb: Cb, p = pathOf(given, fd)) => {
       if (!sessions) return cb(0);
+      if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    read: (p: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) =>
-      ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
+    read: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) =>
+      p === undefined ? cb(ENOENT) : ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
         if (a.kind === "data") {
           const n = Math.min(a.bytes.length, len);
           buf.set(a.bytes.subarray(0, n));
@@ -479,7 +507,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (a.kind === "missing") return kind === "file" ? cb(0) : cb(ENOENT);
         return cb(errnoOfMessage(a.message));
       }),
-    write: (p: string, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
+    write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) => {
+      if (p === undefined) return cb(ENOENT);
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
@@ -489,7 +518,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
     // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
     // best effort: a provider refusing it still has the file.
-    create: (p: string, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
+    create: (p: string | null, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
+      if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       const fd = ++fds;
       ask(cb, async () => {
@@ -497,13 +527,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
         if (made.kind !== "ok") return ackCode(made);
         return sessions ? sessions.open(rel(p), true, fd) : 0;
-      }, (code) => (code === 0 ? cb(0, fd) : cb(code)));
+      }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
     },
-    unlink: (p: string, cb: Cb) => ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
+    unlink: (p: string | null, cb: Cb) => !named(p) ? cb(ENOENT) : ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
     // reason the program cannot read): ENOTEMPTY, as the program expects.
-    rmdir: (p: string, cb: Cb) =>
-      ask(cb, async (): Promise<number> => {
+    rmdir: (p: string | null, cb: Cb) =>
+      !named(p) ? cb(ENOENT) : ask(cb, async (): Promise<number> => {
         const l = await handlers.list(rel(p));
         if (l.kind === "missing") return ENOENT;
         if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
@@ -513,7 +543,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(code);
       }),
     // The same for a rename over a directory: refused when that directory has entries.
-    rename: (from: string, to: string, cb: Cb) => {
+    rename: (from: string | null, to: string | null, cb: Cb) => {
+      if (!named(from) || !named(to)) return cb(ENOENT);
       if (tooLong(to)) return cb(ENAMETOOLONG);
       ask(cb, async (): Promise<number> => {
         const there = await handlers.stat(rel(to));
@@ -528,7 +559,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       });
     },
     // The same for a directory's mode.
-    mkdir: (p: string, mode: number, cb: Cb) => {
+    mkdir: (p: string | null, mode: number, cb: Cb) => {
+      if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       ask(cb, async () => {
         const made = await handlers.mkdir(rel(p));
@@ -539,11 +571,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(ackCode(a));
       });
     },
-    truncate: (p: string, size: number, cb: Cb) => (!sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
-    ftruncate: (p: string, fd: number, size: number, cb: Cb) =>
-      sessions ? ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a))) : ops.truncate(p, size, cb),
-    chmod: (p: string, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
-    chown: (p: string, u: number, g: number, cb: Cb) => {
+    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
+    ftruncate: (given: string | null, fd: number, size: number, cb: Cb, p = pathOf(given, fd)) =>
+      p === undefined ? cb(ENOENT) : sessions ? ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a))) : ops.truncate(p, size, cb),
+    chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
+    chown: (p: string | null, u: number, g: number, cb: Cb) => {
       const attrs: { uid?: number; gid?: number } = {};
       if (u !== 0xffffffff && u !== -1) attrs.uid = u;
       if (g !== 0xffffffff && g !== -1) attrs.gid = g;
@@ -552,7 +584,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     // The times the program set, to the nanosecond: a setattr with the bit of each time it changes
     // only (fs-fuse.md §4.3), so `touch -m`/`touch -a` and `tar x` (atime UTIME_OMIT) are asked as
     // one time alone; UTIME_NOW is the proxy's current time. Nothing to change asks nothing.
-    utimens: (p: string, atime: Timespec | number, mtime: Timespec | number, cb: Cb) => {
+    utimens: (p: string | null, atime: Timespec | number, mtime: Timespec | number, cb: Cb) => {
       // The unpatched binding: both times, in milliseconds.
       if (typeof atime === "number" || typeof mtime === "number") return setattr(p, { atime: toTime(Number(atime)), mtime: toTime(Number(mtime)) }, cb);
       const a = setTime(atime);
@@ -568,7 +600,8 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     link: (_a: string, _b: string, cb: Cb) => cb(EPERM),
     mknod: (_p: string, _mode: number, _dev: number, cb: Cb) => cb(ENOSYS),
   };
-  function setattr(p: string, attrs: FuseAttrs, cb: Cb) {
+  function setattr(p: string | null, attrs: FuseAttrs, cb: Cb) {
+    if (!named(p)) return cb(ENOENT);
     ask(cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
 
