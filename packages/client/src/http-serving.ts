@@ -3,6 +3,22 @@
 // within a bound, and JSON-RPC refusals.
 import type { IncomingMessage, ServerResponse } from "node:http";
 
+/**
+ * Whether a `Content-Type` header's media type is `application/json`: the part before any parameters,
+ * trimmed, case-insensitive (`application/json; charset=utf-8` is; `text/plain; a=application/json`
+ * is not), as newer MCP SDKs check it. Written here because the oldest SDK our range allows (1.25.0)
+ * has no such export; a comma after the media type (joined duplicate headers) makes it ambiguous, so
+ * not JSON.
+ */
+export function isJsonContentType(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  if (header === "application/json") return true;
+  const semicolon = header.indexOf(";");
+  const essence = (semicolon < 0 ? header : header.slice(0, semicolon)).trim().toLowerCase();
+  if (essence !== "application/json") return false;
+  return semicolon < 0 || !header.slice(semicolon).includes(",");
+}
+
 /** A request body over the server's limit: nothing past the limit is read. */
 export class BodyTooLarge extends Error {
   override readonly name = "BodyTooLarge";

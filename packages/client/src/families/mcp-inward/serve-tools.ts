@@ -16,7 +16,6 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { isJsonContentType } from "@modelcontextprotocol/sdk/shared/mediaType.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import {
@@ -41,7 +40,7 @@ import {
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { guardRefusal, SessionBook, type HostGuard } from "@diverge/multiplexer";
-import { answerJsonRpcError, BodyTooLarge, readBodyWithin } from "../../http-serving.js";
+import { answerJsonRpcError, BodyTooLarge, isJsonContentType, readBodyWithin } from "../../http-serving.js";
 import type { RelayedMethod } from "./relayed.js";
 
 export type { RelayedMethod } from "./relayed.js";
