@@ -219,3 +219,20 @@ export function processCpuMicros(pid: number): number | undefined {
     return undefined;
   }
 }
+
+/**
+ * CPU time in microseconds of a process and of every process under it now (a forking socat's live
+ * connections, whose CPU reaches the parent's count only when they exit), plus the exited children
+ * it has waited for; undefined once the process is gone.
+ */
+export function treeCpuMicros(pid: number): number | undefined {
+  const own = processCpuMicros(pid);
+  if (own === undefined) return undefined;
+  let children: string[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").split(" ").filter(Boolean);
+  } catch {
+    // No children file (an older kernel) or the process just ended: its own count stands.
+  }
+  return children.reduce((sum, child) => sum + (treeCpuMicros(Number(child)) ?? 0), own);
+}

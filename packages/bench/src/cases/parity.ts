@@ -18,7 +18,7 @@ import { connectProxy, mcpProviderHandlers, openContainer, perRequestSignalFetch
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import pg from "pg";
-import { load, profileArgs, socatChain, startChild, type LoadResult } from "../processes.js";
+import { load, profileArgs, socatChain, startChild, treeCpuMicros, type LoadResult } from "../processes.js";
 import type { SuiteReport } from "../run.js";
 
 const cli = join(dirname(createRequire(import.meta.url).resolve("@diverge/client/package.json")), "dist", "cli.js");
@@ -116,13 +116,40 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
       if (!result.content?.[0]?.text?.includes("caller")) throw new Error(`path ${key} answered ${JSON.stringify(result)}`);
       await load(calls[key], 8, quick ? 0.05 : 0.5, quick ? 50 : 2000);
     }
+    // CPU per call of each process on a path (the caller is this process; on (f) and (g) the
+    // provider is this process too), read from /proc around each run.
+    const roles: Record<Key, [string, number | undefined][]> = {
+      c: [["server", container.pid]],
+      s: [["socat ×2", undefined], ["server", container.pid]],
+      d: [["bridge", d.child.pid], ["proxy", forD.pid], ["server", container.pid]],
+      e: [["bridge", e.child.pid], ["proxy", forE.pid], ["server", container.pid]],
+      f: [["proxy", forF.pid], ["server", container.pid]],
+      g: [["proxy", forG.pid], ["server", container.pid]],
+    };
+    const cpuOf = (key: Key): number[] => [
+      ...roles[key].map(([role, pid]) => (role.startsWith("socat") ? chain.pids.reduce((sum, each) => sum + (treeCpuMicros(each) ?? NaN), 0) : pid === undefined ? NaN : (treeCpuMicros(pid) ?? NaN))),
+      (() => {
+        const usage = process.cpuUsage();
+        return usage.user + usage.system;
+      })(),
+    ];
     const best: Record<Key, Record<string, LoadResult>> = { c: {}, s: {}, d: {}, e: {}, f: {}, g: {} };
+    const cpu: Record<Key, Record<string, Record<string, number>>> = { c: {}, s: {}, d: {}, e: {}, f: {}, g: {} };
     for (const concurrency of concurrencies) {
       for (const key of keys) {
         log(`  parity ${key} N=${concurrency}`);
-        best[key][String(concurrency)] = await load(calls[key], concurrency, seconds, maxCalls);
+        const before = cpuOf(key);
+        const result = await load(calls[key], concurrency, seconds, maxCalls);
+        const after = cpuOf(key);
+        best[key][String(concurrency)] = result;
+        const names = [...roles[key].map(([role]) => role), key === "f" || key === "g" ? "caller and provider" : "caller"];
+        cpu[key][String(concurrency)] = Object.fromEntries(names.map((name, i) => [name, (after[i]! - before[i]!) / result.calls]));
       }
     }
+    const cpuText = (key: Key, c: number) =>
+      Object.entries(cpu[key][String(c)]!)
+        .map(([role, micros]) => `${role} ${Number.isFinite(micros) ? micros.toFixed(0) : "?"} µs`)
+        .join(", ");
     // Postgres: one connection at a time (PGlite serves one), one-row queries on it.
     const postgres: Record<"p" | "q" | "r", LoadResult> = {} as never;
     const pgTargets = { p: database.port, q: forF.ready.pgPort!, r: forG.ready.pgPort! } as const;
@@ -140,11 +167,11 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
     const rows = keys.flatMap((key) =>
       concurrencies.map((c) => {
         const r = best[key][String(c)]!;
-        return [NAMES[key], String(c), r.callsPerSecond.toFixed(0), `${(r.callsPerSecond / rate("c", c)).toFixed(2)}×`, `${(r.callsPerSecond / rate("s", c)).toFixed(2)}×`, `${r.p50.toFixed(2)} ms`, `${r.p99.toFixed(2)} ms`, String(r.calls)];
+        return [NAMES[key], String(c), r.callsPerSecond.toFixed(0), `${(r.callsPerSecond / rate("c", c)).toFixed(2)}×`, `${(r.callsPerSecond / rate("s", c)).toFixed(2)}×`, `${r.p50.toFixed(2)} ms`, `${r.p99.toFixed(2)} ms`, String(r.calls), cpuText(key, c)];
       }),
     );
     return {
-      result: { paths: best, postgres },
+      result: { paths: best, cpuPerCall: cpu, postgres },
       targets: [
         { case: 8, what: "outward tools/call, begin scope vs /requests, N = 1", goal: "reported", value: `${(rate("f", 1) / rate("g", 1)).toFixed(2)}× (${rate("f", 1).toFixed(0)} vs ${rate("g", 1).toFixed(0)} calls/s)`, met: null },
         { case: 8, what: "outward tools/call, begin scope vs /requests, N = 32", goal: "reported", value: `${(rate("f", 32) / rate("g", 32)).toFixed(2)}× (${rate("f", 32).toFixed(0)} vs ${rate("g", 32).toFixed(0)} calls/s)`, met: null },
@@ -164,7 +191,7 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
               case: 8,
               what: `MCP tools/call through --serve-tools (${key === "d" ? "multiplexed" : "paths"}) vs the two-socat chain, N = ${c}`,
               goal: `≥ ${goal}× the two-socat chain`,
-              value: `${ratio.toFixed(2)}× (${rate(key, c).toFixed(0)} vs ${rate("s", c).toFixed(0)} calls/s; direct ${rate("c", c).toFixed(0)})`,
+              value: `${ratio.toFixed(2)}× (${rate(key, c).toFixed(0)} vs ${rate("s", c).toFixed(0)} calls/s; direct ${rate("c", c).toFixed(0)}; CPU per call: ${cpuText(key, c)}; the chain's ${cpuText("s", c)})`,
               met: ratio >= goal,
             };
           }),
@@ -173,7 +200,7 @@ export async function paritySuite(quick: boolean, log: (line: string) => void): 
       tables: [
         {
           title: "Case 8: both transports (tools/call greet)",
-          columns: ["path", "N", "calls/s", "vs (c)", "vs (s)", "p50", "p99", "calls"],
+          columns: ["path", "N", "calls/s", "vs (c)", "vs (s)", "p50", "p99", "calls", "CPU per call"],
           rows,
           notes: [`${seconds} s per path and concurrency; the container, the proxies, diverge connect and the caller are separate processes on the same machine.`],
         },

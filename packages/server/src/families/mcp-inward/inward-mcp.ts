@@ -1,8 +1,12 @@
-// Inward MCP: the provider's exchanges relayed to the container's own MCP server with the MCP SDK's
-// client over Streamable HTTP. One session at a time, made on first use and made again whenever the
+// Inward MCP: the provider's exchanges relayed to the container's own MCP server over Streamable HTTP.
+// The MCP SDK's client holds the session (initialize, the notification stream, its end); each relayed
+// exchange is POSTed on it directly (lean-post.ts), which costs a fraction of the SDK's request path.
+// One session at a time, made on first use and made again whenever the
 // server loses it, as MCP requires: an HTTP 404 to a request of the session ("session not found"), a
 // refused connection, a lost notification stream (the SDK's GET stream). Open notification
 // subscriptions carry over to the new session; when no new session can be made they end with the error.
+import http from "node:http";
+import https from "node:https";
 import { logEvent, type Say } from "@diverge/multiplexer/log";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -12,10 +16,12 @@ import {
   ListResourcesResultSchema,
   ListToolsResultSchema,
   McpError,
+  ProgressNotificationSchema,
   ReadResourceResultSchema,
   type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
 import { perRequestSignalFetch, type WatchedFetch } from "@diverge/multiplexer";
+import { leanPost, type LeanSession } from "./lean-post.js";
 
 /** A JSON-RPC error object, as relayed in a `[1]` answer. */
 export interface ErrorData {
@@ -38,9 +44,6 @@ const RESULT_SCHEMAS = {
   "tools/call": CallToolResultSchema,
   "resources/read": ReadResourceResultSchema,
 } as const;
-
-/** The SDK's own request timeout is 60 s; the protocol has none, so a long tool call is not cut here. */
-const NO_TIMEOUT = 2_147_483_647;
 
 /** Resumptions of one closed SSE stream tried before the call is given up (the MCP SDK's default). */
 export const RESUME_RETRIES = 2;
@@ -69,9 +72,18 @@ export interface InwardListener {
   ended?(error: ErrorData): void;
 }
 
-class Session {
+class Session implements LeanSession {
   readonly client: Client;
   readonly fetch: WatchedFetch;
+  private readonly transport: StreamableHTTPClientTransport;
+  /** The relayed calls' own connections (keep-alive), closed with the session. */
+  readonly agent: http.Agent;
+  /** Relayed calls in flight, each stopped when the session closes. */
+  private readonly calls = new Set<(error: Error) => void>();
+  private nextCall = 0;
+  /** Progress of relayed calls by their token (this hop's, the call's id), wherever it arrives. */
+  private readonly progress = new Map<string, (progress: Record<string, unknown>) => void>();
+  retryMs: number | undefined;
   ready!: Promise<Session>;
   /** Requests of this session not yet answered. */
   inFlight = 0;
@@ -80,8 +92,20 @@ class Session {
   /** Why the session was given up while requests were in flight (they end with -32603 saying so). */
   failure: string | undefined;
 
-  constructor(url: URL, onLost: (session: Session, why: string) => void, onNotification: (notification: ServerNotification) => void, onFailed: (session: Session, why: string) => void) {
+  constructor(
+    readonly url: URL,
+    private readonly onLost: (session: Session, why: string) => void,
+    onNotification: (notification: ServerNotification) => void,
+    private readonly onFailed: (session: Session, why: string) => void,
+  ) {
+    this.agent = new (url.protocol === "https:" ? https.Agent : http.Agent)({ keepAlive: true });
     this.client = new Client({ name: "diverge-proxy", version: "2.3.0" });
+    // A server answering as JSON sends a call's progress on the session's notification stream: it is
+    // the relayed call's, whose token the SDK's client did not make (it would drop it).
+    this.client.setNotificationHandler(ProgressNotificationSchema, (notification) => {
+      const { progressToken, ...progress } = notification.params;
+      if (typeof progressToken === "string") this.progress.get(progressToken)?.(progress);
+    });
     this.client.fallbackNotificationHandler = async (notification) => {
       // The JSON-RPC envelope is not part of the notification: `method` and `params` only.
       const { method, params } = notification as { method: string; params?: unknown };
@@ -91,7 +115,7 @@ class Session {
     // reports them here. One matters: the SDK gave up resuming a request's SSE stream (its retries
     // with Last-Event-ID all failed), after which the request would wait for good.
     this.client.onerror = (error) => {
-      if (/^Maximum reconnection attempts/.test(error.message)) onFailed(this, `the container's MCP server closed the call's SSE stream and the stream could not be resumed (Last-Event-ID, ${RESUME_RETRIES} attempts)`);
+      if (/^Maximum reconnection attempts/.test(error.message)) this.unresumable();
     };
     this.client.onclose = () => onLost(this, "the session closed");
     // The session's one notification stream (the SDK's GET without Last-Event-ID): its end means the
@@ -121,13 +145,65 @@ class Session {
     this.fetch = Object.assign(dispatch, { inFlight: () => standalone.inFlight() + requests.inFlight() });
     // The SDK's default reconnection (the MCP SDK's own defaults, the server's `retry` first): a POST
     // stream the server closed after a priming event is resumed with Last-Event-ID.
-    const transport = new StreamableHTTPClientTransport(url, { fetch: this.fetch, reconnectionOptions: RECONNECTION });
-    this.ready = this.client.connect(transport).then(() => this);
+    this.transport = new StreamableHTTPClientTransport(url, { fetch: this.fetch, reconnectionOptions: RECONNECTION });
+    this.ready = this.client.connect(this.transport).then(() => this);
+  }
+
+  /**
+   * One request of the session, sent past the SDK's client (lean-post.ts): the result checked
+   * against the method's type as the SDK's client checks it, the errors the ones it throws.
+   */
+  async request(request: { method: InwardExchange["method"]; params?: Record<string, unknown> }, onprogress: ((progress: Record<string, unknown>) => void) | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+    // Ids of their own, apart from the SDK's numbers (its initialize and pings share the session).
+    const id = `diverge-${this.nextCall++}`;
+    const params = onprogress ? { ...request.params, _meta: { ...(request.params?._meta as object | undefined), progressToken: id } } : request.params;
+    const body = JSON.stringify(params === undefined ? { jsonrpc: "2.0", id, method: request.method } : { jsonrpc: "2.0", id, method: request.method, params });
+    if (onprogress) this.progress.set(id, onprogress);
+    try {
+      const result = await leanPost(this, { id, body, onprogress, signal, retries: RESUME_RETRIES, delay: reconnectionDelay }, this.calls);
+      return RESULT_SCHEMAS[request.method].parse(result);
+    } catch (error) {
+      // Given up by the asker: the server is told, as the SDK's client tells it.
+      if (signal?.aborted) void this.client.notification({ method: "notifications/cancelled", params: { requestId: id, reason: String(signal.reason) } }).catch(() => {});
+      throw error;
+    } finally {
+      this.progress.delete(id);
+    }
+  }
+
+  headers(): Record<string, string> {
+    const headers: Record<string, string> = {};
+    const { sessionId } = this.transport;
+    const version = (this.transport as { protocolVersion?: string }).protocolVersion;
+    if (sessionId) headers["mcp-session-id"] = sessionId;
+    if (version) headers["mcp-protocol-version"] = version;
+    return headers;
+  }
+
+  /** A server's message on a relayed call's stream that is not the call's: the SDK's client answers it (a ping, a request it does not serve) or takes it (a notification). */
+  other(message: unknown): void {
+    this.transport.onmessage?.(message as never);
+  }
+
+  notFound(): void {
+    this.onLost(this, "the server answered 404 (session not found)");
+  }
+
+  unresumable(): void {
+    this.onFailed(this, `the container's MCP server closed the call's SSE stream and the stream could not be resumed (Last-Event-ID, ${RESUME_RETRIES} attempts)`);
   }
 
   close(): Promise<void> {
+    for (const stop of [...this.calls]) stop(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
+    this.agent.destroy();
     return this.client.close().catch(() => {});
   }
+}
+
+/** The SDK's reconnection delay: the server's `retry` when it sent one, else growing from the initial delay. */
+function reconnectionDelay(attempt: number, serverRetryMs: number | undefined): number {
+  if (serverRetryMs !== undefined) return serverRetryMs;
+  return Math.min(RECONNECTION.initialReconnectionDelay * RECONNECTION.reconnectionDelayGrowFactor ** attempt, RECONNECTION.maxReconnectionDelay);
 }
 
 export class InwardMcp {
@@ -176,10 +252,10 @@ export class InwardMcp {
       if (signal?.aborted) return { error: givenUp(exchange.method, signal) };
       session.inFlight++;
       try {
-        // No timeout of the SDK's own (its 60 s): the protocol has none, and a long tool call is not
-        // cut here. The asker bounds it: its signal cancels the call at the server (the SDK sends
-        // notifications/cancelled); a stream that cannot be resumed ends it (the session is given up).
-        const result = await session.client.request(request as never, RESULT_SCHEMAS[exchange.method] as never, { timeout: NO_TIMEOUT, onprogress: onprogress as never, ...(signal ? { signal } : {}) });
+        // No timeout: the protocol has none, and a long tool call is not cut here. The asker bounds it:
+        // its signal cancels the call at the server (notifications/cancelled); a stream that cannot be
+        // resumed ends it (the session is given up).
+        const result = await session.request(request as never, onprogress, signal);
         return { result };
       } catch (error) {
         if (signal?.aborted) return { error: givenUp(exchange.method, signal) };

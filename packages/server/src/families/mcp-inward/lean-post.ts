@@ -1,0 +1,276 @@
+// One request of the inward MCP session, POSTed with `node:http` rather than through the MCP SDK's
+// client (issue 36: the SDK's fetch, web streams and per-message work cost the proxy 1.6–2.6 ms of CPU
+// per relayed call). The session itself (initialize, the notification stream, DELETE) stays the SDK's;
+// this sends on it with its id and protocol version and reads the answer as the SDK's transport would:
+// a JSON body, or an SSE stream resumed with Last-Event-ID when the server closes it after a priming
+// event (MCP 2025-11-25's polling). Every other message the server sends on the stream (its own
+// requests, notifications not about this call) is handed to the SDK's client, which answers it.
+// Failures come back as the errors the SDK's client would have thrown, so the caller classifies them
+// one way whichever path carried the call.
+import http from "node:http";
+import https from "node:https";
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+
+/** What one POST needs of its session. */
+export interface LeanSession {
+  readonly url: URL;
+  readonly agent: http.Agent;
+  /** `mcp-session-id` and `mcp-protocol-version`, as the SDK's transport sends them. */
+  headers(): Record<string, string>;
+  /** A message of the stream that is not this call's answer nor its progress. */
+  other(message: unknown): void;
+  /** The server answered 404: it no longer knows the session. */
+  notFound(): void;
+  /** The call's stream closed and could not be resumed: the session is given up. */
+  unresumable(): void;
+  /** Reconnection timing: the server's `retry` when it sent one (shared by the session, as the SDK's transport keeps it). */
+  retryMs: number | undefined;
+}
+
+export interface LeanCall {
+  readonly id: string;
+  readonly body: string;
+  readonly onprogress?: (params: Record<string, unknown>) => void;
+  readonly signal?: AbortSignal;
+  /** Resumptions of one closed stream before the call is given up, and the delays before each. */
+  readonly retries: number;
+  readonly delay: (attempt: number, serverRetryMs: number | undefined) => number;
+}
+
+/** A JSON-RPC response: the answer of the call. */
+interface Response {
+  readonly result?: unknown;
+  readonly error?: { code: number; message: string; data?: unknown };
+}
+
+/** The error `fetch` gives for a connection that failed: the caller reads its `cause.code`. */
+function connectionFailed(cause: unknown): TypeError {
+  return Object.assign(new TypeError("fetch failed"), { cause });
+}
+
+/**
+ * Sends the call and settles with its result (the server's error as an McpError). Rejects with a
+ * StreamableHTTPError for an HTTP error status, a "fetch failed" TypeError for a failed connection,
+ * a SyntaxError for a JSON body that does not parse, and the signal's reason when it fires.
+ */
+export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop: (error: Error) => void): void; delete(stop: (error: Error) => void): void }): Promise<unknown> {
+  return new Promise<unknown>((resolve, reject) => {
+    let settled = false;
+    let current: http.ClientRequest | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const finish = (error: unknown, value?: unknown) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      close.delete(stop);
+      call.signal?.removeEventListener("abort", abort);
+      current?.destroy();
+      if (error !== undefined) reject(error);
+      else resolve(value);
+    };
+    const stop = (error: Error) => finish(error);
+    const abort = () => finish(call.signal!.reason);
+    if (call.signal?.aborted) return abort();
+    call.signal?.addEventListener("abort", abort, { once: true });
+    close.add(stop);
+
+    /** A message of the stream: the answer settles the call; this call's progress goes to `onprogress`. */
+    const message = (value: unknown): boolean => {
+      const record = value as { id?: unknown; method?: unknown; params?: { progressToken?: unknown } } | null;
+      if (typeof record !== "object" || record === null) return false;
+      if (record.id === call.id && record.method === undefined) {
+        const response = record as Response;
+        if ("result" in response) finish(undefined, response.result);
+        else if (response.error && typeof response.error === "object") finish(new McpError(response.error.code, response.error.message, response.error.data));
+        else finish(new McpError(ErrorCode.InternalError, "the container's MCP server answered with a message that is neither a result nor an error"));
+        return true;
+      }
+      if (record.method === "notifications/progress" && record.params?.progressToken === call.id && call.onprogress) {
+        const { progressToken: _token, ...progress } = record.params as Record<string, unknown>;
+        call.onprogress(progress);
+        return false;
+      }
+      session.other(value);
+      return false;
+    };
+
+    const transport = session.url.protocol === "https:" ? https : http;
+    const send = (method: "POST" | "GET", lastEventId: string | undefined, attempt: number) => {
+      const headers: Record<string, string> = { ...session.headers(), accept: method === "POST" ? "application/json, text/event-stream" : "text/event-stream" };
+      if (method === "POST") headers["content-type"] = "application/json";
+      if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
+      const request = transport.request(session.url, { method, headers, agent: session.agent });
+      current = request;
+      request.on("error", (error) => {
+        if (settled) return;
+        if (method === "GET") return resumeLater(lastEventId, attempt + 1);
+        finish(connectionFailed(error));
+      });
+      request.on("response", (response) => {
+        if (settled) return void response.resume();
+        const status = response.statusCode ?? 0;
+        if (status === 404 && method === "POST") session.notFound();
+        if (status < 200 || status > 299) {
+          const chunks: Buffer[] = [];
+          response.on("data", (chunk: Buffer) => chunks.push(chunk));
+          response.on("error", () => {});
+          response.on("end", () => {
+            if (method === "GET") return resumeLater(lastEventId, attempt + 1);
+            finish(new StreamableHTTPError(status, `Error POSTing to endpoint: ${Buffer.concat(chunks).toString("utf8")}`));
+          });
+          return;
+        }
+        const type = (response.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+        if (type === "text/event-stream") return readStream(response, method === "GET", lastEventId);
+        if (method === "POST" && type === "application/json") return readJson(response);
+        response.resume();
+        if (method === "GET") return resumeLater(lastEventId, attempt + 1);
+        finish(status === 202 ? new McpError(ErrorCode.InternalError, "the container's MCP server accepted the call (HTTP 202) without answering it") : new StreamableHTTPError(-1, `Unexpected content type: ${response.headers["content-type"]}`));
+      });
+      request.end(method === "POST" ? call.body : undefined);
+    };
+
+    const readJson = (response: http.IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.on("error", (error) => finish(connectionFailed(error)));
+      response.on("end", () => {
+        if (settled) return;
+        let data: unknown;
+        try {
+          data = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        } catch (error) {
+          return finish(error);
+        }
+        for (const each of Array.isArray(data) ? data : [data]) if (message(each)) return;
+        finish(new McpError(ErrorCode.InternalError, "the container's MCP server answered the call's POST without its answer"));
+      });
+    };
+
+    const readStream = (response: http.IncomingMessage, resumed: boolean, lastEventId: string | undefined) => {
+      const parser = new SseParser();
+      let primed = resumed;
+      let latest = lastEventId;
+      response.setEncoding("utf8");
+      response.on("data", (text: string) => {
+        if (settled) return;
+        for (const event of parser.push(text)) {
+          if (event.retry !== undefined) session.retryMs = event.retry;
+          if (event.id !== undefined) {
+            latest = event.id;
+            primed = true;
+          }
+          if (event.data === "" || (event.event !== undefined && event.event !== "message")) continue;
+          let value: unknown;
+          try {
+            value = JSON.parse(event.data);
+          } catch {
+            // The SDK's transport reports such an event and reads on.
+            continue;
+          }
+          if (message(value)) return;
+        }
+      });
+      const ended = () => {
+        if (settled) return;
+        // Closed before the answer: resumable once the server has given an event id (a priming event);
+        // a stream that reached the server resets the count of failed resumptions, as the SDK's does.
+        if (primed) return resumeLater(latest, 0);
+        finish(new McpError(ErrorCode.InternalError, "the container's MCP server closed the call's SSE stream before answering, with no event id to resume it from"));
+      };
+      response.on("end", ended);
+      response.on("error", ended);
+      response.on("aborted", ended);
+    };
+
+    const resumeLater = (lastEventId: string | undefined, attempt: number) => {
+      if (settled) return;
+      if (attempt >= call.retries) {
+        session.unresumable();
+        // The session's end settles the call (with the failure's reason); this is in case it has not.
+        return finish(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
+      }
+      timer = setTimeout(() => send("GET", lastEventId, attempt), call.delay(attempt, session.retryMs));
+    };
+
+    send("POST", undefined, 0);
+  });
+}
+
+/** One event of a `text/event-stream` (the WHATWG rules: fields to a blank line). */
+interface SseEvent {
+  data: string;
+  id?: string;
+  event?: string;
+  retry?: number;
+}
+
+/** Events out of the stream's text, as it arrives in pieces. */
+export class SseParser {
+  private buffered = "";
+  private data: string[] = [];
+  private id: string | undefined;
+  private event: string | undefined;
+  private retry: number | undefined;
+  private sawField = false;
+  private afterCr = false;
+
+  push(text: string): SseEvent[] {
+    const events: SseEvent[] = [];
+    // A CR ended the last piece: an LF opening this one is the rest of that CRLF.
+    if (this.afterCr && text.startsWith("\n")) text = text.slice(1);
+    this.afterCr = false;
+    this.buffered += text;
+    let start = 0;
+    for (;;) {
+      const lf = this.buffered.indexOf("\n", start);
+      const cr = this.buffered.indexOf("\r", start);
+      let end: number;
+      let next: number;
+      if (cr !== -1 && (lf === -1 || cr < lf)) {
+        end = cr;
+        if (cr === this.buffered.length - 1) this.afterCr = true;
+        next = this.buffered[cr + 1] === "\n" ? cr + 2 : cr + 1;
+      } else if (lf !== -1) {
+        end = lf;
+        next = lf + 1;
+      } else break;
+      this.line(this.buffered.slice(start, end), events);
+      start = next;
+    }
+    this.buffered = this.buffered.slice(start);
+    return events;
+  }
+
+  private line(line: string, events: SseEvent[]): void {
+    if (line === "") {
+      if (this.sawField) {
+        const event: SseEvent = { data: this.data.join("\n") };
+        if (this.id !== undefined) event.id = this.id;
+        if (this.event !== undefined) event.event = this.event;
+        if (this.retry !== undefined) event.retry = this.retry;
+        events.push(event);
+      }
+      this.data = [];
+      this.id = undefined;
+      this.event = undefined;
+      this.retry = undefined;
+      this.sawField = false;
+      return;
+    }
+    if (line.startsWith(":")) return;
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    this.sawField = true;
+    if (field === "data") this.data.push(value);
+    else if (field === "id") {
+      if (!value.includes("\0")) this.id = value;
+    } else if (field === "event") this.event = value;
+    else if (field === "retry") {
+      if (/^\d+$/.test(value)) this.retry = Number(value);
+    }
+  }
+}
