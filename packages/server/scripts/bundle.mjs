@@ -96,7 +96,11 @@ const cjs = join(out, "diverge-proxy.cjs");
 }
 const size = (file) => `${(statSync(file).size / 1024).toFixed(0)} KB`;
 console.log(`wrote ${relative(process.cwd(), mjs)} (${size(mjs)}) and ${relative(process.cwd(), cjs)} (${size(cjs)})`);
-console.log(fuseCarried ? `carried inside: @diverge/fuse-native with its binding for ${fuseCarried.tuple} (${relative(process.cwd(), fuseCarried.binary)})` : `carried inside: no FUSE binding (${carriedFuseMissing})`);
+console.log(
+  fuseCarried
+    ? `carried inside: @diverge/fuse-native with its binding for ${fuseCarried.tuple} (${relative(process.cwd(), fuseCarried.binary)}${fuseCarried.binary3 ? `; libfuse 3: ${relative(process.cwd(), fuseCarried.binary3)}` : "; no libfuse 3 build"})`
+    : `carried inside: no FUSE binding (${carriedFuseMissing})`,
+);
 if (wantNatives) reportNatives(out, carryNatives(out, packageDir), console.log);
 
 if (wantSea) {
@@ -141,17 +145,36 @@ function carriedFuse() {
     carriedFuseMissing = `@diverge/fuse-native has no binary for ${tuple} (build it: pnpm --filter @diverge/fuse-native build)`;
     return undefined;
   }
+  // The libfuse 3 build too, when there is one: the bundle then chooses as the package does (libfuse 3
+  // where libfuse3.so.3 loads, DIVERGE_FUSE_LIBFUSE=2 or =3 to insist), so it mounts exactly as the
+  // workspace build.
+  const binary3 = [join(fuseDir, "build", "Release", "fuse3.node"), join(fuseDir, "prebuilds", tuple, "libfuse3", "fuse.node")].find((file) => existsSync(file));
   const index = join(fuseDir, "index.js");
   const embeddedModule = join(packageDir, "dist", "embedded-fuse.js");
   const inFuse = (importer) => importer.startsWith(fuseDir + "/");
   const loader = [
     "// The carried binding: its bytes written where a library may be loaded, loaded, the file removed.",
     'const fs = require("node:fs"), path = require("node:path"), os = require("node:os");',
-    'const bytes = require("diverge-fuse-binary");',
+    'const bytes2 = require("diverge-fuse-binary");',
+    binary3 ? 'const bytes3 = require("diverge-fuse-binary3");' : "const bytes3 = undefined;",
     "let binding;",
+    "// The package's choice (its index.js): libfuse 3 where it loads unless DIVERGE_FUSE_LIBFUSE=2, an error when =3 and it does not.",
     "module.exports = function loadCarriedBinding() {",
     "  if (binding) return binding;",
     `  if (process.platform + "-" + process.arch !== ${JSON.stringify(tuple)}) throw new Error(${JSON.stringify(`the bundle carries the FUSE binding for ${tuple} only`)} + ", this is " + process.platform + "-" + process.arch + " (put node_modules/@diverge/fuse-native beside the bundle)");`,
+    "  const wanted = process.env.DIVERGE_FUSE_LIBFUSE;",
+    '  if (wanted !== "2") {',
+    "    if (bytes3) {",
+    "      try {",
+    "        return (binding = load(bytes3));",
+    "      } catch (error) {",
+    '        if (wanted === "3") throw new Error("@diverge/fuse-native: the libfuse 3 binding does not load: " + error.message);',
+    "      }",
+    '    } else if (wanted === "3") throw new Error("@diverge/fuse-native: the libfuse 3 binding does not load (the bundle carries none: libfuse3-dev was missing when it was built)");',
+    "  }",
+    "  return (binding = load(bytes2));",
+    "};",
+    "function load(bytes) {",
     "  const own = typeof __filename === \"string\" ? path.dirname(__filename) : undefined;",
     '  const tried = [];',
     '  for (const place of [own, os.tmpdir(), "/dev/shm"]) {',
@@ -163,7 +186,7 @@ function carriedFuse() {
     "      fs.writeFileSync(file, bytes.default ?? bytes, { mode: 0o700, flag: \"wx\" });",
     "      const loaded = { exports: {} };",
     "      process.dlopen(loaded, file);",
-    "      return (binding = loaded.exports);",
+    "      return loaded.exports;",
     "    } catch (error) {",
     '      tried.push(place + ": " + (error && error.message ? error.message : String(error)));',
     "    } finally {",
@@ -194,9 +217,10 @@ function carriedFuse() {
       // fuse-native names its own directory (for node-gyp-build, and in a message): the bundle has no
       // such directory, and the second stage of the ES module bundle no __dirname.
       b.onLoad({ filter: /\/index\.js$/ }, (args) =>
-        args.path === index ? { contents: `var __dirname = "(inside the bundle)";\n${readFileSync(index, "utf8")}`, loader: "js", resolveDir: fuseDir } : undefined,
+        args.path === index ? { contents: `var __dirname = "(inside the bundle)";\n${carriedChoice(readFileSync(index, "utf8"))}`, loader: "js", resolveDir: fuseDir } : undefined,
       );
       b.onResolve({ filter: /^diverge-fuse-binary$/ }, () => ({ path: binary, namespace: "diverge-fuse-binary" }));
+      if (binary3) b.onResolve({ filter: /^diverge-fuse-binary3$/ }, () => ({ path: binary3, namespace: "diverge-fuse-binary" }));
       b.onLoad({ filter: /.*/, namespace: "diverge-fuse-binary" }, (args) => ({ contents: readFileSync(args.path), loader: "binary" }));
       b.onLoad({ filter: /^diverge-fuse-binding$/, namespace: "diverge-fuse" }, () => ({ contents: loader, loader: "js", resolveDir: fuseDir }));
       b.onLoad({ filter: /^fuse-shared-library$/, namespace: "diverge-fuse" }, () => ({
@@ -210,7 +234,14 @@ function carriedFuse() {
       }));
     },
   };
-  return { plugin, binary, tuple };
+  return { plugin, binary, binary3, tuple };
+}
+
+/** The package's own choice of binding (files beside it) made the carried loader's, which chooses among the bytes it carries. */
+function carriedChoice(source) {
+  const choice = "const binding = loadBinding(process.env.DIVERGE_FUSE_LIBFUSE)";
+  if (!source.includes(choice)) throw new Error(`@diverge/fuse-native's index.js no longer chooses its binding with \`${choice}\`: the bundle cannot carry its choice`);
+  return source.replace(choice, 'const binding = require("node-gyp-build")()');
 }
 
 /**

@@ -23,6 +23,19 @@ import { freePort, startThrowawayPostgres, type ThrowawayPostgres } from "../../
 import type { Agent } from "../../client/src/index.js";
 import type { AgenticLoopChunk } from "@diverge/codec";
 import { isMounted, loadClient, packageDir, startProxyProcess, waitFor, type ProxyProcess } from "./proxy-process-support.js";
+import { fuseLibraryVersion } from "../src/families/fuse/mount.js";
+
+/**
+ * The libfuse a mount was made with, told by the options the kernel holds for it (mountinfo's super
+ * options): this package passes libfuse 2.9 `max_read`, never libfuse 3 (which wants none).
+ */
+function libfuseOfMount(mountPoint: string): 2 | 3 {
+  const line = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .find((entry) => entry.split(" ")[4] === mountPoint);
+  if (!line) throw new Error(`${mountPoint} is not in /proc/self/mountinfo`);
+  return /[ ,]max_read=/.test(line.split(" - ")[1] ?? "") ? 2 : 3;
+}
 
 const fuseMissing = !existsSync("/dev/fuse") ? "no /dev/fuse" : process.getuid?.() !== 0 ? "not root" : undefined;
 const work = mkdtempSync(join(tmpdir(), "diverge-bundle-families-"));
@@ -176,6 +189,8 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
       // fuse::mount: a real kernel mount through the binding the bundle carries
       await connection.mount(["mnt"], served, { kind: "directory" });
       expect(await isMounted(join(root, "mnt"))).toBe(true);
+      // with the libfuse the workspace build uses (libfuse 3 where it loads): the bundle carries both builds
+      expect(libfuseOfMount(join(root, "mnt"))).toBe(fuseLibraryVersion());
       expect(await readFile(join(root, "mnt", "from-provider.txt"), "utf8")).toBe("the provider's file\n");
       // nothing of the carried binding is left beside the bundle or in the temporary directory
       expect(readdirSync(dirname(lone))).toEqual(["diverge-proxy.mjs"]);
@@ -231,6 +246,7 @@ describe("the lone bundle (its .mjs alone in an empty directory) serves every fa
     if (!fuseMissing) {
       mkdirSync(join(root, "deeper"));
       await mounts.mount(["deeper", "mnt"], served);
+      expect(libfuseOfMount(join(root, "deeper", "mnt"))).toBe(fuseLibraryVersion());
       expect(await readFile(join(root, "deeper", "mnt", "from-provider.txt"), "utf8")).toBe("the provider's file\n");
       expect(readdirSync(dirname(lone))).toEqual(["diverge-proxy.mjs"]);
       // SIGTERM: the proxy unmounts before it exits

@@ -29,13 +29,13 @@ export interface ProxyProcess {
 
 /**
  * Starts `command args… --host 127.0.0.1 --port 0 --program-port 0 --pg-port 0 extra…` from `cwd` with
- * nothing of the workspace's environment (no NODE_PATH, NODE_OPTIONS), and resolves once it prints
- * its listening line.
+ * nothing of the workspace's environment (no NODE_PATH, NODE_OPTIONS) but the choice of libfuse
+ * (DIVERGE_FUSE_LIBFUSE, when set), and resolves once it prints its listening line.
  */
 export async function startProxyProcess(command: string, args: readonly string[], cwd: string, extra: readonly string[] = []): Promise<ProxyProcess> {
   const child = spawn(command, [...args, "--host", "127.0.0.1", "--port", "0", "--program-port", "0", "--pg-port", "0", ...extra], {
     cwd,
-    env: { PATH: process.env.PATH ?? "" },
+    env: { PATH: process.env.PATH ?? "", ...(process.env.DIVERGE_FUSE_LIBFUSE ? { DIVERGE_FUSE_LIBFUSE: process.env.DIVERGE_FUSE_LIBFUSE } : {}) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
