@@ -63,7 +63,7 @@ function standaloneOpen(transport: StreamableHTTPServerTransport): boolean {
 }
 
 /** A real MCP server of the SDK, one session per initialize, answering as JSON or as SSE. */
-async function sdkServer(json: boolean): Promise<{ url: URL; close(): Promise<void>; started: unknown[]; cancelled: unknown[] }> {
+async function sdkServer(json: boolean): Promise<{ url: URL; close(): Promise<void>; started: unknown[]; cancelled: unknown[]; connections(): number }> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const started: unknown[] = [];
   const cancelled: unknown[] = [];
@@ -104,9 +104,12 @@ async function sdkServer(json: boolean): Promise<{ url: URL; close(): Promise<vo
     if (!transport) return void response.writeHead(404).end("no such session");
     await transport.handleRequest(request, response, body);
   });
+  let connections = 0;
+  front.on("connection", () => connections++);
   await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
   return {
     url: new URL(`http://127.0.0.1:${(front.address() as AddressInfo).port}/mcp`),
+    connections: () => connections,
     started,
     cancelled,
     close: async () => {
@@ -142,6 +145,17 @@ describe.each([
     expect(outcomes).toEqual(Array.from({ length: 40 }, (_, k) => ({ result: { content: [{ type: "text", text: `n${k}` }] } })));
     expect(await inward.exchange({ method: "tools/call", params: { name: "nope", arguments: {} } })).toMatchObject({ result: { isError: true } });
     expect(inward.sessionsMade).toBe(1);
+  });
+
+  it("keeps its connections: calls one after another reuse the session's few", { timeout: 120_000 }, async () => {
+    const server = await sdkServer(json);
+    cleanups.push(() => server.close());
+    const inward = await inwardTo(server.url);
+    expect(await inward.exchange({ method: "tools/list", params: null })).toMatchObject({ result: { tools: expect.any(Array) } });
+    const before = server.connections();
+    for (let k = 0; k < 20; k++) expect(await inward.exchange({ method: "tools/call", params: { name: "echo", arguments: { text: `s${k}` } } })).toEqual({ result: { content: [{ type: "text", text: `s${k}` }] } });
+    // A connection per call would be 20; an SSE answer's connection is free again once the server ends its stream.
+    expect(server.connections() - before).toBeLessThanOrEqual(10);
   });
 
   it("brings the call's progress back with the asker's own token", { timeout: 120_000 }, async () => {

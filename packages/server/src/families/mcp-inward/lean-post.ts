@@ -59,13 +59,19 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
     let settled = false;
     let current: http.ClientRequest | undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    /** The SSE answer being read, while it is. */
+    let answering: http.IncomingMessage | undefined;
     const finish = (error: unknown, value?: unknown) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       close.delete(stop);
       call.signal?.removeEventListener("abort", abort);
-      current?.destroy();
+      // Answered: the rest of the stream (the server ends it after the answer) is read to its end, so
+      // the connection goes back to the session's keep-alive pool; one not ended soon is cut. Given up
+      // or failed: the exchange's connection is cut now (a request already done is not touched).
+      if (error === undefined && answering !== undefined) lingerThenCut(answering);
+      else current?.destroy();
       if (error !== undefined) reject(error);
       else resolve(value);
     };
@@ -150,6 +156,7 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
 
     const readStream = (response: http.IncomingMessage, resumed: boolean, lastEventId: string | undefined) => {
       const parser = new SseParser();
+      answering = response;
       let primed = resumed;
       let latest = lastEventId;
       response.setEncoding("utf8");
@@ -173,6 +180,7 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
         }
       });
       const ended = () => {
+        if (answering === response) answering = undefined;
         if (settled) return;
         // Closed before the answer: resumable once the server has given an event id (a priming event);
         // a stream that reached the server resets the count of failed resumptions, as the SDK's does.
@@ -196,6 +204,17 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
 
     send("POST", undefined, 0);
   });
+}
+
+/** How long the rest of an answered SSE stream may take to end before its connection is cut. */
+const LINGER_MS = 5_000;
+
+function lingerThenCut(response: http.IncomingMessage): void {
+  if (response.complete || response.destroyed) return;
+  const cut = setTimeout(() => response.destroy(), LINGER_MS);
+  cut.unref();
+  response.once("close", () => clearTimeout(cut));
+  response.resume();
 }
 
 /** One event of a `text/event-stream` (the WHATWG rules: fields to a blank line). */
