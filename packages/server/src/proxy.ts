@@ -86,7 +86,7 @@ export async function startProxy(options: ProxyOptions = {}, bound?: BoundPorts)
     gate = new Gate(!resolved.secretsGate, () =>
       resolved.log("the secrets gate holds MCP exchanges until the program takes its secrets: the provider feeds them on / (tools::begin Secrets); start with --no-secrets-gate if the program declares none"),
     );
-    inward = new SharedInwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log);
+    inward = new SharedInwardMcp(new URL(`http://127.0.0.1:${resolved.appPort}/mcp`), resolved.log, resolved.maxMessageBytes);
     const context: ProxyContext = { options: resolved, provider, program, gate, pgServer: ports.pg, inward };
     paths = attachPaths(context);
     multiplexed = await attachMultiplexed(context, paths);

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
-import { SseParser } from "../src/families/mcp-inward/lean-post.js";
+import { SseParser } from "../src/sse.js";
 import { InwardMcp } from "../src/families/mcp-inward/inward-mcp.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -38,20 +38,18 @@ describe("the SSE parser of a relayed call's stream", () => {
           text += end;
         }
         const points = [...new Set(cuts.map((cut) => cut % (text.length + 1)))].sort((a, b) => a - b);
-        const parser = new SseParser();
+        const parser = new SseParser(1 << 20);
         const got = [];
         let from = 0;
         for (const point of [...points, text.length]) {
           got.push(...parser.push(text.slice(from, point)));
           from = point;
         }
-        expect(got).toEqual(
-          sent.map((event) => ({
-            data: event.data.join("\n"),
-            ...(event.id !== undefined ? { id: event.id } : {}),
-            ...(event.retry !== undefined ? { retry: event.retry } : {}),
-          })),
-        );
+        got.push(...parser.end());
+        expect(got).toEqual(sent.map((event) => ({ data: event.data.join("\n") })));
+        // The last event id and retry last until another replaces them.
+        expect(parser.lastEventId).toEqual([...sent].reverse().find((event) => event.id !== undefined)?.id);
+        expect(parser.retry).toEqual([...sent].reverse().find((event) => event.retry !== undefined)?.retry);
       }),
     );
   });
@@ -132,6 +130,15 @@ async function until(condition: () => boolean, what: string): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+describe("the SSE parser's bound", () => {
+  it("counts an event past the limit instead of keeping it, and a line that never ends too", () => {
+    const parser = new SseParser(10);
+    expect(parser.push("data: 0123456789ABC\n\ndata: ok\n\n")).toEqual([{ oversized: 13 }, { data: "ok" }]);
+    expect(parser.push("data: " + "x".repeat(50))).toEqual([]);
+    expect(parser.push("\n\n")).toEqual([{ oversized: 11 }]);
+  });
+});
 
 describe.each([
   { mode: "JSON", json: true },
@@ -222,6 +229,22 @@ describe("a relayed call whose server answers oddly", () => {
     const url = await odd((response) => response.writeHead(200, { "content-type": "text/plain" }).end("hello"));
     const inward = await inwardTo(url);
     expect(await inward.exchange(call)).toMatchObject({ error: { code: -32603, message: expect.stringMatching(/Unexpected content type: text\/plain/) } });
+  });
+
+  it("an answer far larger than the message limit: not read past its bound, refused saying so, the session kept", { timeout: 120_000 }, async () => {
+    let sse = false;
+    const url = await odd((response, id) => {
+      const huge = JSON.stringify({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: "y".repeat(200_000) }] } });
+      if (sse) response.writeHead(200, { "content-type": "text/event-stream" }).end(`data: ${huge}\n\n`);
+      else response.writeHead(200, { "content-type": "application/json" }).end(huge);
+    });
+    const inward = new InwardMcp(url, () => {}, 1000);
+    cleanups.push(() => inward.close());
+    const refused = { error: { code: -32603, message: "the container's answer is more than 67536 bytes, larger than the message limit of 1000" } };
+    expect(await inward.exchange(call)).toEqual(refused);
+    sse = true;
+    expect(await inward.exchange(call)).toEqual(refused);
+    expect(inward.sessionsMade).toBe(1);
   });
 
   it("a JSON body without the call's answer, and a JSON-RPC error: each said as it is", { timeout: 120_000 }, async () => {

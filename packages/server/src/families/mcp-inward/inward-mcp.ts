@@ -22,6 +22,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { perRequestSignalFetch, type WatchedFetch } from "@diverge/multiplexer";
 import { leanPost, type LeanSession } from "./lean-post.js";
+import { DEFAULT_MAX_MESSAGE_BYTES } from "../../listener.js";
 
 /** A JSON-RPC error object, as relayed in a `[1]` answer. */
 export interface ErrorData {
@@ -94,6 +95,7 @@ class Session implements LeanSession {
 
   constructor(
     readonly url: URL,
+    readonly maxMessageBytes: number,
     private readonly onLost: (session: Session, why: string) => void,
     onNotification: (notification: ServerNotification) => void,
     private readonly onFailed: (session: Session, why: string) => void,
@@ -218,6 +220,8 @@ export class InwardMcp {
   constructor(
     private readonly url: URL,
     private readonly log: Say,
+    /** The proxy's message limit: answers past twice it are not read (lean-post.ts). */
+    private readonly maxMessageBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
   ) {}
 
   /** Sessions made so far (the first counts), for tests and logs. */
@@ -310,6 +314,7 @@ export class InwardMcp {
     if (this.session) return this.session.ready;
     const session = new Session(
       this.url,
+      this.maxMessageBytes,
       (lost, why) => this.lost(lost, why),
       (notification) => {
         if (this.session === session) this.deliver(notification);

@@ -11,6 +11,7 @@ import http from "node:http";
 import https from "node:https";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { SseParser } from "../../sse.js";
 
 /** What one POST needs of its session. */
 export interface LeanSession {
@@ -26,7 +27,17 @@ export interface LeanSession {
   unresumable(): void;
   /** Reconnection timing: the server's `retry` when it sent one (shared by the session, as the SDK's transport keeps it). */
   retryMs: number | undefined;
+  /** The proxy's message limit: an answer larger cannot be relayed (see `answerBound`). */
+  readonly maxMessageBytes: number;
 }
+
+/**
+ * The most bytes of one answer read (a JSON body; characters of one SSE event's data): past it the
+ * call is refused and its connection cut. Twice the message limit and some: a server's JSON may carry
+ * whitespace and an envelope that the answer's frame does not; that frame's own size is checked
+ * against the limit after.
+ */
+export const answerBound = (maxMessageBytes: number): number => 2 * maxMessageBytes + 64 * 1024;
 
 export interface LeanCall {
   readonly id: string;
@@ -128,7 +139,7 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
           return;
         }
         const type = (response.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-        if (type === "text/event-stream") return readStream(response, method === "GET", lastEventId);
+        if (type === "text/event-stream") return readStream(response, lastEventId);
         if (method === "POST" && type === "application/json") return readJson(response);
         response.resume();
         if (method === "GET") return resumeLater(lastEventId, attempt + 1);
@@ -137,9 +148,16 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
       request.end(method === "POST" ? call.body : undefined);
     };
 
+    const bound = answerBound(session.maxMessageBytes);
+    const tooLarge = () => new McpError(ErrorCode.InternalError, `the container's answer is more than ${bound} bytes, larger than the message limit of ${session.maxMessageBytes}`);
     const readJson = (response: http.IncomingMessage) => {
       const chunks: Buffer[] = [];
-      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      let read = 0;
+      response.on("data", (chunk: Buffer) => {
+        read += chunk.length;
+        if (read > bound) return finish(tooLarge());
+        chunks.push(chunk);
+      });
       response.on("error", (error) => finish(connectionFailed(error)));
       response.on("end", () => {
         if (settled) return;
@@ -154,21 +172,18 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
       });
     };
 
-    const readStream = (response: http.IncomingMessage, resumed: boolean, lastEventId: string | undefined) => {
-      const parser = new SseParser();
+    const readStream = (response: http.IncomingMessage, lastEventId: string | undefined) => {
+      const parser = new SseParser(bound);
+      parser.lastEventId = lastEventId;
       answering = response;
-      let primed = resumed;
-      let latest = lastEventId;
       response.setEncoding("utf8");
       response.on("data", (text: string) => {
         if (settled) return;
-        for (const event of parser.push(text)) {
-          if (event.retry !== undefined) session.retryMs = event.retry;
-          if (event.id !== undefined) {
-            latest = event.id;
-            primed = true;
-          }
-          if (event.data === "" || (event.event !== undefined && event.event !== "message")) continue;
+        const events = parser.push(text);
+        if (parser.retry !== undefined) session.retryMs = parser.retry;
+        for (const event of events) {
+          if (!("data" in event)) return finish(tooLarge());
+          if (event.data === "" || (event.event !== undefined && event.event !== "" && event.event !== "message")) continue;
           let value: unknown;
           try {
             value = JSON.parse(event.data);
@@ -182,9 +197,10 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
       const ended = () => {
         if (answering === response) answering = undefined;
         if (settled) return;
-        // Closed before the answer: resumable once the server has given an event id (a priming event);
-        // a stream that reached the server resets the count of failed resumptions, as the SDK's does.
-        if (primed) return resumeLater(latest, 0);
+        // Closed before the answer: resumable once the server has given an event id (a priming event,
+        // or the one resumed from); a stream that reached the server resets the count of failed
+        // resumptions, as the SDK's does.
+        if (parser.lastEventId !== undefined) return resumeLater(parser.lastEventId, 0);
         finish(new McpError(ErrorCode.InternalError, "the container's MCP server closed the call's SSE stream before answering, with no event id to resume it from"));
       };
       response.on("end", ended);
@@ -215,81 +231,4 @@ function lingerThenCut(response: http.IncomingMessage): void {
   cut.unref();
   response.once("close", () => clearTimeout(cut));
   response.resume();
-}
-
-/** One event of a `text/event-stream` (the WHATWG rules: fields to a blank line). */
-interface SseEvent {
-  data: string;
-  id?: string;
-  event?: string;
-  retry?: number;
-}
-
-/** Events out of the stream's text, as it arrives in pieces. */
-export class SseParser {
-  private buffered = "";
-  private data: string[] = [];
-  private id: string | undefined;
-  private event: string | undefined;
-  private retry: number | undefined;
-  private sawField = false;
-  private afterCr = false;
-
-  push(text: string): SseEvent[] {
-    const events: SseEvent[] = [];
-    // A CR ended the last piece: an LF opening this one is the rest of that CRLF.
-    if (this.afterCr && text.startsWith("\n")) text = text.slice(1);
-    this.afterCr = false;
-    this.buffered += text;
-    let start = 0;
-    for (;;) {
-      const lf = this.buffered.indexOf("\n", start);
-      const cr = this.buffered.indexOf("\r", start);
-      let end: number;
-      let next: number;
-      if (cr !== -1 && (lf === -1 || cr < lf)) {
-        end = cr;
-        if (cr === this.buffered.length - 1) this.afterCr = true;
-        next = this.buffered[cr + 1] === "\n" ? cr + 2 : cr + 1;
-      } else if (lf !== -1) {
-        end = lf;
-        next = lf + 1;
-      } else break;
-      this.line(this.buffered.slice(start, end), events);
-      start = next;
-    }
-    this.buffered = this.buffered.slice(start);
-    return events;
-  }
-
-  private line(line: string, events: SseEvent[]): void {
-    if (line === "") {
-      if (this.sawField) {
-        const event: SseEvent = { data: this.data.join("\n") };
-        if (this.id !== undefined) event.id = this.id;
-        if (this.event !== undefined) event.event = this.event;
-        if (this.retry !== undefined) event.retry = this.retry;
-        events.push(event);
-      }
-      this.data = [];
-      this.id = undefined;
-      this.event = undefined;
-      this.retry = undefined;
-      this.sawField = false;
-      return;
-    }
-    if (line.startsWith(":")) return;
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    this.sawField = true;
-    if (field === "data") this.data.push(value);
-    else if (field === "id") {
-      if (!value.includes("\0")) this.id = value;
-    } else if (field === "event") this.event = value;
-    else if (field === "retry") {
-      if (/^\d+$/.test(value)) this.retry = Number(value);
-    }
-  }
 }

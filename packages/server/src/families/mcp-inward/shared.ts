@@ -13,11 +13,13 @@ export class SharedInwardMcp {
   constructor(
     private readonly url: URL,
     private readonly log: Say,
+    /** The proxy's message limit (answers far past it are not read). */
+    private readonly maxMessageBytes?: number,
   ) {}
 
   private client(): Promise<InwardMcp> {
     return (this.making ??= import("./inward-mcp.js").then(({ InwardMcp }) => {
-      this.made = new InwardMcp(this.url, this.log);
+      this.made = new InwardMcp(this.url, this.log, this.maxMessageBytes);
       if (this.closed) void this.made.close();
       return this.made;
     }));
