@@ -109,21 +109,16 @@ describe("directoryHandlers and a FIFO in the directory served", () => {
   // The path walk's calls are synchronous (issue 36): an open that waited for a FIFO's other end
   // would hold the provider's whole event loop. Every open of a file is O_NONBLOCK, so a FIFO with
   // no one at its other end is answered at once.
-  it("answers a write and a read of a FIFO nobody holds open, at once, without holding the event loop", async () => {
+  it("answers a write and a read of a FIFO nobody holds open, at once (a blocking open would never return)", async () => {
     const { execFileSync } = await import("node:child_process");
     execFileSync("mkfifo", [join(served, "fifo")]);
     const h = directoryHandlers(served);
-    let ticks = 0;
-    const ticking = setInterval(() => ticks++, 1);
     try {
       // No reader: the kernel refuses a non-blocking open for writing (ENXIO), which the ask reports.
       expect(await h.write("fifo", 0n, new TextEncoder().encode("x"))).toEqual({ kind: "error", message: "ENXIO" });
       // A read at an offset of a FIFO is refused by the kernel (ESPIPE), also at once.
       expect(await h.read("fifo", 0n, 16)).toEqual({ kind: "error", message: "ESPIPE" });
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      expect(ticks).toBeGreaterThan(0);
     } finally {
-      clearInterval(ticking);
       await rm(join(served, "fifo"), { force: true });
     }
   });

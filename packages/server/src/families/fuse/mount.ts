@@ -487,18 +487,22 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.release(rel(p), fd), (code) => cb(code));
     },
-    flush: (given: string | null, fd: number, cb: Cb, p = pathOf(given, fd)) => {
+    flush: (given: string | null, fd: number, cb: Cb) => {
+      const p = pathOf(given, fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    fsync: (given: string | null, _datasync: boolean, fd: number, cb: Cb, p = pathOf(given, fd)) => {
+    fsync: (given: string | null, _datasync: boolean, fd: number, cb: Cb) => {
+      const p = pathOf(given, fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
       ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
-    read: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) =>
-      p === undefined ? cb(ENOENT) : ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
+    read: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
+      const p = pathOf(given, fd);
+      if (p === undefined) return cb(ENOENT);
+      ask(cb, () => (sessions ? sessions.read(rel(p), fd, BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE)) : handlers.read(rel(p), BigInt(pos), Math.min(len, FUSE_CHUNK_SIZE))), (a) => {
         if (a.kind === "data") {
           const n = Math.min(a.bytes.length, len);
           buf.set(a.bytes.subarray(0, n));
@@ -506,8 +510,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         }
         if (a.kind === "missing") return kind === "file" ? cb(0) : cb(ENOENT);
         return cb(errnoOfMessage(a.message));
-      }),
-    write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb, p = pathOf(given, fd)) => {
+      });
+    },
+    write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
+      const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
@@ -572,8 +578,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       });
     },
     truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
-    ftruncate: (given: string | null, fd: number, size: number, cb: Cb, p = pathOf(given, fd)) =>
-      p === undefined ? cb(ENOENT) : sessions ? ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a))) : ops.truncate(p, size, cb),
+    ftruncate: (given: string | null, fd: number, size: number, cb: Cb) => {
+      const p = pathOf(given, fd);
+      if (p === undefined) return cb(ENOENT);
+      if (!sessions) return ops.truncate(p, size, cb);
+      ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a)));
+    },
     chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
     chown: (p: string | null, u: number, g: number, cb: Cb) => {
       const attrs: { uid?: number; gid?: number } = {};

@@ -55,6 +55,9 @@ interface Response {
   readonly error?: { code: number; message: string; data?: unknown };
 }
 
+/** The most bytes of an HTTP refusal's body kept for its error message. */
+const REFUSAL_TEXT_BYTES = 64 * 1024;
+
 /** The error `fetch` gives for a connection that failed: the caller reads its `cause.code`. */
 function connectionFailed(cause: unknown): TypeError {
   return Object.assign(new TypeError("fetch failed"), { cause });
@@ -125,13 +128,21 @@ export function leanPost(session: LeanSession, call: LeanCall, close: { add(stop
         finish(connectionFailed(error));
       });
       request.on("response", (response) => {
+        // A response given up or let go (resumed, or lingering to its end) may still fail: its
+        // errors are taken here so none goes unhandled; the readers below add their own.
+        response.on("error", () => {});
         if (settled) return void response.resume();
         const status = response.statusCode ?? 0;
         if (status === 404 && method === "POST") session.notFound();
         if (status < 200 || status > 299) {
+          // The refusal's text is said as the SDK's transport says it; only so much of it is kept.
           const chunks: Buffer[] = [];
-          response.on("data", (chunk: Buffer) => chunks.push(chunk));
-          response.on("error", () => {});
+          let kept = 0;
+          response.on("data", (chunk: Buffer) => {
+            if (kept >= REFUSAL_TEXT_BYTES) return;
+            chunks.push(chunk.subarray(0, REFUSAL_TEXT_BYTES - kept));
+            kept += chunk.length;
+          });
           response.on("end", () => {
             if (method === "GET") return resumeLater(lastEventId, attempt + 1);
             finish(new StreamableHTTPError(status, `Error POSTing to endpoint: ${Buffer.concat(chunks).toString("utf8")}`));
