@@ -2,7 +2,7 @@
 // the frames of the multiplexed connection once the handshake is done. `ws`'s sender allocates a
 // header per message, copies a client's payload again to mask it, and writes header and payload as
 // two chunks; here each message is one buffer (the WebSocket header, the frame's own header, its
-// payload, masked in the same copy on the client's side) and one write. Only unfragmented binary
+// payload, masked in place on the client's side) and one write. Only unfragmented binary
 // messages are written; control frames (ping, pong, close) stay `ws`'s own, on the same stream, and
 // each message leaves whole, so the two never interleave within a message.
 
@@ -16,6 +16,28 @@ const FIN_BINARY = 0x82;
 const MASK_BIT = 0x80;
 /** Masks drawn from the random source at once (four bytes each). */
 const MASK_POOL_BYTES = 8192;
+
+/**
+ * XORs `length` bytes of `buffer` from `start` with `key` (payload byte i with key[i mod 4], RFC
+ * 6455 §5.3), in place: byte by byte up to a 4-byte boundary of the underlying memory, then a
+ * 32-bit word at a time, so a large frame is masked at memory speed with no second buffer.
+ */
+export function maskInPlace(buffer: Uint8Array, start: number, length: number, key: Uint8Array): void {
+  let i = 0;
+  const head = Math.min(length, (4 - ((buffer.byteOffset + start) & 3)) & 3);
+  for (; i < head; i++) buffer[start + i]! ^= key[i & 3]!;
+  const words = (length - i) >>> 2;
+  if (words > 0) {
+    // The key's bytes from i on, as this platform's Uint32Array reads four bytes in memory order.
+    const rotated = new Uint8Array(4);
+    for (let j = 0; j < 4; j++) rotated[j] = key[(i + j) & 3]!;
+    const word = new Uint32Array(rotated.buffer)[0]!;
+    const view = new Uint32Array(buffer.buffer, buffer.byteOffset + start + i, words);
+    for (let w = 0; w < words; w++) view[w]! ^= word;
+    i += words * 4;
+  }
+  for (; i < length; i++) buffer[start + i]! ^= key[i & 3]!;
+}
 
 /** Bytes of the WebSocket header before the payload, for a payload of `length` bytes. */
 function headerLength(length: number, masked: boolean): number {
@@ -65,24 +87,14 @@ export class BinaryMessageWriter {
     }
     message[1]! |= MASK_BIT;
     const from = this.nextMask();
-    const pool = this.maskPool;
-    const k0 = pool[from]!;
-    const k1 = pool[from + 1]!;
-    const k2 = pool[from + 2]!;
-    const k3 = pool[from + 3]!;
-    message[at] = k0;
-    message[at + 1] = k1;
-    message[at + 2] = k2;
-    message[at + 3] = k3;
+    const key = this.maskPool.subarray(from, from + 4);
+    message.set(key, at);
     at += 4;
-    // Payload byte i is XORed with key[i mod 4] (§5.3), i counted across every part.
-    let i = 0;
     for (const part of parts) {
-      for (let j = 0; j < part.length; j++, i++) {
-        const k = (i & 3) === 0 ? k0 : (i & 3) === 1 ? k1 : (i & 3) === 2 ? k2 : k3;
-        message[at + i] = part[j]! ^ k;
-      }
+      message.set(part, at);
+      at += part.length;
     }
+    maskInPlace(message, at - length, length, key);
     this.sink.write(message);
   }
 

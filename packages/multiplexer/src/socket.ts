@@ -37,7 +37,7 @@ export interface FrameSocketOptions {
    * Frames sent in one turn of the event loop are then corked on it and leave in one write: under
    * load, one system call carries many answers (and each answer's finish) instead of one per frame.
    * With `ws` and no extension agreed, each frame is also written onto it as one binary message by
-   * this module's own writer (one buffer per frame, masked in the same copy on the client's side).
+   * this module's own writer (one buffer per frame, masked in place on the client's side).
    */
   readonly stream?: Corkable;
 }
@@ -49,12 +49,6 @@ export interface Corkable {
   /** Node's `net.Socket` has it: then the frames' messages can be written onto the stream directly. */
   write?(chunk: Uint8Array): boolean;
 }
-
-/**
- * The largest frame the client's side masks here, byte by byte in JavaScript; a larger one goes
- * through the WebSocket's own sender, whose masking is native (`bufferutil`) and faster for bulk.
- */
-const MAX_MASKED_HERE = 64 * 1024;
 
 /**
  * The most bytes held corked in one turn: past it they go at once. Corked bytes count in the
@@ -112,8 +106,7 @@ export class FrameSocket {
             }
             let length = 0;
             for (const part of parts) length += part.length;
-            if (writer.masked && length > MAX_MASKED_HERE) socket.send(joined(parts, length));
-            else writer.write(parts);
+            writer.write(parts);
             if (this.uncorking !== undefined && (this.corkedBytes += length) >= MAX_CORKED_BYTES) this.flush();
           }
         : undefined,

@@ -5,6 +5,7 @@ import type { Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { BinaryMessageWriter, FrameSocket } from "../src/index.js";
+import { maskInPlace } from "../src/message-writer.js";
 
 const servers: WebSocketServer[] = [];
 afterEach(async () => {
@@ -46,7 +47,26 @@ function collect(socket: WebSocket, count: number): Promise<Buffer[]> {
 }
 
 // 0, the 7-bit limit and past it, the 16-bit limit and past it (the 64-bit length).
-const LENGTHS = [0, 1, 125, 126, 127, 65535, 65536, 70_001];
+const LENGTHS = [0, 1, 125, 126, 127, 65535, 65536, 70_001, 1_048_579];
+
+describe("maskInPlace", () => {
+  it("gives byte i the key's byte i mod 4, at every alignment of the memory, start and length", () => {
+    const key = new Uint8Array([0x9e, 0x37, 0x01, 0xf4]);
+    for (let pad = 0; pad < 8; pad++) {
+      const memory = new Uint8Array(pad + 300);
+      const buffer = memory.subarray(pad);
+      for (let start = 0; start < 9; start++) {
+        for (const length of [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 255]) {
+          const original = bytes(buffer.length, start + length);
+          buffer.set(original);
+          maskInPlace(buffer, start, length, key);
+          const expected = original.map((byte, i) => (i >= start && i < start + length ? byte ^ key[(i - start) & 3]! : byte));
+          expect(Buffer.compare(buffer, expected), `pad ${pad}, start ${start}, length ${length}`).toBe(0);
+        }
+      }
+    }
+  });
+});
 
 describe("BinaryMessageWriter", () => {
   it("writes client messages, masked, that ws's server reads back byte for byte at every length encoding", async () => {
@@ -89,7 +109,7 @@ describe("BinaryMessageWriter", () => {
 });
 
 describe("FrameSocket with the upgrade's stream", () => {
-  it("writes its frames itself on both sides, in order with the large ones it leaves to ws's masking", async () => {
+  it("writes its frames itself on both sides, small and large, in order", async () => {
     const { client, clientStream, server, serverStream } = await connected();
     const sizes = [3, 200_000, 7, 70_000, 0, 1];
     // The server answers the client's channel (written by the server's writer, unmasked) ...
@@ -104,8 +124,8 @@ describe("FrameSocket with the upgrade's stream", () => {
         },
       },
     });
-    // ... and the client answers the server's channel: the small frames masked here, those past
-    // 64 KiB by ws's sender, all in one turn on the same stream.
+    // ... and the client answers the server's channel, every frame masked by the client's writer,
+    // all in one turn on the same stream.
     const clientFrames = new FrameSocket(client as never, {
       role: "client",
       stream: clientStream,

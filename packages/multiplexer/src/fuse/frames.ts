@@ -76,14 +76,47 @@ function setattrAsk(path: string, attrs: FuseAttrs): FuseAsk {
 
 const ackFrame = (r: FuseAckResult) => encodeFuseAck(r.kind === "ok" ? { variant: "Ok" } : r.kind === "readOnly" ? { variant: "ReadOnly" } : { variant: "Refused", message: r.message });
 
+/** A read answer's bytes up to its data: the answer encoded with no data (the data runs to the end of the frame). */
+const READ_DATA_HEAD = encodeFuseReadAnswer({ variant: "Data", data: new Uint8Array(0) });
+
+/** An answer's bytes as `head` then `body`, unjoined: a read's data follows its head as the handler gave it. */
+export interface AnswerParts {
+  readonly head: Uint8Array;
+  readonly body?: Uint8Array;
+}
+
 /** The provider's side: one ask's bytes served by `handlers`, the answer's bytes returned. Throws the codec's error for bytes that are not an ask. */
 export async function serveAsk(handlers: FuseHandlers, bytes: Uint8Array): Promise<Uint8Array> {
+  return joinedAnswer(await serveAskParts(handlers, bytes));
+}
+
+/** The answer's bytes, its parts joined. */
+export function joinedAnswer({ head, body }: AnswerParts): Uint8Array {
+  if (!body) return head;
+  const out = new Uint8Array(head.length + body.length);
+  out.set(head);
+  out.set(body, head.length);
+  return out;
+}
+
+/**
+ * `serveAsk` with the answer left in parts, for a sender that writes parts into its own frame
+ * (`Responder.respondParts`): a read's data is then copied once, into the frame, not first into an
+ * answer. Throws the codec's error for bytes that are not an ask.
+ */
+export async function serveAskParts(handlers: FuseHandlers, bytes: Uint8Array): Promise<AnswerParts> {
   const ask = decodeFuseAsk(bytes);
+  if (ask.variant === "Read") {
+    const r = await handlers.read(ask.path, ask.offset, ask.length);
+    if (r.kind === "data") return { head: READ_DATA_HEAD, body: r.bytes };
+    return { head: encodeFuseReadAnswer(r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message }) };
+  }
+  return { head: await serveOther(handlers, ask) };
+}
+
+/** Every ask but a read: its answer's bytes. */
+async function serveOther(handlers: FuseHandlers, ask: Exclude<FuseAsk, { variant: "Read" }>): Promise<Uint8Array> {
   switch (ask.variant) {
-    case "Read": {
-      const r = await handlers.read(ask.path, ask.offset, ask.length);
-      return encodeFuseReadAnswer(r.kind === "data" ? { variant: "Data", data: r.bytes } : r.kind === "missing" ? { variant: "Missing" } : { variant: "Failed", message: r.message });
-    }
     case "Write":
       return ackFrame(await handlers.write(ask.path, ask.offset, ask.data));
     case "List": {

@@ -3,7 +3,7 @@
 // scope) with typed handlers, by default serving a directory of this machine.
 import { decodeFuseAck, encodeContainerProxyRequest } from "@diverge/codec";
 import type { Responder } from "@diverge/multiplexer";
-import { directoryHandlers, serveAsk, type FuseHandlers } from "@diverge/multiplexer/fuse";
+import { directoryHandlers, joinedAnswer, serveAskParts, type FuseHandlers } from "@diverge/multiplexer/fuse";
 import { FilesystemError } from "../filesystem/errors.js";
 import type { FilesystemHost } from "../filesystem/multiplexed.js";
 
@@ -78,9 +78,11 @@ export function mountOn(host: FilesystemHost, path: readonly string[], target: F
     unroute = host.routeScopeChannels(scope, (responder: Responder, payload: Uint8Array) => {
       if (stopped) return responder.finish();
       asks++;
-      serveAsk(handlers, payload).then(
+      serveAskParts(handlers, payload).then(
         (answer) => {
-          responder.respond(answer);
+          // A read's data goes into the frame once, behind its answer's head, not joined first.
+          if (answer.body && responder.respondParts) responder.respondParts(answer.head, answer.body);
+          else responder.respond(joinedAnswer(answer));
           responder.finish();
         },
         // An ask that does not decode, or a handler that fails: not served (EIO in the container).
@@ -89,3 +91,4 @@ export function mountOn(host: FilesystemHost, path: readonly string[], target: F
     });
   });
 }
+

@@ -66,6 +66,12 @@ const LIVE = { whileConnected: true } as const;
 export const PATHS_COPY_MEMORY_BYTES = 4 * 1024 * 1024;
 
 /**
+ * From this size on, a copy holds the answer's own bytes instead of copying them. Below it the
+ * answer may be a view into a larger read of the socket, which holding would keep alive.
+ */
+const ADOPT_BYTES = 64 * 1024;
+
+/**
  * The proxy's copy of one file while it is open (the paths transport's whole-file model): read from
  * the provider once at the first open, served to every read and write, sent back whole on flush,
  * fsync and the last release when it changed. In memory up to PATHS_COPY_MEMORY_BYTES, past it in
@@ -85,8 +91,14 @@ class Copy {
   private file: fs.promises.FileHandle | undefined;
   constructor(path: string, public size: number, bytes?: Uint8Array) {
     this.path = path;
-    this.mem = Buffer.alloc(Math.max(size, 4096));
-    if (bytes) this.mem.set(bytes);
+    if (bytes && bytes.length >= ADOPT_BYTES) {
+      // The answer's bytes are the copy's own (nothing else keeps the message): held as they are,
+      // not copied again, so a large file is in memory once, not twice, while it is open.
+      this.mem = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    } else {
+      this.mem = Buffer.alloc(Math.max(size, 4096));
+      if (bytes) this.mem.set(bytes);
+    }
   }
   private async spill(): Promise<fs.promises.FileHandle> {
     if (this.file) return this.file;
