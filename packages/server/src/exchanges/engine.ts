@@ -67,6 +67,22 @@ export function encodeAskOnRequests(channel: number, kindName: string, ask: obje
   return encodeRequestsAsk({ channel, variant: kindName, ...ask } as Parameters<typeof encodeRequestsAsk>[0]);
 }
 
+/** From this many bytes on, an ask's tail (its `askTail` field) is sent after the rest of the ask, not joined with it. */
+const TAIL_APART_BYTES = 64 * 1024;
+const NO_BYTES = new Uint8Array(0);
+
+/**
+ * The ask's `/requests` message: whole, or, when its tail field holds a large body (a file written
+ * back whole), as the ask encoded with that field empty and then the field's bytes. The same bytes,
+ * and the body is not copied into a second buffer as large as itself.
+ */
+export function askMessage(exchange: ExchangeDescriptor, channel: number, ask: object, encodeAsk: (channel: number, kindName: string, ask: object) => Uint8Array): Uint8Array | readonly Uint8Array[] {
+  const field = exchange.askTail;
+  const tail = field === undefined ? undefined : (ask as Record<string, unknown>)[field];
+  if (!(tail instanceof Uint8Array) || tail.length < TAIL_APART_BYTES) return encodeAsk(channel, exchange.kindName, ask);
+  return [encodeAsk(channel, exchange.kindName, { ...ask, [field!]: NO_BYTES }), tail];
+}
+
 export interface RequestsEngineOptions {
   readonly board: AskBoard;
   /** Writes the whole `/requests` message of an ask. Default {@link encodeAskOnRequests}. */
@@ -119,7 +135,7 @@ export class RequestsEngine implements AskEngine {
       options.signal?.addEventListener("abort", onAbort, { once: true });
       const owner: AskOwner = {
         kind: exchange.kindName as AskOwner["kind"],
-        encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
+        encode: (channel) => askMessage(exchange, channel, ask, encodeAsk),
         refused: (bytes, limit) => settle({ type: "askTooLarge", bytes, limit }),
         withdrawn: () => settled,
         ...(options.whileConnected ? { unsent: () => settle({ type: "lost" }) } : {}),
@@ -205,7 +221,7 @@ export class RequestsEngine implements AskEngine {
 
     const owner: AskOwner = {
       kind: exchange.kindName as AskOwner["kind"],
-      encode: (channel) => encodeAsk(channel, exchange.kindName, ask),
+      encode: (channel) => askMessage(exchange, channel, ask, encodeAsk),
       refused: (bytes, limit) => finish({ type: "askTooLarge", bytes, limit }),
       withdrawn: () => ending !== undefined,
       ...(options.whileConnected ? { unsent: () => finish({ type: "lost" }) } : {}),

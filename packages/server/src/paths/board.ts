@@ -50,8 +50,11 @@ export interface AnswerPath {
 /** What the board needs of an ask: its kind, its bytes under a channel, and what to do with its path. */
 export interface AskOwner {
   readonly kind: RequestsKind;
-  /** The whole `/requests` message under `channel`. */
-  encode(channel: number): Uint8Array;
+  /**
+   * The whole `/requests` message under `channel`: its bytes, or its bytes in parts, in order (sent
+   * as the fragments of one message, so a large part is written as it is, not joined first).
+   */
+  encode(channel: number): Uint8Array | readonly Uint8Array[];
   /** The ask was sent under `channel`. */
   announced?(channel: number): void;
   /** The ask could not be sent (larger than the message limit); it is dropped. */
@@ -228,13 +231,17 @@ export class AskBoard implements UpgradeRoute {
       const owner = this.queue.shift()!;
       if (owner.withdrawn?.()) continue;
       const channel = this.mint();
-      const bytes = owner.encode(channel);
-      if (bytes.length > this.maxMessageBytes) {
-        owner.refused?.(bytes.length, this.maxMessageBytes);
+      const message = owner.encode(channel);
+      const parts = message instanceof Uint8Array ? [message] : message;
+      let length = 0;
+      for (const part of parts) length += part.length;
+      if (length > this.maxMessageBytes) {
+        owner.refused?.(length, this.maxMessageBytes);
         continue;
       }
       this.announced.set(channel, { owner, connection: this.connectionCount, opened: false });
-      socket.send(bytes);
+      // One message either way (RFC 6455 §5.4: the fragments of a message are its bytes in order).
+      for (const [i, part] of parts.entries()) socket.send(part, { binary: true, fin: i === parts.length - 1 });
       owner.announced?.(channel);
       this.emit({ type: "announced", channel, kind: owner.kind, connection: this.connectionCount });
     }

@@ -126,6 +126,12 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
   lines.push(`  readonly unanswered: "askedAgain" | "neverAskedAgain";`);
   lines.push(`  /** An exchange whose path closed cleanly with no message. */`);
   lines.push(`  readonly notServed: "askedAgain" | "neverAskedAgain";`);
+  lines.push(`  /**`);
+  lines.push(`   * The ask's field whose bytes run to the end of the frame (its last), when it has one: the ask is`);
+  lines.push(`   * then the same bytes as its encoding with that field empty followed by the field's bytes, so an`);
+  lines.push(`   * engine may send a large one after the rest without joining them.`);
+  lines.push(`   */`);
+  lines.push(`  readonly askTail: string | undefined;`);
   lines.push(`  /** The answer frame; undefined for raw bytes and for a frame the spec does not declare yet. */`);
   lines.push(`  readonly answer: AnswerCodec<A> | undefined;`);
   lines.push(`  /** The begin-scope channel that carries the same exchange, when there is one. */`);
@@ -168,6 +174,8 @@ function emitCodecExchanges(ir: IrRevision, compilerVersion: string): GeneratedF
       lines.push(`    last: ${x.last ? lit(x.last) : "undefined"},`);
       lines.push(`    unanswered: ${lit(x.unanswered)},`);
       lines.push(`    notServed: ${lit(x.notServed)},`);
+      const tail = restBytesField(ask, x.kind);
+      lines.push(`    askTail: ${tail ? lit(tail) : "undefined"},`);
       lines.push(`    answer: ${answerCodec(x.answerFrameId)},`);
       lines.push(`    channel: ${channel},`);
       const after = (x.standing?.afterIds ?? []).map((id) => lit(ir.exchanges.find((e) => e.id === id)!.variantName));
@@ -599,3 +607,9 @@ function codecImports(names: ReadonlySet<string>): string[] {
 }
 
 export type { IrChannelTable, IrExchange, IrOpenedPath };
+
+/** The name of the last field of `frame`'s variant `tag` when it is bytes running to the end of the frame. */
+function restBytesField(frame: IrFrame, tag: number): string | undefined {
+  const last = frame.switch?.variants.find((v) => v.tag === tag)?.body.fields.at(-1);
+  return last && last.type === "bytes" && last.length === "rest" ? last.name : undefined;
+}
