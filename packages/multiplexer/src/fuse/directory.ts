@@ -129,13 +129,23 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
           return { kind: "data" as const, bytes: new Uint8Array(target.subarray(Math.min(Number(offset), target.length), Math.min(Number(offset) + length, target.length))) };
         }
         return withFile(place, constants.O_RDONLY | constants.O_NONBLOCK, async (fd) => {
-          const bytes = new Uint8Array(length);
+          // Room for what the file holds past `offset` (by the size just seen), not for all that was
+          // asked: a whole-file read asks 2 MiB of a 1 KiB file. Grown should the file be longer by
+          // now, so the read still ends only at the end of the file or at `length`.
+          const held = stat.size > offset ? stat.size - offset : 0n;
+          let bytes = Buffer.allocUnsafe(Math.max(1, Number(held < BigInt(length) ? held : BigInt(length))));
           let filled = 0;
           while (filled < length) {
-            const { bytesRead: read } = await readFd(fd, bytes, filled, length - filled, Number(offset) + filled);
+            if (filled === bytes.length) {
+              const grown = Buffer.allocUnsafe(Math.min(length, bytes.length * 2));
+              bytes.copy(grown, 0, 0, filled);
+              bytes = grown;
+            }
+            const { bytesRead: read } = await readFd(fd, bytes, filled, bytes.length - filled, Number(offset) + filled);
             if (read === 0) break;
             filled += read;
           }
+          // Only the bytes read are handed on (the buffer is not zeroed).
           return { kind: "data" as const, bytes: bytes.subarray(0, filled) };
         });
       }).catch((error) => (missing(error) ? { kind: "missing" as const } : { kind: "error" as const, message: message(error) })),
