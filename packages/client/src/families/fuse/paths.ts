@@ -21,22 +21,28 @@ const ackOf = (r: FuseAckResult): FuseAck => (r.kind === "ok" ? { variant: "Ok" 
 const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /**
- * The whole file at `path` from offset-based handlers, read in pieces of at most FUSE_CHUNK_SIZE;
- * a file past `limit` bytes is not read further (it could not be sent): Failed.
+ * The whole file at `path` from offset-based handlers: read in one piece as large as the file's
+ * size says (so its bytes are not copied again to be joined), and on in pieces of FUSE_CHUNK_SIZE
+ * should the file have grown meanwhile; a file past `limit` bytes is not read further (it could not
+ * be sent): Failed.
  */
-async function wholeFile(handlers: FuseHandlers, path: string, limit: number): Promise<FuseReadAnswer> {
+export async function wholeFile(handlers: FuseHandlers, path: string, limit: number): Promise<FuseReadAnswer> {
   const parts: Uint8Array[] = [];
+  const s = await handlers.stat(path);
+  // One byte past the size seen: a read that gives it shows the file grew.
+  const firstLength = s.kind === "stat" && s.stat.size < BigInt(limit) ? Math.max(FUSE_CHUNK_SIZE, Number(s.stat.size) + 1) : FUSE_CHUNK_SIZE;
   let offset = 0n;
   for (;;) {
     if (offset > BigInt(limit)) return { variant: "Failed", message: `the file is larger than one message carries (${limit} bytes)` };
-    const r = await handlers.read(path, offset, FUSE_CHUNK_SIZE);
+    const length = offset === 0n ? firstLength : FUSE_CHUNK_SIZE;
+    const r = await handlers.read(path, offset, length);
     if (r.kind === "missing") return offset === 0n ? { variant: "Missing" } : { variant: "Failed", message: "the file went away while it was read" };
     if (r.kind === "error") return { variant: "Failed", message: r.message };
     // A file read in one piece is answered with that piece: the answer's encoder copies it anyway.
-    if (offset === 0n && r.bytes.length < FUSE_CHUNK_SIZE) return { variant: "Data", data: r.bytes };
+    if (offset === 0n && r.bytes.length < length) return { variant: "Data", data: r.bytes };
     parts.push(r.bytes.slice());
     offset += BigInt(r.bytes.length);
-    if (r.bytes.length < FUSE_CHUNK_SIZE) break;
+    if (r.bytes.length < length) break;
   }
   const out = new Uint8Array(Number(offset));
   let at = 0;
