@@ -137,9 +137,17 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
           let filled = 0;
           while (filled < length) {
             if (filled === bytes.length) {
-              const grown = Buffer.allocUnsafe(Math.min(length, bytes.length * 2));
+              // Full at the size seen: whether the file goes on is read into a small buffer first, so
+              // a file that did not grow (the usual case) is not copied into a larger one.
+              const more = Buffer.allocUnsafe(Math.min(length - filled, 64 * 1024));
+              const { bytesRead: read } = await readFd(fd, more, 0, more.length, Number(offset) + filled);
+              if (read === 0) break;
+              const grown = Buffer.allocUnsafe(Math.min(length, Math.max(bytes.length * 2, filled + read)));
               bytes.copy(grown, 0, 0, filled);
+              more.copy(grown, filled, 0, read);
               bytes = grown;
+              filled += read;
+              continue;
             }
             const { bytesRead: read } = await readFd(fd, bytes, filled, bytes.length - filled, Number(offset) + filled);
             if (read === 0) break;
