@@ -4,5 +4,5 @@
 // (fuse::mount, endpoint 2, and the asks on the mount scope) and ../shared/protocol/paths.md §8 with fs-fuse.md §10
 // (/fuse/mount and /requests kinds 12-18).
 export { mountOn, readOnlyHandlers, type MountOptions, type ProviderMount } from "./multiplexed.js";
-export { directoryHandlers, serveAsk, type FuseHandlers, type FuseAckResult, type FuseAttrs, type FuseEntry, type FuseStat, type FuseTime, type FuseReadResult, type FuseStatResult, type FuseListResult, type DirectoryHandlersOptions } from "@diverge/multiplexer/fuse";
+export { directoryHandlers, serveAsk, serveAskParts, joinedAnswer, type AnswerParts, type FuseHandlers, type FuseAckResult, type FuseAttrs, type FuseEntry, type FuseStat, type FuseTime, type FuseReadResult, type FuseStatResult, type FuseListResult, type DirectoryHandlersOptions } from "@diverge/multiplexer/fuse";
 export { PathsMounts, type PathsMountOptions } from "./paths.js";
