@@ -46,6 +46,11 @@ export type FuseListResult = { readonly kind: "entries"; readonly entries: reado
  * the answer did not decode) makes the program's operation fail with EIO; it is never asked again.
  */
 export interface FuseHandlers {
+  /**
+   * At most `length` bytes from `offset`. The bytes given back are the caller's until the answer has
+   * been sent: they are written into the answer's frame as they are, not copied first, so a handler
+   * gives a buffer it does not fill again for a later read.
+   */
   read(path: string, offset: bigint, length: number): Promise<FuseReadResult>;
   write(path: string, offset: bigint, bytes: Uint8Array): Promise<FuseAckResult>;
   list(path: string): Promise<FuseListResult>;

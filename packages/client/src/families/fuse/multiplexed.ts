@@ -91,4 +91,3 @@ export function mountOn(host: FilesystemHost, path: readonly string[], target: F
     });
   });
 }
-
