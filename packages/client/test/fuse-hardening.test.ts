@@ -561,6 +561,54 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(asked).toEqual([]);
   });
 
+  it("multiplexed: a create or mkdir asks a setattr only for a mode the provider did not make, and the getattr right after it is not asked again", async () => {
+    const backend = directoryHandlers(provider);
+    const asked: string[] = [];
+    // A provider that makes files 0644 and directories 0755, whatever this process's umask.
+    const handlers: FuseHandlers = {
+      ...backend,
+      stat: async (path) => (asked.push(`stat ${path}`), backend.stat(path)),
+      write: async (path, offset, bytes) => {
+        asked.push(`write ${path} ${bytes.length}`);
+        const fresh = (await backend.stat(path)).kind === "missing";
+        const done = await backend.write(path, offset, bytes);
+        if (fresh && done.kind === "ok") await chmod(join(provider, path), 0o644);
+        return done;
+      },
+      mkdir: async (path) => {
+        asked.push(`mkdir ${path}`);
+        const done = await backend.mkdir(path);
+        if (done.kind === "ok") await chmod(join(provider, path), 0o755);
+        return done;
+      },
+      setattr: async (path, attrs) => (asked.push(`setattr ${path} ${(attrs.mode ?? 0).toString(8)}`), backend.setattr(path, attrs)),
+    };
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], handlers);
+    const at = (name: string) => JSON.stringify(join(root, "t", name));
+    const modes = await program(`
+      process.umask(0o022);
+      const made = [];
+      for (const [name, mode] of [["a", 0o666], ["b", 0o600]]) {
+        const h = await fs.open(${at("")} + "/" + name, "wx", mode);
+        made.push((await h.stat()).mode & 0o7777);
+        await h.close();
+      }
+      await fs.mkdir(${at("d")}, 0o777);
+      await fs.mkdir(${at("e")}, 0o700);
+      for (const name of ["d", "e"]) made.push((await fs.stat(${at("")} + "/" + name)).mode & 0o7777);
+      return made;
+    `);
+    expect(modes).toEqual([0o644, 0o600, 0o755, 0o700]);
+    for (const [name, mode] of [["a", 0o644], ["b", 0o600], ["d", 0o755], ["e", 0o700]] as const) expect((await stat(join(provider, name))).mode & 0o7777).toBe(mode);
+    // Per entry: the kernel's lookup (a stat finding nothing), the make, one stat, and a setattr only where the mode differs; the getattr libfuse asks after a create or mkdir is answered with that stat.
+    const of = (name: string) => asked.filter((a) => a.split(" ")[1] === name);
+    expect(of("a")).toEqual(["stat a", "write a 0", "stat a"]);
+    expect(of("b")).toEqual(["stat b", "write b 0", "stat b", "setattr b 600"]);
+    expect(of("d").slice(0, 3)).toEqual(["stat d", "mkdir d", "stat d"]);
+    expect(of("e").slice(0, 4)).toEqual(["stat e", "mkdir e", "stat e", "setattr e 700"]);
+  });
+
   it("multiplexed: stat times from the provider are exact to the nanosecond", async () => {
     const backend = directoryHandlers(provider);
     await writeFile(join(provider, "t"), "");

@@ -64,6 +64,8 @@ const tooLong = (p: string) => p.split("/").some((c) => Buffer.byteLength(c) > 2
 const MAX_TRANSFER: Record<2 | 3, number> = { 2: 128 * 1024, 3: 1024 * 1024 };
 /** How many requests the kernel keeps in flight in the background (read-ahead, write-back) at once; libfuse's default is 12. */
 const MAX_BACKGROUND = 64;
+/** How long the attributes of an entry just made stand for the getattr that follows it: the kernel's own attribute time at the default level. */
+const FRESH_MS = 1000;
 export function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always", libfuse: 2 | 3 = 2, writeback = false): string[] {
   const max = MAX_TRANSFER[libfuse];
   // `nonempty`: libfuse 2.9 alone refuses a mount point that holds anything (a directory with
@@ -410,12 +412,49 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const named = (p: unknown): p is string => typeof p === "string" && p.startsWith("/");
   const pathOf = (p: unknown, fd: number): string | undefined => (named(p) ? p : openedAt.get(fd));
 
+  /**
+   * The attributes of an entry this mount has just made (create, mkdir), for the getattr libfuse
+   * asks right after it: they were asked a moment before, so asking again would be a round trip
+   * for the same answer. Taken by that getattr, dropped by any change to the path, and kept
+   * at most as long as the kernel itself keeps attributes (never at the cache level `none`).
+   */
+  const justMade = new Map<string, { stat: FuseStat; at: number }>();
+  const madeAttrsFor = options.cache === "none" ? 0 : FRESH_MS;
+  const forgetMade = (...paths: string[]) => {
+    for (const p of paths) justMade.delete(p);
+  };
+  /**
+   * Makes the program's mode hold on an entry just made (the umask already applied by the
+   * kernel), asking a setattr only when the provider made it otherwise, so that `open(O_CREAT)`
+   * is a write and a stat in the common case. Best effort: a provider refusing the setattr
+   * still has the entry. Its attributes are kept for the getattr that follows.
+   */
+  const settleMode = async (p: string, mode: number): Promise<void> => {
+    const wanted = mode & 0o7777;
+    const there = await handlers.stat(rel(p)).catch(() => undefined);
+    if (there?.kind !== "stat") {
+      await handlers.setattr(rel(p), { mode: wanted }).catch(() => undefined);
+      return;
+    }
+    let stat = there.stat;
+    if (stat.mode !== wanted) {
+      const set = await handlers.setattr(rel(p), { mode: wanted }).catch(() => undefined);
+      if (set?.kind === "ok") stat = { ...stat, mode: wanted };
+    }
+    if (madeAttrsFor > 0) justMade.set(p, { stat, at: performance.now() });
+  };
+
   const ops = {
     init: (cb: Cb) => cb(0),
     getattr: (p: string | null, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (kind === "directory" && p === "/") return cb(0, rootDir());
       if (tooLong(p)) return cb(ENAMETOOLONG);
+      const made = justMade.get(p);
+      if (made) {
+        justMade.delete(p);
+        if (performance.now() - made.at < madeAttrsFor) return cb(0, statOf(made.stat, p));
+      }
       ask(cb, () => handlers.stat(rel(p)), (a) => {
         if (a.kind === "stat") {
           if (kind === "file" && a.stat.kind === "directory") return cb(EIO); // The provider's mistake.
@@ -515,31 +554,32 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
+      forgetMade(p);
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
       ask(cb, () => (sessions ? sessions.write(rel(p), fd, BigInt(pos), bytes) : handlers.write(rel(p), BigInt(pos), bytes)), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
     },
-    // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode (umask
-    // applied by the kernel) as a setattr, so `cp`, `tar -x` and friends keep modes; the setattr is
-    // best effort: a provider refusing it still has the file.
+    // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode made to
+    // hold (settleMode), so `cp`, `tar -x` and friends keep modes.
     create: (p: string | null, mode: number, fdCb: Cb, cb = withFd(fdCb)) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       const fd = ++fds;
+      forgetMade(p);
       ask(cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
-        if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
         if (made.kind !== "ok") return ackCode(made);
+        await settleMode(p, mode);
         return sessions ? sessions.open(rel(p), true, fd) : 0;
       }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
     },
-    unlink: (p: string | null, cb: Cb) => !named(p) ? cb(ENOENT) : ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))),
+    unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : (forgetMade(p), ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
     // reason the program cannot read): ENOTEMPTY, as the program expects.
     rmdir: (p: string | null, cb: Cb) =>
-      !named(p) ? cb(ENOENT) : ask(cb, async (): Promise<number> => {
+      !named(p) ? cb(ENOENT) : (forgetMade(p), ask(cb, async (): Promise<number> => {
         const l = await handlers.list(rel(p));
         if (l.kind === "missing") return ENOENT;
         if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
@@ -547,11 +587,12 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }, (code) => {
         forgetDirs(p);
         cb(code);
-      }),
+      })),
     // The same for a rename over a directory: refused when that directory has entries.
     rename: (from: string | null, to: string | null, cb: Cb) => {
       if (!named(from) || !named(to)) return cb(ENOENT);
       if (tooLong(to)) return cb(ENAMETOOLONG);
+      forgetMade(from, to);
       ask(cb, async (): Promise<number> => {
         const there = await handlers.stat(rel(to));
         if (there.kind === "stat" && there.stat.kind === "directory") {
@@ -568,20 +609,22 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     mkdir: (p: string | null, mode: number, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
+      forgetMade(p);
       ask(cb, async () => {
         const made = await handlers.mkdir(rel(p));
-        if (made.kind === "ok") await handlers.setattr(rel(p), { mode: mode & 0o7777 }).catch(() => undefined);
+        if (made.kind === "ok") await settleMode(p, mode);
         return made;
       }, (a) => {
         forgetDirs(p);
         cb(ackCode(a));
       });
     },
-    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
+    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : (forgetMade(p), ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))))),
     ftruncate: (given: string | null, fd: number, size: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
       if (!sessions) return ops.truncate(p, size, cb);
+      forgetMade(p);
       ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a)));
     },
     chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
@@ -612,6 +655,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   };
   function setattr(p: string | null, attrs: FuseAttrs, cb: Cb) {
     if (!named(p)) return cb(ENOENT);
+    forgetMade(p);
     ask(cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
 
