@@ -12,7 +12,8 @@ const files = Number(process.argv[3] ?? 100);
 const base = realpathSync(mkdtempSync(join(tmpdir(), "ops-probe-")));
 const provider = join(base, "provider"), root = join(base, "root");
 mkdirSync(provider); mkdirSync(root);
-const proxy = await startChild(["filesystem", root]);
+// PROF=<dir> writes the proxy's CPU profile there (run the probe itself with --cpu-prof for the provider's); STEPS=create,git picks steps.
+const proxy = await startChild(["filesystem", root], process.env.PROF ? { cpuProfile: { dir: process.env.PROF, name: "proxy.cpuprofile" } } : {});
 const url = `ws://127.0.0.1:${proxy.ready.port}`;
 const calls = new Map();
 const inner = directoryHandlers(provider);
@@ -40,6 +41,7 @@ const steps = [
   ["git init+add+commit", `mkdir m/g && cd m/g && git init -q && python3 -c "import os\nfor d in range(10):\n  os.makedirs('s%d' % d)\n  for i in range(${perDir}):\n    open('s%d/f%d.txt' % (d, i), 'w').write(('line %d\\n' % (d * 1000 + i)) * 40)\n" && git add -A && git -c user.name=a -c user.email=a@b commit -qm x`],
 ];
 for (const [name, cmd] of steps) {
+  if (process.env.STEPS && !process.env.STEPS.split(",").some((s) => name.startsWith(s))) continue;
   calls.clear();
   const c0 = process.cpuUsage(); const p0 = (await proxy.memory(false)).cpu; const t0 = performance.now();
   await execA(cmd, { cwd: root });
