@@ -415,8 +415,9 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   /**
    * The attributes of an entry this mount has just made (create, mkdir), for the getattr libfuse
    * asks right after it: they were asked a moment before, so asking again would be a round trip
-   * for the same answer. Taken by that getattr, dropped by any change to the path, and kept
-   * at most as long as the kernel itself keeps attributes (never at the cache level `none`).
+   * for the same answer. Taken by that getattr, dropped by any change to the path or when the
+   * create fails after all (no getattr then follows, and the entry would stay), and kept at most
+   * as long as the kernel itself keeps attributes (never at the cache level `none`).
    */
   const justMade = new Map<string, { stat: FuseStat; at: number }>();
   const madeAttrsFor = options.cache === "none" ? 0 : FRESH_MS;
@@ -573,7 +574,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         if (made.kind !== "ok") return ackCode(made);
         await settleMode(p, mode);
         return sessions ? sessions.open(rel(p), true, fd) : 0;
-      }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : cb(code)));
+      }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : (forgetMade(p), cb(code))));
     },
     unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : (forgetMade(p), ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
