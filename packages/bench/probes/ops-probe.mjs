@@ -34,6 +34,7 @@ if (transport === "paths") {
 }
 const perDir = Math.ceil(files / 10);
 const steps = [
+  ["lookups", `python3 -c "import os\nfor i in range(${files}):\n  try: os.stat('m/nx%d' % i)\n  except FileNotFoundError: pass\n"`],
   ["create", `python3 -c "import os\nfor d in range(10):\n  os.makedirs('m/small/d%d' % d)\n  for i in range(${perDir}):\n    open('m/small/d%d/f%d' % (d, i), 'wb').write(b'x' * 1024)\n"`],
   ["find", "find m/small > /dev/null"],
   ["tar c", "tar cf /dev/null m/small"],
@@ -47,6 +48,6 @@ for (const [name, cmd] of steps) {
   await execA(cmd, { cwd: root });
   const t = performance.now() - t0; const c = process.cpuUsage(c0); const p = (await proxy.memory(false)).cpu - p0;
   const total = [...calls.values()].reduce((a, b) => a + b, 0);
-  console.log(`${name}: ${t.toFixed(0)} ms, ${(total / files).toFixed(2)} asks/file, provider ${((c.user + c.system) / 1000 / files).toFixed(2)} ms/file, proxy ${(p / 1000 / files).toFixed(2)} ms/file;`, [...calls].map(([k, v]) => `${k} ${(v / files).toFixed(2)}`).join(", "));
+  console.log(`${name}: ${t.toFixed(0)} ms, ${(total / files).toFixed(2)} asks/file, provider ${((c.user + c.system) / 1000 / files).toFixed(2)} ms/file (sys ${(c.system / 1000 / files).toFixed(2)}), proxy ${(p / 1000 / files).toFixed(2)} ms/file;`, [...calls].map(([k, v]) => `${k} ${(v / files).toFixed(2)}`).join(", "));
 }
 await close(); await proxy.close(); rmSync(base, { recursive: true, force: true }); process.exit(0);

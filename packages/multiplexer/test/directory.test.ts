@@ -1,6 +1,6 @@
 // The directory backend confines every ask to its directory: links inside it are served as links,
 // never entered or followed, even while a program swaps a directory for a link in a loop.
-import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -76,6 +76,31 @@ describe("directoryHandlers confinement", () => {
     expect(read.kind === "data" && text(read.bytes)).toBe("inside");
     expect(await handlers().stat("")).toMatchObject({ kind: "stat", stat: { kind: "directory" } });
     expect(await handlers().list("")).toMatchObject({ kind: "entries" });
+  });
+
+  it("serves what `dir` names now: a directory put in its place is served from the next ask on, and the one held before is let go", async () => {
+    const named = join(base, "swapped");
+    await mkdir(named);
+    await writeFile(join(named, "f"), "first");
+    const h = directoryHandlers(named);
+    const first = await h.read("f", 0n, 100);
+    expect(first.kind === "data" && text(first.bytes)).toBe("first");
+    const held = async (path: string) => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((target) => target === path).length;
+    };
+    expect(await held(named)).toBe(1);
+    await rename(named, `${named}-before`);
+    await mkdir(named);
+    await writeFile(join(named, "f"), "second");
+    const second = await h.read("f", 0n, 100);
+    expect(second.kind === "data" && text(second.bytes)).toBe("second");
+    expect(await h.stat("f")).toMatchObject({ kind: "stat", stat: { size: 6n } });
+    expect(await held(`${named}-before`)).toBe(0);
+    expect(await held(named)).toBe(1);
+    await rm(named, { recursive: true });
+    expect(await h.stat("f")).toMatchObject({ kind: "missing" });
   });
 
   it("never reads or changes anything outside while a directory on the path is swapped for a link, over thousands of asks", async () => {

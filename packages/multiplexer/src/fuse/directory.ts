@@ -13,7 +13,7 @@ import { spawn } from "node:child_process";
 import { constants } from "node:fs";
 import * as fs from "node:fs";
 import { promisify } from "node:util";
-import { Beneath, chmodAt, openAt, placeOf, readdirAt, type Place } from "../beneath.js";
+import { Beneath, fdPath, openAt, placeOf, readdirAt, withObject, type Place } from "../beneath.js";
 import type { FuseAckResult, FuseHandlers, FuseTime } from "./handlers.js";
 
 export interface DirectoryHandlersOptions {
@@ -21,16 +21,21 @@ export interface DirectoryHandlersOptions {
   readonly readonly?: boolean;
 }
 
-// An lstat and a close are made synchronously, handed back as promises: a few µs each on the
-// directory served, where the thread pool's round trip cost ~60 µs of CPU per call (issue 36; the
-// path walk in ../beneath.ts does the same). Reads, writes and changes stay on the thread pool.
+// Metadata calls (an lstat, an open, a close, a mkdir, an unlink, a rename, …) are made
+// synchronously and handed back as promises: a few µs each on the directory served, where a round
+// trip through the thread pool costs a hand-off to a pool thread and back to the loop per call
+// (issue 36; the path walk in ../beneath.ts does the same). Small reads and writes too (below).
 const lstat = (path: string, options: { bigint: true }): Promise<fs.BigIntStats> => {
   try {
-    return Promise.resolve(fs.lstatSync(path, options));
+    // No entry is common (every lookup of a name about to be made): told without an exception built.
+    const stat = fs.lstatSync(path, { ...options, throwIfNoEntry: false });
+    return stat ? Promise.resolve(stat) : Promise.reject(NO_ENTRY);
   } catch (error) {
     return Promise.reject(error);
   }
 };
+/** One error for every missing entry (read only by its code): no stack is captured per lookup. */
+const NO_ENTRY: Error = Object.freeze(Object.assign(new Error("ENOENT: no such file or directory"), { code: "ENOENT" }));
 const closeFd = (fd: number): Promise<void> => {
   try {
     return Promise.resolve(fs.closeSync(fd));
@@ -38,9 +43,37 @@ const closeFd = (fd: number): Promise<void> => {
     return Promise.reject(error);
   }
 };
-const readFd = promisify(fs.read);
-const writeFd = promisify(fs.write);
-const ftruncate = promisify(fs.ftruncate);
+/** A call made synchronously, handed back as a promise (as `lstat` above). */
+const now =
+  <A extends unknown[], R>(call: (...args: A) => R) =>
+  (...args: A): Promise<R> => {
+    try {
+      return Promise.resolve(call(...args));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+const mkdir = now((path: string) => fs.mkdirSync(path));
+const rmdir = now((path: string) => fs.rmdirSync(path));
+const unlink = now((path: string) => fs.unlinkSync(path));
+const rename = now((from: string, to: string) => fs.renameSync(from, to));
+const readlink = now((path: string) => fs.readlinkSync(path));
+const lchown = now((path: string, uid: number, gid: number) => fs.lchownSync(path, uid, gid));
+const lutimes = now((path: string, atime: number, mtime: number) => fs.lutimesSync(path, atime, mtime));
+const chmodFd = now((fd: number, mode: number) => fs.chmodSync(fdPath(fd), mode));
+const ftruncate = now((fd: number, size: number) => fs.ftruncateSync(fd, size));
+/**
+ * Reads and writes up to this size are made at once on the loop too: from and to the page cache
+ * they take a few µs. Larger ones, which may wait on the disk for longer, stay on the thread pool.
+ * The descriptors are O_NONBLOCK, so a FIFO answers EAGAIN rather than holding the loop.
+ */
+const AT_ONCE_BYTES = 64 * 1024;
+const readPooled = promisify(fs.read);
+const writePooled = promisify(fs.write);
+const readFd = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }> =>
+  length <= AT_ONCE_BYTES ? now(() => ({ bytesRead: fs.readSync(fd, buffer, offset, length, position) }))() : readPooled(fd, buffer, offset, length, position);
+const writeFd = (fd: number, buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesWritten: number }> =>
+  length <= AT_ONCE_BYTES ? now(() => ({ bytesWritten: fs.writeSync(fd, buffer, offset, length, position) }))() : writePooled(fd, buffer, offset, length, position);
 
 const message = (error: unknown) => (error as NodeJS.ErrnoException).code ?? (error as Error).message;
 const missing = (error: unknown) => ["ENOENT", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "");
@@ -56,7 +89,7 @@ const nsOf = (t: FuseTime) => t.secs * 1_000_000_000n + BigInt(t.nanos);
  */
 async function setTimes(place: Place, atime: FuseTime | undefined, mtime: FuseTime | undefined): Promise<void> {
   const now = await lstat(place.path, { bigint: true });
-  await fs.promises.lutimes(place.path, atime ? seconds(atime) : Number(now.atimeNs) / 1e9, mtime ? seconds(mtime) : Number(now.mtimeNs) / 1e9);
+  await lutimes(place.path, atime ? seconds(atime) : Number(now.atimeNs) / 1e9, mtime ? seconds(mtime) : Number(now.mtimeNs) / 1e9);
   const after = await lstat(place.path, { bigint: true });
   const wanted: Array<[string, bigint, bigint]> = [
     ["-a", atime ? nsOf(atime) : now.atimeNs, after.atimeNs],
@@ -75,13 +108,47 @@ async function setTimes(place: Place, atime: FuseTime | undefined, mtime: FuseTi
 }
 const linkThere = () => Object.assign(new Error("a symbolic link is there"), { code: "ELOOP" });
 
+/** `dir` opened, held while the name `dir` still leads to it, with the asks using it now. */
+interface HeldRoot {
+  readonly beneath: Beneath;
+  readonly dev: bigint;
+  readonly ino: bigint;
+  users: number;
+  /** Replaced (`dir` leads elsewhere now): closed once its last user is done. */
+  retired: boolean;
+}
+
 /**
  * Handlers serving `dir`: each ask's path (relative, `/`-separated) is a path under it. A path
  * with an empty, `.` or `..` component is refused (the proxy never sends one). `dir` itself is
- * opened afresh for every ask (links in `dir` are the provider's own choice and followed).
+ * looked up again for every ask (links in `dir` are the provider's own choice and followed): one
+ * stat, and the directory held open is used while the name still leads to it, else `dir` is
+ * opened afresh (a realpath, an open and a close per ask cost more than the ask's own lstat).
  */
 export function directoryHandlers(dir: string, options: DirectoryHandlersOptions = {}): FuseHandlers {
   const parts = (path: string) => (path === "" ? [] : path.split("/"));
+  let held: HeldRoot | undefined;
+  const leave = (root: HeldRoot) => {
+    if (--root.users === 0 && root.retired) void root.beneath.close().catch(() => undefined);
+  };
+  /** The held root for one ask (the caller `leave`s it), opened again when `dir` now names another directory. */
+  const enter = async (): Promise<HeldRoot> => {
+    const named = fs.statSync(dir, { bigint: true, throwIfNoEntry: false });
+    if (held && named && named.dev === held.dev && named.ino === held.ino) {
+      held.users++;
+      return held;
+    }
+    const beneath = await Beneath.open(dir);
+    // What was opened, not what the stat saw: the next ask's stat is compared with it.
+    const opened = fs.fstatSync(beneath.fd, { bigint: true });
+    const fresh: HeldRoot = { beneath, dev: opened.dev, ino: opened.ino, users: 1, retired: false };
+    if (held) {
+      held.retired = true;
+      if (held.users === 0) void held.beneath.close().catch(() => undefined);
+    }
+    held = fresh;
+    return fresh;
+  };
   /** Runs `use` on the place `path` names: its directory held, its last component unresolved. */
   const at = async <T>(path: string, use: (place: Place) => Promise<T>): Promise<T> => {
     if (path === "") {
@@ -93,11 +160,11 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
         await top.release();
       }
     }
-    const root = await Beneath.open(dir);
+    const root = await enter();
     try {
-      return await root.at(parts(path), use, { last: "keep" });
+      return await root.beneath.at(parts(path), use, { last: "keep" });
     } finally {
-      await root.close();
+      leave(root);
     }
   };
   const mutate = async (run: () => Promise<unknown>): Promise<FuseAckResult> => {
@@ -125,7 +192,7 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
       at(path, async (place) => {
         const stat = await lstat(place.path, { bigint: true });
         if (stat.isSymbolicLink()) {
-          const target = Buffer.from(await fs.promises.readlink(place.path));
+          const target = Buffer.from(await readlink(place.path));
           return { kind: "data" as const, bytes: new Uint8Array(target.subarray(Math.min(Number(offset), target.length), Math.min(Number(offset) + length, target.length))) };
         }
         return withFile(place, constants.O_RDONLY | constants.O_NONBLOCK, async (fd) => {
@@ -174,8 +241,8 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
     remove: (path) =>
       mutate(() =>
         at(path, async (place) => {
-          if ((await lstat(place.path, { bigint: true })).isDirectory()) await fs.promises.rmdir(place.path);
-          else await fs.promises.unlink(place.path);
+          if ((await lstat(place.path, { bigint: true })).isDirectory()) await rmdir(place.path);
+          else await unlink(place.path);
         }),
       ),
     rename: (from, to) =>
@@ -184,16 +251,16 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
           at(to, async (target) => {
             const there = await lstat(target.path, { bigint: true }).catch(() => undefined);
             if (there?.isDirectory() && !(await lstat(source.path, { bigint: true })).isDirectory()) throw Object.assign(new Error("a directory is there"), { code: "EISDIR" });
-            await fs.promises.rename(source.path, target.path);
+            await rename(source.path, target.path);
           }),
         ),
       ),
-    mkdir: (path) => mutate(() => at(path, (place) => fs.promises.mkdir(place.path))),
+    mkdir: (path) => mutate(() => at(path, (place) => mkdir(place.path))),
     stat: (path) =>
       at(path, async (place) => {
         const s = await lstat(place.path, { bigint: true });
         const directory = s.isDirectory();
-        const size = directory ? 0n : s.isSymbolicLink() ? BigInt(Buffer.byteLength(await fs.promises.readlink(place.path))) : s.size;
+        const size = directory ? 0n : s.isSymbolicLink() ? BigInt(Buffer.byteLength(await readlink(place.path))) : s.size;
         return {
           kind: "stat" as const,
           stat: {
@@ -212,11 +279,11 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
     setattr: (path, attrs) =>
       mutate(() =>
         at(path, async (place) => {
-          if (attrs.mode !== undefined) await chmodAt(place, attrs.mode).catch((error: NodeJS.ErrnoException) => {
+          if (attrs.mode !== undefined) await withObject(place, (fd) => chmodFd(fd, attrs.mode!)).catch((error: NodeJS.ErrnoException) => {
             throw error.code === "ELOOP" ? linkThere() : error;
           });
           // lchown and lutimes act on a link itself, never on its target.
-          if (attrs.uid !== undefined || attrs.gid !== undefined) await fs.promises.lchown(place.path, attrs.uid ?? -1, attrs.gid ?? -1);
+          if (attrs.uid !== undefined || attrs.gid !== undefined) await lchown(place.path, attrs.uid ?? -1, attrs.gid ?? -1);
           if (attrs.atime || attrs.mtime) await setTimes(place, attrs.atime, attrs.mtime);
         }),
       ),
