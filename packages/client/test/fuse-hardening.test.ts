@@ -9,7 +9,7 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, symlink, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fuseUnavailable, isMountPoint, startProxy, type RunningProxy } from "@diverge/server";
+import { fuseUnavailable, isMountPoint, setDefaultFuseCache, startProxy, type RunningProxy } from "@diverge/server";
 import { FilesystemError, PathsMounts, connectProxy, directoryHandlers, filesystemPaths, openContainer, type FuseAttrs, type FuseHandlers, type FuseTime, type MultiplexedConnection, type PathsConnection } from "../src/index.js";
 
 const unavailable = fuseUnavailable();
@@ -607,6 +607,49 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(of("b")).toEqual(["stat b", "write b 0", "stat b", "setattr b 600"]);
     expect(of("d").slice(0, 3)).toEqual(["stat d", "mkdir d", "stat d"]);
     expect(of("e").slice(0, 4)).toEqual(["stat e", "mkdir e", "stat e", "setattr e 700"]);
+  });
+
+  // What the read-ahead saves is measured in packages/bench (probes/ops-probe.mjs, case 13); here, that
+  // it never shows a stale size, however far ahead of the program it runs (the asks it makes depend on timing).
+  it("multiplexed: a scan of a directory just listed reads the stats ahead, and a change made meanwhile is never hidden by one", async () => {
+    const names = Array.from({ length: 40 }, (_, i) => `f${i}`);
+    await mkdir(join(provider, "d"));
+    for (const [i, name] of names.entries()) await writeFile(join(provider, "d", name), "x".repeat(i));
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    await container.mount(["t"], directoryHandlers(provider));
+    const dir = JSON.stringify(join(root, "t", "d"));
+    // The program holds f30 and f5 open, lists, stats every entry, and writes the two through their
+    // descriptors on the way (no lookup of them then): their sizes after the writes are what it must
+    // see, whether their stats were read ahead before the writes or not.
+    const sizes = await program(`
+      const f30 = await fs.open(${dir} + "/f30", "a"), f5 = await fs.open(${dir} + "/f5", "a");
+      const sizes = {};
+      for (const name of (await fs.readdir(${dir})).sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)))) {
+        if (name === "f3") { await f30.write("yyyyy"); await f5.write("zz"); }
+        sizes[name] = (await fs.stat(${dir} + "/" + name)).size;
+      }
+      await f30.close(); await f5.close();
+      return sizes;
+    `);
+    expect(sizes).toEqual(Object.fromEntries(names.map((name, i) => [name, i + (name === "f30" ? 5 : name === "f5" ? 2 : 0)])));
+  });
+
+  it("multiplexed: at the cache level none no stat is read ahead", async () => {
+    await mkdir(join(provider, "d"));
+    for (let i = 0; i < 10; i++) await writeFile(join(provider, "d", `f${i}`), "");
+    const backend = directoryHandlers(provider);
+    const stats: string[] = [];
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    setDefaultFuseCache("none");
+    try {
+      await container.mount(["t"], { ...backend, stat: async (path) => (stats.push(path), backend.stat(path)) });
+    } finally {
+      setDefaultFuseCache(undefined);
+    }
+    const dir = JSON.stringify(join(root, "t", "d"));
+    await program(`for (const name of ["f0", "f1"]) await fs.stat(${dir} + "/" + name); await fs.readdir(${dir}); for (const name of ["f0", "f1"]) await fs.stat(${dir} + "/" + name);`);
+    await program(`await fs.stat(${dir} + "/f2")`);
+    expect(stats.filter((p) => /^d\/f[3-9]$/.test(p))).toEqual([]);
   });
 
   it("multiplexed: stat times from the provider are exact to the nanosecond", async () => {

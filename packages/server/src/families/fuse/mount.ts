@@ -36,7 +36,7 @@ import { defaultFuseCache, errnoOfMessage, type FileSessions, type FuseCacheLeve
 export { errnoOfMessage, setDefaultFuseCache, FUSE_CACHE_LEVELS, type FileSessions, type FuseCacheLevel } from "./common.js";
 import { FUSE_PACKAGE, requireNative, resolveNative } from "../../natives.js";
 import { embeddedFuse } from "../../embedded-fuse.js";
-import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseTime } from "@diverge/multiplexer/fuse";
+import { FUSE_CHUNK_SIZE, type FuseAckResult, type FuseAttrs, type FuseHandlers, type FuseStat, type FuseStatResult, type FuseTime } from "@diverge/multiplexer/fuse";
 
 // The binding is found from the file the proxy runs from (natives.ts: beside the bundle or the
 // single executable, in the installed package's node_modules otherwise), never the working directory.
@@ -66,6 +66,11 @@ const MAX_TRANSFER: Record<2 | 3, number> = { 2: 128 * 1024, 3: 1024 * 1024 };
 const MAX_BACKGROUND = 64;
 /** How long the attributes of an entry just made stand for the getattr that follows it: the kernel's own attribute time at the default level. */
 const FRESH_MS = 1000;
+/** Stats read ahead for a scan: asked at once, held at most, the listings kept, and the largest listing read ahead. */
+const STAT_AHEAD_WINDOW = 16;
+const STAT_AHEAD_MAX = 16384;
+const SCANS_MAX = 1024;
+const SCAN_ENTRIES_MAX = 4096;
 export function mountOptionsFor(level: FuseCacheLevel, revalidate: "byStat" | "always", libfuse: 2 | 3 = 2, writeback = false): string[] {
   const max = MAX_TRANSFER[libfuse];
   // `nonempty`: libfuse 2.9 alone refuses a mount point that holds anything (a directory with
@@ -420,7 +425,9 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
    * as long as the kernel itself keeps attributes (never at the cache level `none`).
    */
   const justMade = new Map<string, { stat: FuseStat; at: number }>();
-  const madeAttrsFor = options.cache === "none" ? 0 : FRESH_MS;
+  // The level this mount gets (the proxy's --fuse-cache when the mount names none), fixed at its start.
+  const cacheLevel = options.cache ?? defaultFuseCache();
+  const madeAttrsFor = cacheLevel === "none" ? 0 : FRESH_MS;
   const forgetMade = (...paths: string[]) => {
     for (const p of paths) justMade.delete(p);
   };
@@ -445,6 +452,93 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     if (madeAttrsFor > 0) justMade.set(p, { stat, at: performance.now() });
   };
 
+  /**
+   * Attributes read ahead for a scan of a directory (tar, rm -r, ls -l, git add): once a second
+   * entry of a directory listed in the last FRESH_MS is stat'ed and not known, the stats of the
+   * listing's other entries are asked at once, STAT_AHEAD_WINDOW at a time, and each program
+   * getattr of one of them takes its answer (in flight or arrived) instead of a round trip of its
+   * own. An answer stands as the kernel's attributes do: taken once, at most FRESH_MS old, dropped
+   * when a change of its path (or of a directory above it) begins; none is asked for a path being
+   * changed, or while a rename or rmdir is under way. Never at the cache level `none`.
+   */
+  const statAhead = new Map<string, { answer: Promise<FuseStatResult | undefined>; at: number }>();
+  /** Per directory, its last listing's names, when it came, and how many of its entries were stat'ed without an answer ahead. */
+  const scans = new Map<string, { names: readonly string[]; at: number; misses: number; pending?: Set<string> }>();
+  /** Per path, the changes of it under way; and how many renames or rmdirs are. */
+  const changingPaths = new Map<string, number>();
+  let reshaping = 0;
+  const under = (key: string, p: string) => key === p || key.startsWith(`${p}/`);
+  const dropAhead = (paths: readonly string[], below: boolean) => {
+    for (const p of paths) statAhead.delete(p);
+    if (below) for (const key of statAhead.keys()) if (paths.some((p) => under(key, p))) statAhead.delete(key);
+  };
+  /**
+   * `ask` for an operation that changes `paths`: what was read ahead for them goes, and none is
+   * asked while it runs. `structural`: it may move or remove a directory (rename, rmdir), so what
+   * was read ahead below them goes too, and no read-ahead is asked until it is done.
+   */
+  const askChange = <T>(paths: readonly string[], cb: Cb, run: () => Promise<T>, answer: (value: T) => void, structural = false) => {
+    for (const p of paths) changingPaths.set(p, (changingPaths.get(p) ?? 0) + 1);
+    if (structural) {
+      reshaping++;
+      for (const dir of scans.keys()) if (paths.some((p) => under(dir, p))) scans.delete(dir);
+    }
+    dropAhead(paths, structural);
+    ask(cb, () =>
+      run().finally(() => {
+        for (const p of paths) {
+          const left = (changingPaths.get(p) ?? 1) - 1;
+          if (left > 0) changingPaths.set(p, left);
+          else changingPaths.delete(p);
+        }
+        if (structural) reshaping--;
+        dropAhead(paths, structural);
+      }), answer);
+  };
+  const noteScan = (p: string, entries: readonly { name: string }[]) => {
+    if (madeAttrsFor === 0 || kind !== "directory") return;
+    if (scans.size >= SCANS_MAX) for (const [key, scan] of scans) if (performance.now() - scan.at >= madeAttrsFor) scans.delete(key);
+    if (scans.size < SCANS_MAX && entries.length > 1 && entries.length <= SCAN_ENTRIES_MAX) scans.set(p, { names: entries.map((e) => e.name), at: performance.now(), misses: 0 });
+  };
+  /**
+   * A getattr of `p` that found nothing ahead (it is asked itself, so the read-ahead leaves it
+   * out): the second such in a directory just listed starts its read-ahead.
+   */
+  const missed = (p: string) => {
+    const dir = parentOf(p);
+    const scan = scans.get(dir);
+    if (!scan || performance.now() - scan.at >= madeAttrsFor) return;
+    if (scan.pending) return void scan.pending.delete(p);
+    if (++scan.misses < 2) return;
+    const prefix = dir === "/" ? "/" : `${dir}/`;
+    const queue = new Set(scan.names.map((name) => prefix + name));
+    queue.delete(p);
+    scan.pending = queue;
+    const next = (): void => {
+      for (const q of queue) {
+        queue.delete(q);
+        if (closed || reshaping > 0) return;
+        if (changingPaths.has(q) || statAhead.has(q) || justMade.has(q) || tooLong(q)) continue;
+        if (statAhead.size >= STAT_AHEAD_MAX) return;
+        const answer = handlers.stat(rel(q)).catch(() => undefined);
+        statAhead.set(q, { answer, at: performance.now() });
+        void answer.then(next);
+        return;
+      }
+    };
+    for (let i = 0; i < STAT_AHEAD_WINDOW; i++) next();
+  };
+
+  const answerStat = (p: string, a: FuseStatResult, cb: Cb) => {
+    if (a.kind === "stat") {
+      if (kind === "file" && a.stat.kind === "directory") return cb(EIO); // The provider's mistake.
+      return cb(0, statOf(a.stat, p));
+    }
+    // A file mount holding nothing yet reads as an empty file; the first write creates it.
+    if (a.kind === "missing") return kind === "file" ? cb(0, { ...rootDir(), mode: 0o100600, nlink: 1, size: 0, blocks: 0 }) : cb(ENOENT);
+    return cb(errnoOfMessage(a.message));
+  };
+
   const ops = {
     init: (cb: Cb) => cb(0),
     getattr: (p: string | null, cb: Cb) => {
@@ -456,15 +550,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         justMade.delete(p);
         if (performance.now() - made.at < madeAttrsFor) return cb(0, statOf(made.stat, p));
       }
-      ask(cb, () => handlers.stat(rel(p)), (a) => {
-        if (a.kind === "stat") {
-          if (kind === "file" && a.stat.kind === "directory") return cb(EIO); // The provider's mistake.
-          return cb(0, statOf(a.stat, p));
-        }
-        // A file mount holding nothing yet reads as an empty file; the first write creates it.
-        if (a.kind === "missing") return kind === "file" ? cb(0, { ...rootDir(), mode: 0o100600, nlink: 1, size: 0, blocks: 0 }) : cb(ENOENT);
-        return cb(errnoOfMessage(a.message));
-      });
+      const early = statAhead.get(p);
+      if (early) statAhead.delete(p);
+      if (early && performance.now() - early.at < madeAttrsFor) {
+        return ask(cb, async () => (await early.answer) ?? handlers.stat(rel(p)), (a) => answerStat(p, a, cb));
+      }
+      missed(p);
+      ask(cb, () => handlers.stat(rel(p)), (a) => answerStat(p, a, cb));
     },
     fgetattr: (p: string | null, fd: number, cb: Cb) => ops.getattr(pathOf(p, fd) ?? null, cb),
     access: (_p: string, _mode: number, cb: Cb) => cb(0),
@@ -480,6 +572,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind === "entries") {
           noteListing(p, a.entries);
+          noteScan(p, a.entries);
           return cb(0, ...direntries(a.entries));
         }
         return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
@@ -489,6 +582,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       !named(p) ? cb(ENOENT) : ask(cb, () => handlers.list(rel(p)), (a) => {
         if (a.kind !== "entries") return cb(a.kind === "missing" ? ENOENT : errnoOfMessage(a.message));
         noteListing(p, a.entries);
+        noteScan(p, a.entries);
         const queue = listed.get(p) ?? [];
         queue.push(a.entries.map((e) => ({ name: e.name, kind: e.kind })));
         listed.set(p, queue);
@@ -560,7 +654,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
       const bytes = Uint8Array.prototype.slice.call(buf, 0, len);
-      ask(cb, () => (sessions ? sessions.write(rel(p), fd, BigInt(pos), bytes) : handlers.write(rel(p), BigInt(pos), bytes)), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
+      askChange([p], cb, () => (sessions ? sessions.write(rel(p), fd, BigInt(pos), bytes) : handlers.write(rel(p), BigInt(pos), bytes)), (a) => cb(a.kind === "ok" ? len : ackCode(a)));
     },
     // A create is a write of zero bytes at 0 (fs-fuse.md §4.3), then the program's mode made to
     // hold (settleMode), so `cp`, `tar -x` and friends keep modes.
@@ -569,18 +663,18 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (tooLong(p)) return cb(ENAMETOOLONG);
       const fd = ++fds;
       forgetMade(p);
-      ask(cb, async () => {
+      askChange([p], cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
         if (made.kind !== "ok") return ackCode(made);
         await settleMode(p, mode);
         return sessions ? sessions.open(rel(p), true, fd) : 0;
       }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : (forgetMade(p), cb(code))));
     },
-    unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : (forgetMade(p), ask(cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))))),
+    unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : (forgetMade(p), askChange([p], cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
     // reason the program cannot read): ENOTEMPTY, as the program expects.
     rmdir: (p: string | null, cb: Cb) =>
-      !named(p) ? cb(ENOENT) : (forgetMade(p), ask(cb, async (): Promise<number> => {
+      !named(p) ? cb(ENOENT) : (forgetMade(p), askChange([p], cb, async (): Promise<number> => {
         const l = await handlers.list(rel(p));
         if (l.kind === "missing") return ENOENT;
         if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
@@ -588,13 +682,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }, (code) => {
         forgetDirs(p);
         cb(code);
-      })),
+      }, true)),
     // The same for a rename over a directory: refused when that directory has entries.
     rename: (from: string | null, to: string | null, cb: Cb) => {
       if (!named(from) || !named(to)) return cb(ENOENT);
       if (tooLong(to)) return cb(ENAMETOOLONG);
       forgetMade(from, to);
-      ask(cb, async (): Promise<number> => {
+      askChange([from, to], cb, async (): Promise<number> => {
         const there = await handlers.stat(rel(to));
         if (there.kind === "stat" && there.stat.kind === "directory") {
           const l = await handlers.list(rel(to));
@@ -604,14 +698,14 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }, (code) => {
         forgetDirs(from, to);
         cb(code);
-      });
+      }, true);
     },
     // The same for a directory's mode.
     mkdir: (p: string | null, mode: number, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       forgetMade(p);
-      ask(cb, async () => {
+      askChange([p], cb, async () => {
         const made = await handlers.mkdir(rel(p));
         if (made.kind === "ok") await settleMode(p, mode);
         return made;
@@ -620,13 +714,13 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(ackCode(a));
       });
     },
-    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : (forgetMade(p), ask(cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))))),
+    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : (forgetMade(p), askChange([p], cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))))),
     ftruncate: (given: string | null, fd: number, size: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
       if (!sessions) return ops.truncate(p, size, cb);
       forgetMade(p);
-      ask(cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a)));
+      askChange([p], cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a)));
     },
     chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
     chown: (p: string | null, u: number, g: number, cb: Cb) => {
@@ -657,7 +751,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   function setattr(p: string | null, attrs: FuseAttrs, cb: Cb) {
     if (!named(p)) return cb(ENOENT);
     forgetMade(p);
-    ask(cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
+    askChange([p], cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
 
   // The mount point by its held descriptor: the kernel resolves `/proc/self/fd/N` to the very
@@ -677,7 +771,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   withOptions._fuseOptions = () => {
     const opts = base();
     // The writeback cache only where a write may fail late (no whole-file limit, no proxy copies).
-    const extra = mountOptionsFor(options.cache ?? defaultFuseCache(), options.revalidate ?? "byStat", libfuseMajor, !sessions && options.maxFileBytes === undefined);
+    const extra = mountOptionsFor(cacheLevel, options.revalidate ?? "byStat", libfuseMajor, !sessions && options.maxFileBytes === undefined);
     return opts ? `${opts},${extra.join(",")}` : `-o${extra.join(",")}`;
   };
   // The watcher starts before the mount is made, so there is no moment when the mount exists and
