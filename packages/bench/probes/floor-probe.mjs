@@ -87,6 +87,28 @@ for (const kind of ["tcp", "ws"]) {
   child.kill();
 }
 
+// A WebSocket opened for one message and its echo, then closed (what the paths transport pays per answer).
+{
+  const child = fork(new URL(import.meta.url).pathname.replace(/floor-probe\.mjs$/, "floor-echo.mjs"), ["ws"]);
+  const port = await new Promise((resolve) => child.once("message", resolve));
+  const message = Buffer.alloc(40, 1);
+  const once = () =>
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+      ws.once("open", () => ws.send(message));
+      ws.once("message", () => ws.close());
+      ws.once("close", resolve);
+      ws.once("error", reject);
+    });
+  const rounds = Math.min(N, 2000);
+  for (let i = 0; i < 100; i++) await once();
+  const c0 = cpuOf(process.pid), s0 = cpuOf(child.pid), t0 = performance.now();
+  for (let i = 0; i < rounds; i++) await once();
+  const us = ((performance.now() - t0) * 1000) / rounds;
+  row("a WebSocket opened, a 40-byte message and its echo, closed, between two Node processes (ws)", us, `opener ${((cpuOf(process.pid) - c0) / rounds).toFixed(0)} µs, echo ${((cpuOf(child.pid) - s0) / rounds).toFixed(0)} µs`);
+  child.kill();
+}
+
 // sshfs over a loopback sshd (as case 13 mounts it).
 if (["/usr/sbin/sshd", "/usr/bin/sshfs", "/usr/bin/ssh-keygen"].every(existsSync)) {
   const ssh = join(base, "ssh");
