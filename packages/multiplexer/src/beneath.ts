@@ -25,13 +25,14 @@ const { O_NOFOLLOW, O_DIRECTORY } = constants;
 const MAX_LINKS = 40;
 
 /**
- * The walk's calls are made synchronously and handed back as promises (callers are unchanged).
+ * `call` made synchronously, its result or failure handed back as a promise: the walk's calls
+ * (callers are unchanged), and the directory backend's metadata calls.
  * Each is a metadata call of a few µs (an O_PATH open, a close, an fstat, a readlink). Through the
  * thread pool each cost ~60 µs of CPU in promises and hand-offs, so one FUSE stat of a path four deep
  * cost 700 µs where the lstat itself cost 35 (issue 36). No call here waits on a device or a peer:
  * O_PATH opens no file, and `openAt` adds O_NONBLOCK, so a FIFO cannot hold the loop.
  */
-const now =
+export const atOnce =
   <A extends unknown[], R>(call: (...args: A) => R) =>
   (...args: A): Promise<R> => {
     try {
@@ -40,11 +41,11 @@ const now =
       return Promise.reject(error);
     }
   };
-const openFd = now((path: string, flags: number, mode?: number) => fs.openSync(path, flags, mode));
-const closeFd = now((fd: number) => fs.closeSync(fd));
-const fstat = now((fd: number) => fs.fstatSync(fd));
-const readlink = now((path: string) => fs.readlinkSync(path));
-const realpath = now((path: string) => fs.realpathSync.native(path));
+const openFd = atOnce((path: string, flags: number, mode?: number) => fs.openSync(path, flags, mode));
+const closeFd = atOnce((fd: number) => fs.closeSync(fd));
+const fstat = atOnce((fd: number) => fs.fstatSync(fd));
+const readlink = atOnce((path: string) => fs.readlinkSync(path));
+const realpath = atOnce((path: string) => fs.realpathSync.native(path));
 
 /** The path through which the kernel names what descriptor `fd` holds, or `name` inside it. */
 export const fdPath = (fd: number, name?: string): string => (name === undefined ? `/proc/self/fd/${fd}` : `/proc/self/fd/${fd}/${name}`);

@@ -13,7 +13,7 @@ import { spawn } from "node:child_process";
 import { constants } from "node:fs";
 import * as fs from "node:fs";
 import { promisify } from "node:util";
-import { Beneath, fdPath, openAt, placeOf, readdirAt, withObject, type Place } from "../beneath.js";
+import { atOnce, Beneath, fdPath, openAt, placeOf, readdirAt, withObject, type Place } from "../beneath.js";
 import type { FuseAckResult, FuseHandlers, FuseTime } from "./handlers.js";
 
 export interface DirectoryHandlersOptions {
@@ -36,32 +36,16 @@ const lstat = (path: string, options: { bigint: true }): Promise<fs.BigIntStats>
 };
 /** One error for every missing entry (read only by its code): no stack is captured per lookup. */
 const NO_ENTRY: Error = Object.freeze(Object.assign(new Error("ENOENT: no such file or directory"), { code: "ENOENT" }));
-const closeFd = (fd: number): Promise<void> => {
-  try {
-    return Promise.resolve(fs.closeSync(fd));
-  } catch (error) {
-    return Promise.reject(error);
-  }
-};
-/** A call made synchronously, handed back as a promise (as `lstat` above). */
-const now =
-  <A extends unknown[], R>(call: (...args: A) => R) =>
-  (...args: A): Promise<R> => {
-    try {
-      return Promise.resolve(call(...args));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  };
-const mkdir = now((path: string) => fs.mkdirSync(path));
-const rmdir = now((path: string) => fs.rmdirSync(path));
-const unlink = now((path: string) => fs.unlinkSync(path));
-const rename = now((from: string, to: string) => fs.renameSync(from, to));
-const readlink = now((path: string) => fs.readlinkSync(path));
-const lchown = now((path: string, uid: number, gid: number) => fs.lchownSync(path, uid, gid));
-const lutimes = now((path: string, atime: number, mtime: number) => fs.lutimesSync(path, atime, mtime));
-const chmodFd = now((fd: number, mode: number) => fs.chmodSync(fdPath(fd), mode));
-const ftruncate = now((fd: number, size: number) => fs.ftruncateSync(fd, size));
+const closeFd = atOnce((fd: number) => fs.closeSync(fd));
+const mkdir = atOnce((path: string) => fs.mkdirSync(path));
+const rmdir = atOnce((path: string) => fs.rmdirSync(path));
+const unlink = atOnce((path: string) => fs.unlinkSync(path));
+const rename = atOnce((from: string, to: string) => fs.renameSync(from, to));
+const readlink = atOnce((path: string) => fs.readlinkSync(path));
+const lchown = atOnce((path: string, uid: number, gid: number) => fs.lchownSync(path, uid, gid));
+const lutimes = atOnce((path: string, atime: number, mtime: number) => fs.lutimesSync(path, atime, mtime));
+const chmodFd = atOnce((fd: number, mode: number) => fs.chmodSync(fdPath(fd), mode));
+const ftruncate = atOnce((fd: number, size: number) => fs.ftruncateSync(fd, size));
 /**
  * Reads and writes up to this size are made at once on the loop too: from and to the page cache
  * they take a few µs. Larger ones, which may wait on the disk for longer, stay on the thread pool.
@@ -71,9 +55,9 @@ const AT_ONCE_BYTES = 64 * 1024;
 const readPooled = promisify(fs.read);
 const writePooled = promisify(fs.write);
 const readFd = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }> =>
-  length <= AT_ONCE_BYTES ? now(() => ({ bytesRead: fs.readSync(fd, buffer, offset, length, position) }))() : readPooled(fd, buffer, offset, length, position);
+  length <= AT_ONCE_BYTES ? atOnce(() => ({ bytesRead: fs.readSync(fd, buffer, offset, length, position) }))() : readPooled(fd, buffer, offset, length, position);
 const writeFd = (fd: number, buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesWritten: number }> =>
-  length <= AT_ONCE_BYTES ? now(() => ({ bytesWritten: fs.writeSync(fd, buffer, offset, length, position) }))() : writePooled(fd, buffer, offset, length, position);
+  length <= AT_ONCE_BYTES ? atOnce(() => ({ bytesWritten: fs.writeSync(fd, buffer, offset, length, position) }))() : writePooled(fd, buffer, offset, length, position);
 
 const message = (error: unknown) => (error as NodeJS.ErrnoException).code ?? (error as Error).message;
 const missing = (error: unknown) => ["ENOENT", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "");
