@@ -458,8 +458,9 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
    * listing's other entries are asked at once, STAT_AHEAD_WINDOW at a time, and each program
    * getattr of one of them takes its answer (in flight or arrived) instead of a round trip of its
    * own. An answer stands as the kernel's attributes do: taken once, at most FRESH_MS old, dropped
-   * when a change of its path (or of a directory above it) begins; none is asked for a path being
-   * changed, or while a rename or rmdir is under way. Never at the cache level `none`.
+   * when a change of its path (or of a directory above it) begins or ends; none is asked for a path
+   * being changed (a write-back at flush or release included), or while a rename or rmdir is under
+   * way. A name found missing is asked again, never answered from it. Never at the cache level `none`.
    */
   const statAhead = new Map<string, { answer: Promise<FuseStatResult | undefined>; at: number }>();
   /** Per directory, its last listing's names, when it came, and how many of its entries were stat'ed without an answer ahead. */
@@ -478,22 +479,32 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
    * was read ahead below them goes too, and no read-ahead is asked until it is done.
    */
   const askChange = <T>(paths: readonly string[], cb: Cb, run: () => Promise<T>, answer: (value: T) => void, structural = false) => {
+    if (closed) return cb(EIO);
     for (const p of paths) changingPaths.set(p, (changingPaths.get(p) ?? 0) + 1);
     if (structural) {
       reshaping++;
       for (const dir of scans.keys()) if (paths.some((p) => under(dir, p))) scans.delete(dir);
     }
     dropAhead(paths, structural);
-    ask(cb, () =>
-      run().finally(() => {
-        for (const p of paths) {
-          const left = (changingPaths.get(p) ?? 1) - 1;
-          if (left > 0) changingPaths.set(p, left);
-          else changingPaths.delete(p);
-        }
-        if (structural) reshaping--;
-        dropAhead(paths, structural);
-      }), answer);
+    const over = () => {
+      for (const p of paths) {
+        const left = (changingPaths.get(p) ?? 1) - 1;
+        if (left > 0) changingPaths.set(p, left);
+        else changingPaths.delete(p);
+      }
+      if (structural) reshaping--;
+      dropAhead(paths, structural);
+    };
+    ask(cb, () => {
+      let running: Promise<T>;
+      try {
+        running = run();
+      } catch (error) {
+        over();
+        throw error;
+      }
+      return running.finally(over);
+    }, answer);
   };
   const noteScan = (p: string, entries: readonly { name: string }[]) => {
     if (madeAttrsFor === 0 || kind !== "directory") return;
@@ -519,6 +530,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         queue.delete(q);
         if (closed || reshaping > 0) return;
         if (changingPaths.has(q) || statAhead.has(q) || justMade.has(q) || tooLong(q)) continue;
+        if (statAhead.size >= STAT_AHEAD_MAX) for (const [key, early] of statAhead) if (performance.now() - early.at >= madeAttrsFor) statAhead.delete(key);
         if (statAhead.size >= STAT_AHEAD_MAX) return;
         const answer = handlers.stat(rel(q)).catch(() => undefined);
         statAhead.set(q, { answer, at: performance.now() });
@@ -553,7 +565,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       const early = statAhead.get(p);
       if (early) statAhead.delete(p);
       if (early && performance.now() - early.at < madeAttrsFor) {
-        return ask(cb, async () => (await early.answer) ?? handlers.stat(rel(p)), (a) => answerStat(p, a, cb));
+        // Only attributes are taken: a name found missing is asked again (there is no negative cache).
+        return ask(cb, async () => {
+          const a = await early.answer;
+          return a?.kind === "stat" ? a : handlers.stat(rel(p));
+        }, (a) => answerStat(p, a, cb));
       }
       missed(p);
       ask(cb, () => handlers.stat(rel(p)), (a) => answerStat(p, a, cb));
@@ -619,19 +635,19 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       openedAt.delete(fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
-      ask(cb, () => sessions.release(rel(p), fd), (code) => cb(code));
+      askChange([p], cb, () => sessions.release(rel(p), fd), (code) => cb(code));
     },
     flush: (given: string | null, fd: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
-      ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
+      askChange([p], cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
     fsync: (given: string | null, _datasync: boolean, fd: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (!sessions) return cb(0);
       if (p === undefined) return cb(ENOENT);
-      ask(cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
+      askChange([p], cb, () => sessions.flush(rel(p), fd), (code) => cb(code));
     },
     read: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
       const p = pathOf(given, fd);
