@@ -634,6 +634,34 @@ describe.skipIf(!!unavailable)("FUSE hardening", () => {
     expect(sizes).toEqual(Object.fromEntries(names.map((name, i) => [name, i + (name === "f30" ? 5 : name === "f5" ? 2 : 0)])));
   });
 
+  it("multiplexed: a name the read-ahead found missing is asked again when the program stats it (no negative cache)", async () => {
+    await mkdir(join(provider, "d"));
+    for (let i = 0; i < 10; i++) await writeFile(join(provider, "d", `f${i}`), "x".repeat(i));
+    const backend = directoryHandlers(provider);
+    const marker = join(base, "f7-answered-missing");
+    let f7 = 0;
+    container = await openContainer(`ws://127.0.0.1:${proxy!.port}`);
+    // The provider's first answer for f7 (the read-ahead's: the program waits for it below) says it
+    // is not there, as if the provider made it just after; every later one finds it.
+    await container.mount(["t"], {
+      ...backend,
+      stat: async (path) => {
+        if (path !== "d/f7" || f7++ > 0) return backend.stat(path);
+        await writeFile(marker, "");
+        return { kind: "missing" };
+      },
+    });
+    const dir = JSON.stringify(join(root, "t", "d"));
+    const size = await program(`
+      await fs.readdir(${dir});
+      for (const name of ["f0", "f1"]) await fs.stat(${dir} + "/" + name);
+      for (;;) { try { await fs.access(${JSON.stringify(marker)}); break; } catch { await new Promise((r) => setTimeout(r, 5)); } }
+      return (await fs.stat(${dir} + "/f7")).size;
+    `);
+    expect(size).toBe(7);
+    expect(f7).toBe(2);
+  });
+
   it("multiplexed: at the cache level none no stat is read ahead", async () => {
     await mkdir(join(provider, "d"));
     for (let i = 0; i < 10; i++) await writeFile(join(provider, "d", `f${i}`), "");

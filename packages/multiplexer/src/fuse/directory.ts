@@ -111,13 +111,18 @@ interface HeldRoot {
  */
 export function directoryHandlers(dir: string, options: DirectoryHandlersOptions = {}): FuseHandlers {
   const parts = (path: string) => (path === "" ? [] : path.split("/"));
-  let held: HeldRoot | undefined;
+  // The held directory lives in a box that every handler reaches through `at`, so that once no
+  // handler can be called any more (the mount they served is gone, and any copy of them with it)
+  // its descriptor is closed too (`releaseHeld`, keyed on `at`, not on the object returned, which a
+  // caller may spread into another and drop).
+  const box: { held?: HeldRoot } = {};
   const leave = (root: HeldRoot) => {
     if (--root.users === 0 && root.retired) void root.beneath.close().catch(() => undefined);
   };
   /** The held root for one ask (the caller `leave`s it), opened again when `dir` now names another directory. */
   const enter = async (): Promise<HeldRoot> => {
     const named = fs.statSync(dir, { bigint: true, throwIfNoEntry: false });
+    const held = box.held;
     if (held && named && named.dev === held.dev && named.ino === held.ino) {
       held.users++;
       return held;
@@ -126,11 +131,13 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
     // What was opened, not what the stat saw: the next ask's stat is compared with it.
     const opened = fs.fstatSync(beneath.fd, { bigint: true });
     const fresh: HeldRoot = { beneath, dev: opened.dev, ino: opened.ino, users: 1, retired: false };
-    if (held) {
-      held.retired = true;
-      if (held.users === 0) void held.beneath.close().catch(() => undefined);
+    // The one held before now (another ask may have replaced it meanwhile) is let go.
+    const before = box.held;
+    if (before) {
+      before.retired = true;
+      if (before.users === 0) void before.beneath.close().catch(() => undefined);
     }
-    held = fresh;
+    box.held = fresh;
     return fresh;
   };
   /** Runs `use` on the place `path` names: its directory held, its last component unresolved. */
@@ -171,7 +178,7 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
       await closeFd(fd);
     }
   };
-  return {
+  const served: FuseHandlers = {
     read: (path, offset, length) =>
       at(path, async (place) => {
         const stat = await lstat(place.path, { bigint: true });
@@ -272,4 +279,11 @@ export function directoryHandlers(dir: string, options: DirectoryHandlersOptions
         }),
       ),
   };
+  releaseHeld.register(at, box);
+  return served;
 }
+
+/** Closes the directory a collected set of handlers held (no ask can use it any more). */
+const releaseHeld = new FinalizationRegistry<{ held?: HeldRoot }>((box) => {
+  if (box.held) void box.held.beneath.close().catch(() => undefined);
+});

@@ -417,20 +417,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   const named = (p: unknown): p is string => typeof p === "string" && p.startsWith("/");
   const pathOf = (p: unknown, fd: number): string | undefined => (named(p) ? p : openedAt.get(fd));
 
-  /**
-   * The attributes of an entry this mount has just made (create, mkdir), for the getattr libfuse
-   * asks right after it: they were asked a moment before, so asking again would be a round trip
-   * for the same answer. Taken by that getattr, dropped by any change to the path or when the
-   * create fails after all (no getattr then follows, and the entry would stay), and kept at most
-   * as long as the kernel itself keeps attributes (never at the cache level `none`).
-   */
-  const justMade = new Map<string, { stat: FuseStat; at: number }>();
   // The level this mount gets (the proxy's --fuse-cache when the mount names none), fixed at its start.
   const cacheLevel = options.cache ?? defaultFuseCache();
+  /** How long attributes known ahead of a getattr stand for it: the kernel's own attribute time, never at `none`. */
   const madeAttrsFor = cacheLevel === "none" ? 0 : FRESH_MS;
-  const forgetMade = (...paths: string[]) => {
-    for (const p of paths) justMade.delete(p);
-  };
   /**
    * Makes the program's mode hold on an entry just made (the umask already applied by the
    * kernel), asking a setattr only when the provider made it otherwise, so that `open(O_CREAT)`
@@ -449,18 +439,19 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       const set = await handlers.setattr(rel(p), { mode: wanted }).catch(() => undefined);
       if (set?.kind === "ok") stat = { ...stat, mode: wanted };
     }
-    if (madeAttrsFor > 0) justMade.set(p, { stat, at: performance.now() });
+    if (madeAttrsFor > 0) statAhead.set(p, { answer: Promise.resolve({ kind: "stat", stat }), at: performance.now() });
   };
 
   /**
-   * Attributes read ahead for a scan of a directory (tar, rm -r, ls -l, git add): once a second
-   * entry of a directory listed in the last FRESH_MS is stat'ed and not known, the stats of the
-   * listing's other entries are asked at once, STAT_AHEAD_WINDOW at a time, and each program
-   * getattr of one of them takes its answer (in flight or arrived) instead of a round trip of its
-   * own. An answer stands as the kernel's attributes do: taken once, at most FRESH_MS old, dropped
-   * when a change of its path (or of a directory above it) begins or ends; none is asked for a path
-   * being changed (a write-back at flush or release included), or while a rename or rmdir is under
-   * way. A name found missing is asked again, never answered from it. Never at the cache level `none`.
+   * Attributes known ahead of the getattr that takes them, instead of a round trip of its own:
+   * - the stat a create or mkdir asked (settleMode), for the getattr libfuse asks right after it;
+   * - stats read ahead for a scan of a directory (tar, rm -r, ls -l, git add): once a second entry of
+   *   a directory listed in the last FRESH_MS is stat'ed and not known, the stats of the listing's
+   *   other entries are asked at once, STAT_AHEAD_WINDOW at a time, each taken in flight or arrived.
+   * An answer stands as the kernel's attributes do: taken once, at most FRESH_MS old, dropped when a
+   * change of its path (or of a directory above it) begins; none is read ahead for a path being
+   * changed (a write-back at flush or release included), or while a rename or rmdir is under way.
+   * A name found missing is asked again, never answered from it. Never at the cache level `none`.
    */
   const statAhead = new Map<string, { answer: Promise<FuseStatResult | undefined>; at: number }>();
   /** Per directory, its last listing's names, when it came, and how many of its entries were stat'ed without an answer ahead. */
@@ -474,9 +465,10 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     if (below) for (const key of statAhead.keys()) if (paths.some((p) => under(key, p))) statAhead.delete(key);
   };
   /**
-   * `ask` for an operation that changes `paths`: what was read ahead for them goes, and none is
-   * asked while it runs. `structural`: it may move or remove a directory (rename, rmdir), so what
-   * was read ahead below them goes too, and no read-ahead is asked until it is done.
+   * `ask` for an operation that changes `paths`: what was known ahead of them goes, and none is
+   * read ahead while it runs (so nothing older than the change can come after it). `structural`: it
+   * may move or remove a directory (rename, rmdir), so what was known below them goes too, and no
+   * read-ahead is asked until it is done.
    */
   const askChange = <T>(paths: readonly string[], cb: Cb, run: () => Promise<T>, answer: (value: T) => void, structural = false) => {
     if (closed) return cb(EIO);
@@ -493,7 +485,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         else changingPaths.delete(p);
       }
       if (structural) reshaping--;
-      dropAhead(paths, structural);
     };
     ask(cb, () => {
       let running: Promise<T>;
@@ -529,7 +520,7 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       for (const q of queue) {
         queue.delete(q);
         if (closed || reshaping > 0) return;
-        if (changingPaths.has(q) || statAhead.has(q) || justMade.has(q) || tooLong(q)) continue;
+        if (changingPaths.has(q) || statAhead.has(q) || tooLong(q)) continue;
         if (statAhead.size >= STAT_AHEAD_MAX) for (const [key, early] of statAhead) if (performance.now() - early.at >= madeAttrsFor) statAhead.delete(key);
         if (statAhead.size >= STAT_AHEAD_MAX) return;
         const answer = handlers.stat(rel(q)).catch(() => undefined);
@@ -557,11 +548,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (!named(p)) return cb(ENOENT);
       if (kind === "directory" && p === "/") return cb(0, rootDir());
       if (tooLong(p)) return cb(ENAMETOOLONG);
-      const made = justMade.get(p);
-      if (made) {
-        justMade.delete(p);
-        if (performance.now() - made.at < madeAttrsFor) return cb(0, statOf(made.stat, p));
-      }
       const early = statAhead.get(p);
       if (early) statAhead.delete(p);
       if (early && performance.now() - early.at < madeAttrsFor) {
@@ -665,7 +651,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     write: (given: string | null, fd: number, buf: Buffer, len: number, pos: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
-      forgetMade(p);
       // Nothing asked: it could never be carried (a transport with sessions marks its copy refused itself).
       if (!sessions && pos + len > maxFileBytes) return cb(EFBIG);
       // The kernel's buffer is reused once answered: the ask takes a copy.
@@ -678,19 +663,18 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
       const fd = ++fds;
-      forgetMade(p);
       askChange([p], cb, async () => {
         const made = await handlers.write(rel(p), 0n, new Uint8Array(0));
         if (made.kind !== "ok") return ackCode(made);
         await settleMode(p, mode);
         return sessions ? sessions.open(rel(p), true, fd) : 0;
-      }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : (forgetMade(p), cb(code))));
+      }, (code) => (code === 0 ? (openedAt.set(fd, p), cb(0, fd)) : (dropAhead([p], false), cb(code))));
     },
-    unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : (forgetMade(p), askChange([p], cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a))))),
+    unlink: (p: string | null, cb: Cb) => (!named(p) ? cb(ENOENT) : askChange([p], cb, () => handlers.remove(rel(p)), (a) => cb(ackCode(a)))),
     // A directory with entries is refused here (the remove ask would remove it, or fail with a
     // reason the program cannot read): ENOTEMPTY, as the program expects.
     rmdir: (p: string | null, cb: Cb) =>
-      !named(p) ? cb(ENOENT) : (forgetMade(p), askChange([p], cb, async (): Promise<number> => {
+      !named(p) ? cb(ENOENT) : askChange([p], cb, async (): Promise<number> => {
         const l = await handlers.list(rel(p));
         if (l.kind === "missing") return ENOENT;
         if (l.kind === "entries" && l.entries.length > 0) return ENOTEMPTY;
@@ -698,12 +682,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
       }, (code) => {
         forgetDirs(p);
         cb(code);
-      }, true)),
+      }, true),
     // The same for a rename over a directory: refused when that directory has entries.
     rename: (from: string | null, to: string | null, cb: Cb) => {
       if (!named(from) || !named(to)) return cb(ENOENT);
       if (tooLong(to)) return cb(ENAMETOOLONG);
-      forgetMade(from, to);
       askChange([from, to], cb, async (): Promise<number> => {
         const there = await handlers.stat(rel(to));
         if (there.kind === "stat" && there.stat.kind === "directory") {
@@ -720,7 +703,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
     mkdir: (p: string | null, mode: number, cb: Cb) => {
       if (!named(p)) return cb(ENOENT);
       if (tooLong(p)) return cb(ENAMETOOLONG);
-      forgetMade(p);
       askChange([p], cb, async () => {
         const made = await handlers.mkdir(rel(p));
         if (made.kind === "ok") await settleMode(p, mode);
@@ -730,12 +712,11 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
         cb(ackCode(a));
       });
     },
-    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : (forgetMade(p), askChange([p], cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a))))),
+    truncate: (p: string | null, size: number, cb: Cb) => (!named(p) ? cb(ENOENT) : !sessions && size > maxFileBytes ? cb(EFBIG) : askChange([p], cb, () => handlers.truncate(rel(p), BigInt(size)), (a) => cb(ackCode(a)))),
     ftruncate: (given: string | null, fd: number, size: number, cb: Cb) => {
       const p = pathOf(given, fd);
       if (p === undefined) return cb(ENOENT);
       if (!sessions) return ops.truncate(p, size, cb);
-      forgetMade(p);
       askChange([p], cb, () => sessions.truncate(rel(p), fd, BigInt(size)), (a) => cb(ackCode(a)));
     },
     chmod: (p: string | null, mode: number, cb: Cb) => setattr(p, { mode: mode & 0o7777 }, cb),
@@ -766,7 +747,6 @@ export async function mountFuse(options: MountOptions): Promise<FuseMount> {
   };
   function setattr(p: string | null, attrs: FuseAttrs, cb: Cb) {
     if (!named(p)) return cb(ENOENT);
-    forgetMade(p);
     askChange([p], cb, () => handlers.setattr(rel(p), attrs), (a) => cb(ackCode(a)));
   }
 
