@@ -1,7 +1,7 @@
 // The one WebSocket shape the provider side needs: the WHATWG API (what browsers, Deno, Bun and the
 // `ws` package all offer), so a caller may bring its own implementation. The default is `ws`.
 import { binaryOf } from "@diverge/multiplexer";
-import WebSocket from "ws";
+import { defaultWebSocketFor } from "./lean-open.js";
 import { FrameBatch, SMALL_FRAME_MAX_BYTES } from "./small-frames.js";
 
 /** The part of the WHATWG WebSocket API the provider side uses. */
@@ -40,7 +40,13 @@ interface RawStream {
  */
 const MAX_CORKED_BYTES = 64 * 1024;
 
-export const defaultWebSocket = WebSocket as unknown as WebSocketConstructor;
+/**
+ * The default: a `ws` WebSocket. For `ws:` URLs it is opened by the lean handshake of lean-open.ts
+ * (an answer's connection costs half the CPU `ws`'s own client spends opening it).
+ */
+export const defaultWebSocket = function DefaultWebSocket(url: string) {
+  return defaultWebSocketFor(url);
+} as unknown as WebSocketConstructor;
 
 /** How a connection ended: `clean` when a Close frame arrived (any code), else abrupt. */
 export interface SocketEnding {
