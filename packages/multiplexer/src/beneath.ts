@@ -79,7 +79,8 @@ export interface Place {
   release(): Promise<void>;
 }
 
-const isName = (part: string) => part !== "" && part !== "." && part !== ".." && !part.includes("/") && !part.includes("\0");
+/** Whether `part` is one path component that names an entry: not empty, `.` or `..`, and without `/` or NUL. */
+export const isName = (part: string) => part !== "" && part !== "." && part !== ".." && !part.includes("/") && !part.includes("\0");
 const code = (error: unknown) => (error as NodeJS.ErrnoException).code ?? "EIO";
 
 /**
