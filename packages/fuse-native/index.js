@@ -436,7 +436,8 @@ class Fuse extends Nanoresource {
     }
 
     this.ops.getattr(path, (err, stat) => {
-      if (err) return signal(err, getStatArray())
+      // The stat is not read on a failure: the defaults' array (made once) goes with it, not a fresh one per lookup of a missing name.
+      if (err) return signal(err)
       return signal(0, getStatArray(stat))
     })
   }

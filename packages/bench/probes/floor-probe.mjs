@@ -26,11 +26,17 @@ const cpuOf = (pid) => {
 const rows = [];
 const row = (what, us, cpu) => rows.push([what, us.toFixed(0), cpu]);
 
-/** python3 stat()ing N missing names under `dir`: the wall time per lookup, in µs. */
+/**
+ * python3 stat()ing N missing names under `dir`: the wall time per lookup, in µs. A first pass of
+ * other names is not measured: a fresh Node process takes its first ~4,000 asks (~3 s on two cores)
+ * to compile its hot code, at about twice the cost of each later one.
+ */
 async function lookups(dir, meters = []) {
+  const pass = (prefix) => run("python3", ["-c", `import os\nfor i in range(${N}):\n  try: os.stat('${dir}/${prefix}%d' % i)\n  except FileNotFoundError: pass\n`]);
+  await pass("warm");
   const before = meters.map((m) => m());
   const t0 = performance.now();
-  await run("python3", ["-c", `import os\nfor i in range(${N}):\n  try: os.stat('${dir}/nx%d' % i)\n  except FileNotFoundError: pass\n`]);
+  await pass("nx");
   const us = ((performance.now() - t0) * 1000) / N;
   return { us, cpu: meters.map((m, i) => (m() - before[i]) / N) };
 }

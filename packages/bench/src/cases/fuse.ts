@@ -29,11 +29,17 @@ interface Sizes {
   readonly smallFiles: number;
   readonly gitFiles: number;
   readonly inserts: number;
+  /**
+   * Each workload is run this many times on every mount and the best kept: a fresh proxy and
+   * provider compile their hot code over their first few thousand asks (~3 s on two cores, each ask
+   * then costing about twice what it does later), which a single run would count against them.
+   */
+  readonly rounds: number;
   /** The two file sizes written and read through each mount while the proxy's RSS is sampled: [small, large]. */
   readonly rssFiles: Record<"multiplexed" | "paths", readonly [number, number]>;
 }
-const FULL: Sizes = { fioBytes: 12 * MiB, randBytes: 2 * MiB, smallFiles: 1000, gitFiles: 1000, inserts: 300, rssFiles: { multiplexed: [16 * MiB, 256 * MiB], paths: [1 * MiB, 15 * MiB] } };
-const QUICK: Sizes = { fioBytes: 1 * MiB, randBytes: 256 * 1024, smallFiles: 50, gitFiles: 50, inserts: 20, rssFiles: { multiplexed: [1 * MiB, 8 * MiB], paths: [256 * 1024, 2 * MiB] } };
+const FULL: Sizes = { fioBytes: 12 * MiB, randBytes: 2 * MiB, smallFiles: 1000, gitFiles: 1000, inserts: 300, rounds: 2, rssFiles: { multiplexed: [16 * MiB, 256 * MiB], paths: [1 * MiB, 15 * MiB] } };
+const QUICK: Sizes = { fioBytes: 1 * MiB, randBytes: 256 * 1024, smallFiles: 50, gitFiles: 50, inserts: 20, rounds: 1, rssFiles: { multiplexed: [1 * MiB, 8 * MiB], paths: [256 * 1024, 2 * MiB] } };
 /** "Flat": the large file may raise the proxy's RSS by at most this much more than the small one did. */
 const RSS_FLAT_MARGIN = 32 * MiB;
 
@@ -167,11 +173,24 @@ async function workloads(dir: string, sizes: Sizes, gitSource: string, log: (lin
     "git init+add+commit": [sizes.gitFiles, "file"],
     "sqlite3 WAL inserts": [sizes.inserts, "insert"],
   };
-  const step = async (name: (typeof WORKLOADS)[number], measure: () => Promise<Measured>) => {
-    const before = meters && { server: meters.server(), backend: meters.backend() };
-    const measured = await measure();
+  /** Keeps the better of two measurements (a rate: the higher; seconds: the lower). */
+  const better = (a: Measured, b: Measured) => (a.unit === "MiB/s" ? a.value! > b.value! : a.value! < b.value!);
+  const step = async (name: (typeof WORKLOADS)[number], measure: () => Promise<Measured>, around: { readonly before?: () => Promise<unknown>; readonly after?: () => Promise<unknown> } = {}) => {
     const [count, per] = ops[name];
-    row[name] = before && !measured.failed ? { ...measured, cpu: { server: (meters!.server() - before.server) / 1000 / count, backend: (meters!.backend() - before.backend) / 1000 / count, per } } : measured;
+    let best: Measured | undefined;
+    for (let round = 0; round < sizes.rounds; round++) {
+      await around.before?.();
+      const before = meters && { server: meters.server(), backend: meters.backend() };
+      const measured = await measure();
+      const entry: Measured = before && !measured.failed ? { ...measured, cpu: { server: (meters!.server() - before.server) / 1000 / count, backend: (meters!.backend() - before.backend) / 1000 / count, per } } : measured;
+      await around.after?.();
+      if (measured.failed) {
+        best = entry;
+        break;
+      }
+      if (!best || better(entry, best)) best = entry;
+    }
+    row[name] = best!;
     await sample();
     const cpu = row[name]!.cpu;
     log(`    ${name}: ${row[name]!.failed ? `failed: ${row[name]!.failed}` : `${row[name]!.value!.toFixed(2)} ${row[name]!.unit}`}${cpu ? ` (CPU per ${cpu.per}: server ${cpu.server.toFixed(2)} ms, backend ${cpu.backend.toFixed(2)} ms)` : ""}`);
@@ -188,13 +207,15 @@ async function workloads(dir: string, sizes: Sizes, gitSource: string, log: (lin
       dir,
     ),
   );
-  await sh(`cp -r ${gitSource} repo`, dir);
-  await step("git init+add+commit", () => timed("cd repo && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm one", dir));
-  await sh("rm -rf repo", dir);
+  await step("git init+add+commit", () => timed("cd repo && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm one", dir), {
+    before: () => sh(`cp -r ${gitSource} repo`, dir),
+    after: () => sh("rm -rf repo", dir),
+  });
   const sql = join(tmpdir(), `diverge-fuse-bench-${process.pid}.sql`);
   await writeFile(sql, Array.from({ length: sizes.inserts }, (_, i) => `INSERT INTO t VALUES(${i}, '${"v".repeat(100)}');`).join("\n"));
-  await step("sqlite3 WAL inserts", () => timed(`sqlite3 db.sqlite 'PRAGMA journal_mode=WAL;' 'CREATE TABLE t(a INTEGER, b TEXT);' > /dev/null && sqlite3 db.sqlite < ${sql}`, dir));
-  await sh("rm -f db.sqlite db.sqlite-wal db.sqlite-shm", dir);
+  await step("sqlite3 WAL inserts", () => timed(`sqlite3 db.sqlite 'PRAGMA journal_mode=WAL;' 'CREATE TABLE t(a INTEGER, b TEXT);' > /dev/null && sqlite3 db.sqlite < ${sql}`, dir), {
+    after: () => sh("rm -f db.sqlite db.sqlite-wal db.sqlite-shm", dir),
+  });
   return row;
 }
 
@@ -363,7 +384,7 @@ function tablesOf(r: FuseBenchResult): Table[] {
   const notes = [
     `fio on a ${r.sizes.fioBytes / MiB} MiB file (within the paths transport's 16 MiB whole-file limit), psync, the write with end_fsync; random read of ${r.sizes.randBytes / MiB} MiB; page caches dropped before each read.`,
     `small files: ${r.sizes.smallFiles} files of 1 KiB in 10 directories; git: ${r.sizes.gitFiles} files of ~400 bytes in 20 directories; sqlite3: ${r.sizes.inserts} inserts in WAL mode, each its own transaction.`,
-    "Rates in MiB/s (higher is better), times in seconds (lower is better); ratios are how many times as good as sshfs. The mounts use the default cache level (close-to-open).",
+    `Rates in MiB/s (higher is better), times in seconds (lower is better); ratios are how many times as good as sshfs. The mounts use the default cache level (close-to-open). Each workload ran ${r.sizes.rounds} time${r.sizes.rounds === 1 ? "" : "s"} on every mount, the best kept.`,
   ];
   if (r.runs.sshfs?.skipped) notes.push(`sshfs ${r.runs.sshfs.skipped}`);
   const served: Where[] = ["sshfs", "multiplexed", "paths"];
