@@ -54,9 +54,11 @@ describe("the lean opener", () => {
     closers.push(() => new Promise((resolve) => (server.clients.forEach((c) => c.terminate()), server.close(resolve))));
     await new Promise((resolve) => server.once("listening", resolve));
     let requested = "";
+    let authorization: string | undefined;
     const ponged = new Promise<string>((resolve) =>
       server.on("connection", (peer, request) => {
         requested = request.url ?? "";
+        authorization = request.headers.authorization;
         peer.on("message", (data) => peer.send(Buffer.concat([Buffer.from("echo:"), data as Buffer])));
         peer.on("pong", (data) => resolve(String(data)));
         peer.ping("are you there");
@@ -66,6 +68,11 @@ describe("the lean opener", () => {
     expect(new defaultWebSocket(`ws://127.0.0.1:${port}/x`)).toBeInstanceOf(LeanWebSocket);
     const socket = await openSocket(defaultWebSocket, `ws://127.0.0.1:${port}/some/path?q=1`);
     expect(requested).toBe("/some/path?q=1");
+    expect(authorization).toBeUndefined();
+    // Credentials in the URL: Basic authorization, as ws's own client sends them.
+    const withCredentials = await openSocket(defaultWebSocket, `ws://user:p%40ss@127.0.0.1:${port}/x`);
+    expect(authorization).toBe(`Basic ${Buffer.from("user:p@ss").toString("base64")}`);
+    withCredentials.close();
     const echoed = new Promise<string>((resolve) => socket.onMessage((bytes) => resolve(Buffer.from(bytes).toString())));
     socket.send(new Uint8Array(Buffer.from("hello")));
     expect(await echoed).toBe("echo:hello");

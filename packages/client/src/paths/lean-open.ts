@@ -11,6 +11,7 @@
 // falls back to `ws`'s own client where either is missing.
 import { createHash, randomBytes } from "node:crypto";
 import { connect, type Socket } from "node:net";
+import { unescape } from "node:querystring";
 import WebSocket from "ws";
 
 /** The GUID every server appends to the key before hashing it (RFC 6455 §1.3). */
@@ -80,7 +81,9 @@ export class LeanWebSocket extends WebSocket {
     const tcp = connect({ host, port: Number(target.port || 80) });
     this.tcp = tcp;
     tcp.setNoDelay(true);
-    tcp.write(`GET ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\n\r\n`);
+    // Credentials in the URL go as Basic authorization, unescaped, as `ws`'s own client sends them.
+    const auth = target.username || target.password ? `Authorization: Basic ${Buffer.from(`${unescape(target.username)}:${unescape(target.password)}`).toString("base64")}\r\n` : "";
+    tcp.write(`GET ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\n${auth}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\n\r\n`);
     let got: Buffer | undefined;
     const fail = (message: string) => {
       tcp.off("data", onData);
