@@ -7,8 +7,9 @@
 //
 // It rests on two parts of `ws` that are not its documented API: `setSocket` (what `ws`'s own client
 // and server call once a handshake is done) and `_isServer` (false: this end masks what it sends and
-// expects unmasked frames). `ws` is pinned to the version this was written against, and the default
-// falls back to `ws`'s own client where either is missing.
+// expects unmasked frames). Both are the same from `ws` 8.18 (the lowest the range allows) to 8.23,
+// and the consumer tests run a paths connection with the lowest and the newest `ws` the range allows;
+// the default falls back to `ws`'s own client where `setSocket` or `emitClose` is missing.
 import { createHash, randomBytes } from "node:crypto";
 import { connect, type Socket } from "node:net";
 import { unescape } from "node:querystring";
