@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { createServer as createHttpServer } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { WebSocketServer } from "ws";
+import { WebSocket, WebSocketServer } from "ws";
 import { defaultWebSocket, openSocket, type OpenFailure } from "../src/paths/index.js";
 import { LeanWebSocket, refusalOf } from "../src/paths/lean-open.js";
 
@@ -118,6 +118,18 @@ describe("the lean opener", () => {
       socket.write(`X-Filler: ${"a".repeat(20_000)}`);
     });
     expect((await failureOf(`ws://127.0.0.1:${endless}/`)).message).toBe("The upgrade answer's head is too large");
+  });
+
+  it("leaves wss: URLs to ws's own client (TLS), still a ws WebSocket", async () => {
+    const server = createServer();
+    const port = await listen(server);
+    const socket = new defaultWebSocket(`wss://127.0.0.1:${port}/`) as unknown as WebSocket;
+    expect(socket).toBeInstanceOf(WebSocket);
+    expect(socket).not.toBeInstanceOf(LeanWebSocket);
+    socket.on("error", () => {});
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    socket.terminate();
+    await closed;
   });
 
   it("a refused connection fails with the system's reason", async () => {

@@ -1,5 +1,6 @@
 // The one WebSocket shape the provider side needs: the WHATWG API (what browsers, Deno, Bun and the
-// `ws` package all offer), so a caller may bring its own implementation. The default is `ws`.
+// `ws` package all offer), so a caller may bring its own implementation. The default is a `ws`
+// WebSocket, opened for `ws:` URLs by the lean handshake of lean-open.ts.
 import { binaryOf } from "@diverge/multiplexer";
 import { defaultWebSocketFor } from "./lean-open.js";
 import { FrameBatch, SMALL_FRAME_MAX_BYTES } from "./small-frames.js";
